@@ -1,0 +1,188 @@
+"""What a function really launches: its `pallas_call`s, read off the jaxpr.
+
+One home for jaxpr inspection. The grader's structural checks ("is this a pallas_call with the grid the
+lab asks for?") and the schedule model ("which block does step (i, j, k) see?") both start here, so
+neither trusts what a student *says* the schedule is, only what JAX traced.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import jax
+import numpy as np
+
+# Primitives that move or relabel data without computing on it; anything else outside a pallas_call is
+# "work outside the kernel" (an extra HBM round trip, or the whole answer computed by XLA).
+LAYOUT_PRIMITIVES = frozenset(
+    {"reshape", "broadcast_in_dim", "squeeze", "expand_dims", "copy", "copy_p", "pjit", "jit",
+     "closed_call", "custom_jvp_call", "custom_vjp_call", "device_put"}
+)
+
+
+@dataclass(frozen=True)
+class BlockInfo:
+    """One operand's BlockSpec as traced: whole-array shape, block shape, and its index map."""
+
+    role: str                      # "in" or "out"
+    position: int                  # operand index within its role
+    array_shape: tuple[int, ...]
+    dtype: np.dtype
+    block_shape: tuple[int | None, ...]
+    buffer_count: int | None       # pl.Buffered(n) if given, else None (the default, 2 on TPU)
+    index_map: Callable[..., tuple[int, ...]] = field(repr=False, compare=False)
+
+    def block_index(self, *grid_point: int) -> tuple[int, ...]:
+        """The block index this operand's index map returns at `grid_point`."""
+        return tuple(int(v) for v in self.index_map(*grid_point))
+
+    @property
+    def block_bytes(self) -> int:
+        return int(np.prod([b or 1 for b in self.block_shape])) * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class PallasCallInfo:
+    name: str
+    grid: tuple[int, ...]
+    inputs: tuple[BlockInfo, ...]
+    outputs: tuple[BlockInfo, ...]
+    scratch: tuple[tuple[tuple[int, ...], np.dtype, str], ...]   # (shape, dtype, memory space)
+    dimension_semantics: tuple[str, ...] | None
+    kernel_jaxpr: Any = field(repr=False, compare=False)
+
+    @property
+    def blocks(self) -> tuple[BlockInfo, ...]:
+        return self.inputs + self.outputs
+
+    def grid_points(self) -> Iterator[tuple[int, ...]]:
+        """Grid points in the order Pallas visits them: row-major, last axis fastest."""
+        return itertools.product(*(range(g) for g in self.grid))
+
+    def kernel_primitives(self) -> set[str]:
+        return primitive_names(self.kernel_jaxpr)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A traced function: the pallas_calls it launches and the other primitives around them."""
+
+    pallas_calls: tuple[PallasCallInfo, ...]
+    outside: tuple[str, ...]       # primitive names outside any pallas_call, in order
+    jaxpr: Any = field(repr=False)
+
+    @property
+    def outside_work(self) -> list[str]:
+        """Primitives outside the kernels that compute (not just reshape or relabel)."""
+        return [p for p in self.outside if p not in LAYOUT_PRIMITIVES]
+
+
+def _block_dims(block_shape: tuple[Any, ...]) -> tuple[int | None, ...]:
+    dims = []
+    for b in block_shape:
+        size = getattr(b, "block_size", b)
+        dims.append(None if size is None else int(size))
+    return tuple(dims)
+
+
+def _index_map(block_mapping: Any) -> Callable[..., tuple[int, ...]]:
+    closed = block_mapping.index_map_jaxpr
+
+    def index_map(*grid_point: int) -> tuple[int, ...]:
+        args = [np.int32(g) for g in grid_point]
+        return tuple(jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *args))
+
+    return index_map
+
+
+def _kernel_name(eqn: Any) -> str:
+    """The kernel function's name (e.g. "matmul_kernel"), from pallas_call's name or debug info."""
+    if eqn.params.get("name"):
+        return str(eqn.params["name"])
+    info = getattr(eqn.params["jaxpr"], "debug_info", None)
+    src = getattr(info, "func_src_info", None) or ""
+    return src.split(" ")[0] or "kernel"
+
+
+def _pallas_call_info(eqn: Any) -> PallasCallInfo:
+    gm = eqn.params["grid_mapping"]
+    blocks = []
+    for pos, bm in enumerate(gm.block_mappings):
+        is_out = pos >= gm.num_inputs
+        mode = bm.pipeline_mode
+        blocks.append(BlockInfo(
+            role="out" if is_out else "in",
+            position=pos - gm.num_inputs if is_out else pos,
+            array_shape=tuple(bm.array_aval.shape),
+            dtype=np.dtype(bm.array_aval.dtype),
+            block_shape=_block_dims(bm.block_shape),
+            buffer_count=getattr(mode, "buffer_count", None),
+            index_map=_index_map(bm),
+        ))
+    scratch = tuple(
+        (tuple(a.shape), np.dtype(a.dtype), str(getattr(a, "memory_space", "")))
+        for a in gm.scratch_avals
+    )
+    params = eqn.params.get("compiler_params")
+    semantics = None
+    if params is not None:
+        # compiler_params is a CompilerParams object (or a {backend: params} mapping in older jax)
+        candidates = params.values() if isinstance(params, dict) else [params]
+        for p in candidates:
+            sem = getattr(p, "dimension_semantics", None)
+            if sem is not None:
+                semantics = tuple(str(s).lower().split(".")[-1] for s in sem)
+    return PallasCallInfo(
+        name=_kernel_name(eqn),
+        grid=tuple(int(g) for g in gm.grid),
+        inputs=tuple(b for b in blocks if b.role == "in"),
+        outputs=tuple(b for b in blocks if b.role == "out"),
+        scratch=scratch,
+        dimension_semantics=semantics,
+        kernel_jaxpr=eqn.params["jaxpr"],
+    )
+
+
+def _sub_jaxprs(eqn: Any) -> Iterator[Any]:
+    for v in eqn.params.values():
+        for item in v if isinstance(v, (tuple, list)) else (v,):
+            if hasattr(item, "jaxpr") and hasattr(item, "consts"):   # ClosedJaxpr
+                yield item.jaxpr
+            elif hasattr(item, "eqns"):                               # Jaxpr
+                yield item
+
+
+def primitive_names(jaxpr: Any) -> set[str]:
+    """Every primitive name in `jaxpr`, nested sub-jaxprs included."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    names: set[str] = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for sub in _sub_jaxprs(eqn):
+            names |= primitive_names(sub)
+    return names
+
+
+def _walk(jaxpr: Any, calls: list[PallasCallInfo], outside: list[str]) -> None:
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            calls.append(_pallas_call_info(eqn))
+            continue
+        subs = list(_sub_jaxprs(eqn))
+        if subs and eqn.primitive.name in LAYOUT_PRIMITIVES:
+            for sub in subs:            # look through jit/pjit wrappers
+                _walk(sub, calls, outside)
+        else:
+            outside.append(eqn.primitive.name)
+            for sub in subs:
+                _walk(sub, calls, outside)
+
+
+def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
+    """Trace `fn(*args, **kwargs)` abstractly (nothing runs) and list what it launches."""
+    closed = jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
+    calls: list[PallasCallInfo] = []
+    outside: list[str] = []
+    _walk(closed.jaxpr, calls, outside)
+    return Trace(pallas_calls=tuple(calls), outside=tuple(outside), jaxpr=closed)

@@ -1,0 +1,129 @@
+"""`course.yml`, the one manifest, read into typed objects.
+
+Everything that needs labs, points, written questions, chips or gates reads them from here.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MANIFEST_PATH = REPO_ROOT / "course.yml"
+
+
+class ManifestError(ValueError):
+    """course.yml is missing or does not match the schema."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CourseInfo(_Strict):
+    id: str
+    title: str
+    track_chapter: int
+    helpers_package: str
+    colab_pip: str
+
+
+class StageInfo(_Strict):
+    id: str
+    number: int
+    title: str
+    schedule: str
+    summary: str
+    deliverables: list[str]
+
+
+class TestSpec(_Strict):
+    """One autograded hidden-test cell: its nbgrader grade_id is `id`."""
+
+    id: str
+    kernel: str
+    points: float = Field(gt=0)
+    checks: str
+
+
+class WrittenSpec(_Strict):
+    """One manually graded written answer: its nbgrader grade_id is `id`."""
+
+    id: str
+    points: float = Field(gt=0)
+    prompt: str
+    rubric: list[str]
+
+
+class LabSpec(_Strict):
+    id: str
+    code: str
+    title: str
+    week: int
+    source: str
+    notebook: str
+    grader: str
+    kernels: list[str]
+    tests: list[TestSpec]
+    written: list[WrittenSpec]
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.points for t in self.tests) + sum(w.points for w in self.written)
+
+    @property
+    def autograded_max(self) -> float:
+        return sum(t.points for t in self.tests)
+
+    def test(self, test_id: str) -> TestSpec:
+        for t in self.tests:
+            if t.id == test_id:
+                return t
+        raise KeyError(f"{self.id} has no test {test_id!r}; it has {[t.id for t in self.tests]}")
+
+
+class Manifest(_Strict):
+    course: CourseInfo
+    stage: StageInfo
+    labs: list[LabSpec]
+    # Chips and gates are validated by their own modules (pallas_course.chips, pallas_course.gates).
+    chips: dict[str, dict[str, Any]]
+    gates: list[dict[str, Any]]
+
+    def lab(self, lab_id: str) -> LabSpec:
+        for lab in self.labs:
+            if lab.id == lab_id:
+                return lab
+        raise KeyError(f"no lab {lab_id!r} in course.yml; labs are {[l.id for l in self.labs]}")
+
+    def lab_for_notebook(self, name: str) -> LabSpec | None:
+        """The lab whose notebook file name (without folders) is `name`, if any."""
+        stem = Path(name).stem
+        for lab in self.labs:
+            if Path(lab.notebook).stem == stem:
+                return lab
+        return None
+
+
+def load(path: Path | str = MANIFEST_PATH) -> Manifest:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: not found; the course manifest lives at the repository root") from None
+    except yaml.YAMLError as e:
+        raise ManifestError(f"{path}: not valid YAML: {e}") from None
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as e:
+        lines = [f"  {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+        raise ManifestError(f"{path} does not match the manifest schema:\n" + "\n".join(lines)) from None
+
+
+@functools.cache
+def manifest() -> Manifest:
+    """The repository's course.yml, read once per process."""
+    return load()
