@@ -1,0 +1,11 @@
+"""`course`: the command line. Each command is a thin function that parses and delegates."""
+from __future__ import annotations
+
+from ._app import app
+
+# Importing a command module registers its commands on `app`.
+from . import bench, blockspec, gates, grade, schedule  # noqa: F401,E402
+
+
+def main() -> None:
+    app()
