@@ -1,0 +1,97 @@
+"""course.yml's chips section: valid, sourced, and equal to what jax itself says about each chip."""
+from __future__ import annotations
+
+import pytest
+from jax._src.pallas.mosaic import tpu_info
+
+from pallas_course.chips import Chip, ChipError, chip, chip_for_device_kind, chips, current_chip
+
+COURSE_CHIPS = ["v4", "v5e", "v5p", "v6e", "v7x"]
+
+
+def test_every_course_chip_is_listed():
+    """The five chips the chapter names are all in course.yml."""
+    assert list(chips()) == COURSE_CHIPS
+
+
+@pytest.mark.parametrize("name", COURSE_CHIPS)
+def test_constants_match_jax_tpu_info(name):
+    """Each constant equals jax's own table (per TensorCore; bandwidth and FLOP/s per chip)."""
+    c = chip(name)
+    version = tpu_info.chip_version_from_device_kind(c.device_kind)
+    assert version is not None, f"jax does not know device_kind {c.device_kind!r}"
+    assert str(version) in (name, name.removeprefix("v")), (version, name)   # jax spells v7x "7x"
+    info = tpu_info.get_tpu_info_for_chip(version, 1)
+    cores = version.num_physical_tensor_cores_per_chip
+    assert c.tensorcores_per_chip == cores
+    assert c.vmem_bytes == info.vmem_capacity_bytes
+    assert c.lanes == info.num_lanes and c.sublanes == info.num_sublanes
+    assert c.mxu == info.mxu_column_size
+    # tpu_info stores per-core numbers as chip // cores; undo it to compare with our per-chip numbers.
+    assert c.hbm_bytes_per_s == pytest.approx(info.mem_bw_bytes_per_second * cores, rel=1e-6)
+    assert c.bf16_flops_per_s == pytest.approx(info.bf16_ops_per_second * cores, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", COURSE_CHIPS)
+def test_every_device_kind_is_known_to_jax(name):
+    """Every device kind and alias maps, in jax, to the same chip generation."""
+    c = chip(name)
+    versions = {tpu_info.chip_version_from_device_kind(k) for k in c.device_kinds}
+    assert len(versions) == 1 and None not in versions, c.device_kinds
+
+
+def test_device_kind_lookup():
+    """jax.devices()[0].device_kind strings resolve to course chips; others to None."""
+    assert chip_for_device_kind("TPU v5 lite").name == "v5e"
+    assert chip_for_device_kind("TPU v5").name == "v5p"
+    assert chip_for_device_kind("TPU v6 lite").name == "v6e"
+    assert chip_for_device_kind("TPU7x").name == "v7x"
+    assert chip_for_device_kind("cpu") is None
+    assert chip_for_device_kind("TPU v2") is None
+    assert chip("TPU v4").name == "v4"
+
+
+def test_current_chip_on_cpu_is_none():
+    """On this CPU machine there is no chip."""
+    import jax
+
+    if jax.default_backend() != "tpu":
+        assert current_chip() is None
+
+
+def test_scoped_limit_is_apart_from_capacity():
+    """The default scoped VMEM limit is its own number, below capacity on v5e/v6e, with its own source."""
+    for c in chips().values():
+        assert c.default_scoped_vmem_bytes <= c.vmem_bytes
+        assert c.source("default_scoped_vmem_bytes") != c.source("vmem_bytes")
+    assert chip("v5e").default_scoped_vmem_bytes == 16 * 2**20
+    assert chip("v6e").default_scoped_vmem_bytes == 32 * 2**20
+
+
+def test_seed_vmem_budget_on_v5e():
+    """EX·09 quotes 134,217,728 B for v5e, from the scaling book."""
+    assert chip("v5e").vmem_bytes == 134_217_728
+    assert "scaling-book" in chip("v5e").source("vmem_bytes")
+
+
+def test_native_sublane_tile():
+    """8 rows for 32-bit, 16 for 16-bit, 32 for 8-bit types."""
+    c = chip("v5e")
+    assert (c.sublane_tile(4), c.sublane_tile(2), c.sublane_tile(1)) == (8, 16, 32)
+
+
+def test_unknown_chip_message():
+    """An unknown name says which chips exist."""
+    with pytest.raises(ChipError, match=r"unknown chip 'v9'; known chips are v4, v5e"):
+        chip("v9")
+
+
+def test_unsourced_field_is_rejected():
+    """A sources entry naming a non-field is a schema error, so typos cannot hide a number's source."""
+    raw = chip("v5e").model_dump()
+    raw["sources"] = {"default": "x", "vmem_byte": "typo"}
+    with pytest.raises(ValueError, match="unknown fields"):
+        Chip.model_validate(raw)
+    raw["sources"] = {"vmem_bytes": "no default"}
+    with pytest.raises(ValueError, match="default"):
+        Chip.model_validate(raw)
