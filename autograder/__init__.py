@@ -1,0 +1,1 @@
+"""The grader: hidden checks per lab, the notebook runner, scoring, reports and nbgrader glue."""

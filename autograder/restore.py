@@ -1,0 +1,69 @@
+"""Put the instructor's cells back into a submission before it runs, as nbgrader's OverwriteCells does.
+
+Locked cells (set-up, hidden tests) come back from the source notebook whatever the student did to them;
+deleted graded cells are re-inserted after the cell that preceded them in the source (nbgrader re-adds
+graded cells only, so a deleted set-up cell stays deleted here too). So a notebook can
+neither edit nor delete its hidden tests, and `course grade` runs exactly the cells nbgrader runs.
+"""
+from __future__ import annotations
+
+import copy
+
+from nbformat import NotebookNode
+
+
+def _nbg(cell: NotebookNode) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def _grade_id(cell: NotebookNode) -> str | None:
+    return _nbg(cell).get("grade_id")
+
+
+def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNode | None = None) -> list[str]:
+    """Overwrite locked cells and re-add missing graded cells in `submission` (in place); returns notes.
+
+    `release` (the student notebook as handed out) lets the notes stay quiet about cells the student
+    never touched: their hidden tests were stripped on release, restoring them is routine.
+    """
+    notes: list[str] = []
+    source_cells = {_grade_id(c): c for c in source.cells if _grade_id(c)}
+    released = {_grade_id(c): c.source for c in release.cells if _grade_id(c)} if release else {}
+    order = [_grade_id(c) for c in source.cells if _grade_id(c)]
+
+    for cell in submission.cells:
+        gid = _grade_id(cell)
+        if gid is None:
+            continue
+        src = source_cells.get(gid)
+        if src is None:
+            # nbgrader drops grade ids it does not know: such a cell is not graded
+            del cell.metadata["nbgrader"]["grade_id"]
+            notes.append(f"cell {gid!r} is not part of this lab; it runs but is not graded")
+            continue
+        if cell.cell_type != src.cell_type or _nbg(src).get("locked") and cell.source != src.source:
+            if released.get(gid) != cell.source:
+                notes.append(f"cell {gid!r} was changed; the original was restored")
+            fresh = copy.deepcopy(src)
+            cell.clear()
+            cell.update(fresh)
+        else:
+            cell.metadata["nbgrader"] = copy.deepcopy(_nbg(src))
+
+    present = {_grade_id(c) for c in submission.cells if _grade_id(c)}
+    for pos, gid in enumerate(order):
+        src = source_cells[gid]
+        if gid in present or not _nbg(src).get("grade"):   # like nbgrader: graded cells only
+            continue
+        notes.append(f"cell {gid!r} was missing; it was added back")
+        before = next((g for g in reversed(order[:pos]) if g in present), None)
+        index = 0 if before is None else 1 + next(
+            i for i, c in enumerate(submission.cells) if _grade_id(c) == before)
+        submission.cells.insert(index, copy.deepcopy(src))
+        present.add(gid)
+
+    for cell in submission.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return notes
