@@ -8,7 +8,7 @@ that `INTERP` is a module flag defaulting to True so everything runs on CPU.
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -104,6 +104,65 @@ KERNELS: dict[str, tuple[Callable, Callable]] = {
     "softmax": (softmax, softmax_kernel),
     "layernorm": (layernorm, layernorm_kernel),
 }
+
+# The sizes each wrapper takes, in the order `course schedule` lists them, with the chapter's defaults.
+SIZES: dict[str, dict[str, int]] = {
+    "matmul": {"m": 128, "n": 128, "k": 512, "bm": 128, "bn": 128, "bk": 128},
+    "transpose": {"m": 256, "n": 256, "bm": 128, "bn": 128},
+    "softmax": {"rows": 256, "d": 512, "rows_per_block": 8},
+    "layernorm": {"rows": 256, "d": 512, "rows_per_block": 8},
+}
+
+
+def _matmul_expression(point: tuple[int, ...], ins: Sequence[str], outs: Sequence[str], first: bool) -> str:
+    # first visit of the output block is the k == 0 step: _init zeroes it, then the dot accumulates
+    (a, b), (c,) = ins, outs
+    return f"{c} = 0; {c} += {a}·{b}" if first else f"{c} += {a}·{b}"
+
+
+# How the chapter names each kernel's operands in pictures (inputs then outputs) and writes its compute.
+DISPLAY: dict[str, tuple[tuple[str, ...], Callable | None]] = {
+    "matmul": (("A", "B", "C"), _matmul_expression),
+    "transpose": (("X", "O"), None),
+    "softmax": (("X", "O"), None),
+    "layernorm": (("X", "G", "B", "O"), None),
+}
+
+
+def _example_args(name: str, sizes: dict[str, int], dtype: Any) -> tuple[tuple[Any, ...], dict[str, int]]:
+    s = {**SIZES[name], **sizes}
+    unknown = set(sizes) - set(SIZES[name])
+    if unknown:
+        raise ValueError(f"{name} takes sizes {', '.join(SIZES[name])}; got unknown {', '.join(sorted(unknown))}")
+    sds = lambda *shape: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731 - abstract: nothing is allocated
+    if name == "matmul":
+        return (sds(s["m"], s["k"]), sds(s["k"], s["n"])), {"bm": s["bm"], "bn": s["bn"], "bk": s["bk"]}
+    if name == "transpose":
+        return (sds(s["m"], s["n"]),), {"bm": s["bm"], "bn": s["bn"]}
+    if name == "softmax":
+        return (sds(s["rows"], s["d"]),), {"rows_per_block": s["rows_per_block"]}
+    return (sds(s["rows"], s["d"]), sds(s["d"]), sds(s["d"])), {"rows_per_block": s["rows_per_block"]}
+
+
+def trace_reference(name: str, dtype: Any = jnp.float32, **sizes: int):
+    """The one pallas_call `name` launches at `sizes` (abstract trace: nothing runs)."""
+    from .kernel_trace import trace
+
+    if name not in KERNELS:
+        raise KeyError(f"no reference kernel {name!r}; choose one of {', '.join(KERNELS)}")
+    args, kwargs = _example_args(name, sizes, dtype)
+    return trace(KERNELS[name][0], *args, **kwargs).pallas_calls[0]
+
+
+def reference_schedule(name: str, depth: int = 2, dtype: Any = jnp.float32, **sizes: int):
+    """The pipeline schedule of reference kernel `name`, traced at `sizes`, with the chapter's names and lines."""
+    from .kernel_lines import code_map
+    from .schedule import schedule
+
+    info = trace_reference(name, dtype, **sizes)
+    wrapper, kernel = KERNELS[name]
+    names, expression = DISPLAY[name]
+    return schedule(info, depth, names=names, expression=expression, code=code_map(kernel, wrapper))
 
 
 def source_lines(name: str) -> list[str]:
