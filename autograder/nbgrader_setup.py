@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from autograder.execute import CELL_TIMEOUT_S, GRADING_MODE
 from pallas_course.manifest import REPO_ROOT, manifest
 from pallas_course.runtime import MODE_ENV
 
@@ -11,8 +12,6 @@ from pallas_course.runtime import MODE_ENV
 CODE_STUB = '# YOUR CODE HERE\nraise NotImplementedError("not written yet: replace this line with your code")'
 TEXT_STUB = "YOUR ANSWER HERE"
 
-# Interpret mode runs ≈3 ms per grid step on a CPU; a cell that needs longer than this is stuck.
-CELL_TIMEOUT_S = 120
 
 
 def configure(c: Any) -> None:
@@ -23,8 +22,9 @@ def configure(c: Any) -> None:
     c.CourseDirectory.release_directory = "labs"
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.text_stub = TEXT_STUB
+    c.OverwriteCells.add_missing_cells = True   # a deleted hidden-test cell comes back and runs
     c.Execute.timeout = CELL_TIMEOUT_S
     c.Execute.interrupt_on_timeout = True
     # Same forced TPU interpret mode as `course grade` (the kernel inherits this environment), so both
     # paths give the same score. The hidden checks force it again around every call they make.
-    os.environ[MODE_ENV] = "tpu-interpret"
+    os.environ[MODE_ENV] = GRADING_MODE

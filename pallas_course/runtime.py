@@ -48,7 +48,7 @@ def detect(mode: str | None = None) -> Runtime:
     backend = jax.default_backend()
     kind = jax.devices()[0].device_kind
     if mode == "tpu-interpret":
-        return Runtime(backend, kind, interpret_params(), f"TPU interpret mode (forced by {MODE_ENV}) on {kind}")
+        return Runtime(backend, kind, interpret_params(), f"TPU interpret mode on {kind} (mode {mode!r} asked for it)")
     if backend == "tpu":
         if kind.startswith(NO_PALLAS_TPUS):
             return Runtime(backend, kind, interpret_params(),
