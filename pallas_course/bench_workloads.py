@@ -249,3 +249,32 @@ def run_case(case: Case, *, warmup: int, n: int, run_id: str, provenance: Any,
     except Exception as e:   # noqa: BLE001 -- a config that cannot lower or run is a result to record, not a crash
         return record(None, f"could not run: {_first_line(e)}")
     return record(timing)
+
+
+def mode_note(backend: str, device_kind: str) -> str:
+    """One line saying what kind of numbers this backend gives, printed before a run and kept in its summary."""
+    if backend == "tpu":
+        return f"TPU ({device_kind}): compiled kernels at the gate's shapes; these records can decide GATE 01."
+    if backend == "gpu":
+        return (f"GPU ({device_kind}): Pallas' GPU backend at the gate's shapes where it lowers (else a skip with the "
+                "reason); recorded as GPU numbers, gating: false: they never decide a TPU gate.")
+    return (f"{backend.upper()} ({device_kind}): Pallas in interpret mode at REDUCED shapes; these records are "
+            "gating: false and say nothing about a TPU. GATE 01 stays QUEUED until a TPU run.")
+
+
+def run_bench(cases: list[Case], *, out_file: Any, warmup: int, n: int,
+              progress: Callable[[list[Case]], Any] = iter) -> list[Any]:
+    """Time every case in one run, appending each record to `out_file` as soon as it exists.
+
+    Appending per case keeps what was measured if a long TPU run is interrupted. `progress` wraps the case
+    list (the CLI passes a progress bar). Returns the records.
+    """
+    from .bench import append_records, collect_provenance, new_run_id
+
+    run_id = new_run_id()
+    records = []
+    for case in progress(cases):
+        rec = run_case(case, warmup=warmup, n=n, run_id=run_id, provenance=collect_provenance())
+        append_records(out_file, [rec])
+        records.append(rec)
+    return records
