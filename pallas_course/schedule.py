@@ -242,3 +242,17 @@ def schedule(
                     f"write back {blocks_text(wbs)} to HBM; {unit} sits idle", None, wbs, [], None, ())
     return Schedule(info.name, info.grid, depth, dict(zip(keys, names)), slot_names, tuple(frames),
                     tuple(steps), code.lines if code else ())
+
+
+def coverage_gaps(info: PallasCallInfo) -> list[str]:
+    """Operands whose blocks, over the whole grid, do not cover the array (e.g. k=500 with bk=128: K // bk drops
+    the tail). Each gap in plain words; empty when every element is visited."""
+    gaps = []
+    points = list(info.grid_points())
+    for b in info.blocks:
+        dims = [1 if s is None else s for s in b.block_shape]
+        seen = [max(b.block_index(*p)[d] for p in points) + 1 if points else 0 for d in range(len(dims))]
+        for d, (n, size, count) in enumerate(zip(b.array_shape, dims, seen)):
+            if count * size < n:
+                gaps.append(f"{b.role}[{b.position}] dim {d}: {count} block(s) of {size} cover {count * size} of {n}")
+    return gaps
