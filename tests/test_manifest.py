@@ -1,0 +1,56 @@
+"""course.yml agrees with the notebooks and the grader: one manifest, nothing written twice differently."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from pallas_course.manifest import REPO_ROOT, ManifestError, load, manifest
+
+LABS = manifest().labs
+SEED_NOTEBOOKS = ["lab-1.1-first-kernels", "lab-1.2-tiled-matmul", "lab-1.3-fused-softmax-layernorm",
+                  "lab-1.4-pipelining-profile"]
+
+
+def _graded_cells(path: Path) -> dict[str, dict]:
+    nb = nbformat.read(path, as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: dict(c.metadata["nbgrader"], cell_type=c.cell_type)
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def test_four_labs_with_the_seed_paths() -> None:
+    assert [Path(l.notebook).stem for l in LABS] == SEED_NOTEBOOKS
+    for lab in LABS:
+        assert lab.notebook == f"labs/stage-1/{Path(lab.notebook).name}"
+        assert lab.source == f"solutions/stage-1/{Path(lab.notebook).name}"
+
+
+@pytest.mark.parametrize("lab", [l for l in LABS if l.tests], ids=lambda l: l.id)
+def test_points_match_the_notebook(lab) -> None:
+    """Every test and written answer in course.yml is a graded cell with the same points, and back."""
+    cells = _graded_cells(REPO_ROOT / lab.source)
+    expected = {t.id: t.points for t in lab.tests} | {w.id: w.points for w in lab.written}
+    assert {k: v["points"] for k, v in cells.items()} == expected
+    for w in lab.written:
+        assert cells[w.id]["solution"] and cells[w.id]["cell_type"] == "markdown", w.id
+
+
+@pytest.mark.parametrize("lab", [l for l in LABS if l.tests], ids=lambda l: l.id)
+def test_grader_has_a_check_per_test(lab) -> None:
+    module = importlib.import_module(lab.grader)
+    missing = [t.id for t in lab.tests if not callable(getattr(module, t.id, None))]
+    assert not missing, f"{lab.grader} lacks checks for {missing}"
+
+
+def test_bad_manifest_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "course.yml"
+    bad.write_text((REPO_ROOT / "course.yml").read_text().replace("points: 2,", "points: -2,", 1))
+    with pytest.raises(ManifestError, match=r"labs\.0\.tests\.0\.points: .*greater than 0"):
+        load(bad)
+
+
+def test_missing_manifest_says_where(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="not found"):
+        load(tmp_path / "course.yml")
