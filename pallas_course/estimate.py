@@ -163,7 +163,8 @@ def _assumptions(a: EstimateAssumptions, chip: Chip) -> tuple[str, ...]:
         "MXU at peak FLOP/s for kernel and XLA alike; VPU/EUP work hides under DMA",
         f"fixed {a.step_overhead_s * 1e6:.3g} µs per grid step ({a.step_overhead_source})",
         "XLA baselines at their roofline, no dispatch cost (favours the baseline)",
-        f"configs whose double-buffered blocks exceed {chip.name}'s physical VMEM are left out",
+        f"configs whose double-buffered blocks exceed {chip.name}'s physical VMEM are left out; those over its "
+        f"default scoped limit ({chip.default_scoped_vmem_bytes // 2**20} MiB) raise vmem_limit_bytes, as the bench kernels do",
     )
 
 
