@@ -18,7 +18,7 @@ class Workload(str, Enum):
 @app.command("bench")
 def bench(
     quick: Annotated[bool, typer.Option("--quick", help="Smaller CPU shapes, for a smoke test (no effect on TPU/GPU shapes).")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Directory for the records file [default: the checkout's bench/].")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Directory for the records file (default: the checkout's bench/).")] = None,
     n: Annotated[int, typer.Option("--n", min=1, help="Timed calls per case; the median of these is the number.")] = 20,
     warmup: Annotated[int, typer.Option("--warmup", min=0, help="Untimed calls first (compilation, first touch).")] = 3,
     only: Annotated[Optional[Workload], typer.Option("--only", help="Run one workload.")] = None,
