@@ -21,7 +21,7 @@ def gates(
     at or after the kernel's last commit, can pass or fail a criterion; the rest are listed as ignored with
     the reason. A queued criterion shows the kernel model's `est.` row and what the model assumes.
 
-    Examples:  course gates    ·    course gates --json > site/_data/gates.json    ·    course gates --records tests/fixtures
+    Examples:  course gates    ·    course gates --json > site/_data/gates.json    ·    course gates --records tests/fixtures/gate01-pass
     """
     from pallas_course.bench import BenchRecordError
     from pallas_course.gates import evaluate, render_text
