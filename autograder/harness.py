@@ -117,8 +117,8 @@ def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, *
 
 
 def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: float = 0.0,
-                 block: Sequence[int] | None = None, seed: int | None = None) -> None:
-    mismatch = compare(actual, expected, tol=tol, block=block, name=label)
+                 block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None) -> None:
+    mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol)
     if mismatch is not None:
         where = f" [inputs from seed {seed}]" if seed is not None else ""
         raise TestFailure(f"{test}: {mismatch.message}{where}")

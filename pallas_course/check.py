@@ -56,8 +56,12 @@ def _blocks_phrase(blocks: list[tuple[int, ...]], shape: tuple[int, ...], block:
 
 
 def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int] | None = None,
-            name: str = "output") -> Mismatch | None:
-    """None when `actual` matches `expected` within `tol` (absolute and relative), else a diagnosis."""
+            name: str = "output", atol: float | None = None) -> Mismatch | None:
+    """None when `actual` matches `expected` within `tol` (absolute and relative), else a diagnosis.
+
+    `atol`, when given, replaces `tol` as the absolute part: |actual - expected| <= atol + tol * |expected|
+    (for outputs far below 1, such as softmax probabilities, where an absolute `tol` would accept anything).
+    """
     if not hasattr(actual, "shape") or not hasattr(actual, "dtype"):
         return Mismatch("type", f"{name}: got a {type(actual).__name__}, expected an array "
                                  f"of shape {tuple(np.shape(expected))}; did the function return its result?")
@@ -79,7 +83,7 @@ def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int
             "block, is the accumulator initialised, and does each index map point where you think?"))
     with np.errstate(invalid="ignore"):
         err = np.abs(a - e)
-        bad = ~(err <= tol + tol * np.abs(e)) & ~(np.isnan(a) & np.isnan(e))
+        bad = ~(err <= (tol if atol is None else atol) + tol * np.abs(e)) & ~(np.isnan(a) & np.isnan(e))
     if not bad.any():
         return None
     err = np.where(bad, np.nan_to_num(err, nan=np.inf), 0)
@@ -87,7 +91,8 @@ def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int
     where = list(int(i) for i in worst)
     blocks = _blocks_of(bad, blk)
     return Mismatch("values", (
-        f"{name}: {int(bad.sum())} of {a.size} values differ by more than tol={tol:g}; the largest error is "
+        f"{name}: {int(bad.sum())} of {a.size} values differ by more than tol={tol:g}"
+        f"{'' if atol is None else f' (relative; atol={atol:g})'}; the largest error is "
         f"{float(err[worst]):.3g} at {where} (got {a[worst]:.6g}, expected {e[worst]:.6g}); "
         f"{_blocks_phrase(blocks, a_shape, blk)}"))
 
