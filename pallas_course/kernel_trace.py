@@ -63,6 +63,10 @@ class PallasCallInfo:
     def kernel_primitives(self) -> set[str]:
         return primitive_names(self.kernel_jaxpr)
 
+    def kernel_eqns(self, primitive: str) -> list[Any]:
+        """Every equation of `primitive` in the kernel body, nested sub-jaxprs (pl.when) included."""
+        return find_eqns(self.kernel_jaxpr, primitive)
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -162,6 +166,18 @@ def primitive_names(jaxpr: Any) -> set[str]:
         for sub in _sub_jaxprs(eqn):
             names |= primitive_names(sub)
     return names
+
+
+def find_eqns(jaxpr: Any, primitive: str) -> list[Any]:
+    """Every equation of `primitive` in `jaxpr`, nested sub-jaxprs included."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    found = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == primitive:
+            found.append(eqn)
+        for sub in _sub_jaxprs(eqn):
+            found += find_eqns(sub, primitive)
+    return found
 
 
 def _walk(jaxpr: Any, calls: list[PallasCallInfo], outside: list[str]) -> None:

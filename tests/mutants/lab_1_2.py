@@ -1,0 +1,115 @@
+"""LAB·1.2 mutants: matmul, matmul_acc, matmul_gelu."""
+from tests.mutants import Alternative, Mutant
+
+LAB = "lab-1.2-tiled-matmul"
+
+MATMUL_INIT = ("    k = pl.program_id(2)\n    @pl.when(k == 0)\n    def _init():\n"
+               "        o_ref[...] = jnp.zeros_like(o_ref)\n")
+MATMUL_SPECS = ("        matmul_kernel,\n"
+                "        grid=(m // bm, n // bn, k // bk),\n"
+                "        in_specs=[\n"
+                "            pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),\n"
+                "            pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),\n"
+                "        ],\n"
+                "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),\n")
+ACC_CALL = ("        matmul_acc_kernel,\n"
+            "        grid=(m // bm, n // bn, k // bk),\n"
+            "        in_specs=[\n"
+            "            pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),\n"
+            "            pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),\n"
+            "        ],\n"
+            "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),\n"
+            "        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),\n"
+            "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n"
+            "        interpret=INTERP,\n"
+            "    )(a, b)")
+GELU_CALL = ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel")
+ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
+ACC_STORE = "    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n"
+GELU_EPILOGUE = ("    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n"
+                 "        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)")
+
+MUTANTS = [
+    Mutant("matmul_k_outermost", "K as the first grid axis, init on program_id(0) == 0",
+           {MATMUL_INIT: MATMUL_INIT.replace("program_id(2)", "program_id(0)"),
+            MATMUL_SPECS: MATMUL_SPECS.replace("grid=(m // bm, n // bn, k // bk)", "grid=(k // bk, m // bm, n // bn)")
+                                      .replace("lambda i, j, kk:", "lambda kk, i, j:")},
+           {"matmul_schedule": "K must be the last \\(innermost\\) grid axis",
+            "matmul_f32": "[Rr]evisit|raised"}),
+    Mutant("matmul_missing_init", "no zeroing on the first K step",
+           {MATMUL_INIT: "    k = pl.program_id(2)\n"},
+           {"matmul_f32": "NaN"}, others_pass=("matmul_schedule",)),
+    Mutant("matmul_init_on_last_step", "the accumulator is zeroed on the last K step instead of the first",
+           {MATMUL_INIT: MATMUL_INIT.replace("k == 0", "k == pl.num_programs(2) - 1")},
+           {"matmul_f32": "NaN|differ by more than"}, others_pass=("matmul_schedule",)),
+    Mutant("matmul_swapped_index_map", "b's index map returns (j, k) instead of (k, j)",
+           {MATMUL_SPECS: MATMUL_SPECS.replace("lambda i, j, kk: (kk, j)", "lambda i, j, kk: (j, kk)")},
+           {"matmul_schedule": "index map of b", "matmul_f32": "raised|differ by more than|NaN"}),
+    Mutant("matmul_bypass", "pure-jnp bypass: a @ b",
+           {"    _, n = b.shape\n    return pl.pallas_call(\n        matmul_kernel,":
+            "    _, n = b.shape\n    return a @ b\n    return pl.pallas_call(\n        matmul_kernel,"},
+           {"matmul_schedule": "launches no pallas_call", "matmul_f32": "launches no pallas_call"}),
+    Mutant("matmul_acc_bf16_accumulation", "the seed's matmul reused: a bf16 running sum in o_ref, no scratch",
+           {ACC_CALL: ACC_CALL.replace("matmul_acc_kernel", "matmul_kernel")
+                              .replace("        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n", "")},
+           {"matmul_acc_f32_accumulator": "rounded to bf16"}, others_pass=("matmul_acc_schedule",)),
+    Mutant("matmul_acc_no_preferred_element_type", "the dot returns bf16 partial products",
+           {ACC_DOT + ACC_STORE: ACC_DOT.replace(", preferred_element_type=jnp.float32", "") + ACC_STORE},
+           {"matmul_acc_f32_accumulator": "preferred_element_type"}, others_pass=("matmul_acc_schedule",)),
+    Mutant("matmul_acc_cast_outside", "f32 output from the kernel, cast to bf16 by XLA afterwards",
+           {ACC_CALL: ACC_CALL.replace("out_shape=jax.ShapeDtypeStruct((m, n), a.dtype)",
+                                       "out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32)")
+                              .replace("    )(a, b)", "    )(a, b).astype(a.dtype)")},
+           {"matmul_acc_schedule": "computes outside its kernel \\(convert_element_type\\)",
+            "matmul_acc_f32_accumulator": "computes outside its kernel"}),
+    Mutant("matmul_acc_k_outermost", "K as the first grid axis in matmul_acc",
+           {ACC_CALL: ACC_CALL.replace("grid=(m // bm, n // bn, k // bk)", "grid=(k // bk, m // bm, n // bn)")
+                              .replace("lambda i, j, kk:", "lambda kk, i, j:")},
+           {"matmul_acc_schedule": "K must be the last", "matmul_acc_f32_accumulator": "[Rr]evisit|raised|NaN"}),
+    Mutant("matmul_gelu_every_step", "GELU applied to the running sum on every K step",
+           {ACC_DOT + GELU_EPILOGUE: "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], "
+            "preferred_element_type=jnp.float32))\n" + GELU_EPILOGUE.replace("jax.nn.gelu(acc_ref[...])", "acc_ref[...]")},
+           {"matmul_gelu_values": "differ by more than"}, others_pass=("matmul_gelu_fused",)),
+    Mutant("matmul_gelu_outside", "the kernel stores a @ b; XLA applies the GELU afterwards",
+           {GELU_EPILOGUE: GELU_EPILOGUE.replace("jax.nn.gelu(acc_ref[...])", "acc_ref[...]"),
+            "    _, n = b.shape\n    return pl.pallas_call(\n        matmul_gelu_kernel,":
+            "    _, n = b.shape\n    return jax.nn.gelu(pl.pallas_call(\n        matmul_gelu_kernel,",
+            GELU_CALL: GELU_CALL + ")"},
+           {"matmul_gelu_fused": "computes outside its kernel", "matmul_gelu_values": "computes outside its kernel"}),
+    Mutant("matmul_gelu_forgets_gelu", "the epilogue stores the accumulator without the GELU",
+           {GELU_EPILOGUE: GELU_EPILOGUE.replace("jax.nn.gelu(acc_ref[...])", "acc_ref[...]")},
+           {"matmul_gelu_fused": "computes no GELU", "matmul_gelu_values": "differ by more than"}),
+    Mutant("matmul_gelu_bypass", "pure-jnp bypass: jax.nn.gelu(a @ b)",
+           {"    _, n = b.shape\n    return pl.pallas_call(\n        matmul_gelu_kernel,":
+            "    _, n = b.shape\n    return jax.nn.gelu(a @ b)\n    return pl.pallas_call(\n        matmul_gelu_kernel,"},
+           {"matmul_gelu_fused": "launches no pallas_call", "matmul_gelu_values": "launches no pallas_call"}),
+]
+
+ALTERNATIVES = [
+    Alternative("matmul_with_f32_scratch", "matmul accumulating in an f32 scratch, stored on the last K step",
+                {MATMUL_INIT + "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)"
+                 ".astype(o_ref.dtype)":
+                 "    k = pl.program_id(2)\n    acc_ref = scratch[0]\n    @pl.when(k == 0)\n    def _init():\n"
+                 "        acc_ref[...] = jnp.zeros_like(acc_ref)\n"
+                 "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
+                 "    @pl.when(k == pl.num_programs(2) - 1)\n    def _done():\n"
+                 "        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
+                 "def matmul_kernel(a_ref, b_ref, o_ref):": "def matmul_kernel(a_ref, b_ref, o_ref, *scratch):",
+                 "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),\n"
+                 "        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),\n        interpret=INTERP,":
+                 "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),\n"
+                 "        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),\n"
+                 "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,"}),
+    Alternative("matmul_named_index_maps", "index maps as named functions of (i, j, k)",
+                {MATMUL_SPECS: MATMUL_SPECS.replace("lambda i, j, kk: (i, kk)", "lambda row, col, red: (row, red)")
+                                          .replace("lambda i, j, kk: (kk, j)", "lambda row, col, red: (red, col)")}),
+    Alternative("matmul_acc_last_step_spelled_differently", "pl.when(program_id + 1 == num_programs)",
+                {ACC_STORE: ACC_STORE.replace("k == pl.num_programs(2) - 1", "pl.program_id(2) + 1 == pl.num_programs(2)")}),
+    Alternative("matmul_acc_dot_general", "lax.dot_general with an f32 result",
+                {ACC_DOT + ACC_STORE: "    acc_ref[...] += jax.lax.dot_general(a_ref[...], b_ref[...], "
+                 "(((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)\n" + ACC_STORE}),
+    Alternative("matmul_gelu_in_o_ref", "GELU applied to o_ref after storing the sum, still on the last step",
+                {GELU_EPILOGUE: GELU_EPILOGUE.replace(
+                    "o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)",
+                    "o_ref[...] = acc_ref[...].astype(o_ref.dtype)\n        o_ref[...] = jax.nn.gelu(o_ref[...])")}),
+]
