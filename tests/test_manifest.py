@@ -54,3 +54,13 @@ def test_bad_manifest_names_the_field(tmp_path: Path) -> None:
 def test_missing_manifest_says_where(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="not found"):
         load(tmp_path / "course.yml")
+
+
+@pytest.mark.parametrize("lab", [l for l in LABS if (REPO_ROOT / l.source).exists()], ids=lambda l: l.id)
+def test_colab_install_spec_matches_the_manifest(lab) -> None:
+    """The parameters cell installs the helpers from where course.yml says they live."""
+    nb = nbformat.read(REPO_ROOT / lab.source, as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, "one cell tagged parameters, for papermill"
+    assert f'COURSE_PIP = "{manifest().course.colab_pip}"' in params[0].source
+    assert 'MODE = "auto"' in params[0].source
