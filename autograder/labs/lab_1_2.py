@@ -53,17 +53,24 @@ def _inputs(rng: np.random.Generator, shape: tuple[int, int, int], dtype: Any) -
     return random_array(rng, (m, k), dtype), random_array(rng, (k, n), dtype)
 
 
-def matmul_schedule(matmul: Callable[..., Any]) -> None:
-    """Grid (M/bm, N/bn, K/bk) with K innermost; blocks (bm, bk), (bk, bn) -> (bm, bn) at (i, k), (k, j) -> (i, j)."""
+def _check_schedules(test: str, name: str, fn: Callable[..., Any], dtype: str) -> list[tuple[str, PallasCallInfo]]:
+    """Trace `fn` (nothing runs) at every case and check matmul's schedule; returns (label, call) pairs."""
     import jax
-    import jax.numpy as jnp
 
-    test = "matmul_schedule"
+    checked = []
     for shape, bm, bn, bk in CASES:
         m, k, n = shape
-        label = f"matmul(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n}"
-        a, b = jax.ShapeDtypeStruct((m, k), jnp.float32), jax.ShapeDtypeStruct((k, n), jnp.float32)
-        _schedule(test, label, one_pallas_call(test, label, matmul, a, b, bm=bm, bn=bn, bk=bk), shape, bm, bn, bk)
+        label = f"{name}(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n} {dtype}"
+        a, b = jax.ShapeDtypeStruct((m, k), dtype), jax.ShapeDtypeStruct((k, n), dtype)
+        pc = one_pallas_call(test, label, fn, a, b, bm=bm, bn=bn, bk=bk)
+        _schedule(test, label, pc, shape, bm, bn, bk)
+        checked.append((label, pc))
+    return checked
+
+
+def matmul_schedule(matmul: Callable[..., Any]) -> None:
+    """Grid (M/bm, N/bn, K/bk) with K innermost; blocks (bm, bk), (bk, bn) -> (bm, bn) at (i, k), (k, j) -> (i, j)."""
+    _check_schedules("matmul_schedule", "matmul", matmul, "float32")
 
 
 def _values(test: str, name: str, fn: Callable[..., Any], epilogue: Callable[[np.ndarray], np.ndarray]) -> None:
@@ -86,16 +93,8 @@ def matmul_f32(matmul: Callable[..., Any]) -> None:
 
 def matmul_acc_schedule(matmul_acc: Callable[..., Any]) -> None:
     """One pallas_call with matmul's schedule; bf16 out; the cast happens inside the kernel."""
-    import jax
-    import jax.numpy as jnp
-
     test = "matmul_acc_schedule"
-    for shape, bm, bn, bk in CASES:
-        m, k, n = shape
-        label = f"matmul_acc(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n} bfloat16"
-        a, b = jax.ShapeDtypeStruct((m, k), jnp.bfloat16), jax.ShapeDtypeStruct((k, n), jnp.bfloat16)
-        pc = one_pallas_call(test, label, matmul_acc, a, b, bm=bm, bn=bn, bk=bk)
-        _schedule(test, label, pc, shape, bm, bn, bk)
+    for label, pc in _check_schedules(test, "matmul_acc", matmul_acc, "bfloat16"):
         expect_equal(test, f"the output dtype of {label}", str(pc.outputs[0].dtype), "bfloat16",
                      "the output keeps the inputs' dtype; cast the f32 accumulator on the last K step")
 
@@ -160,16 +159,8 @@ def matmul_gelu_values(matmul_gelu: Callable[..., Any]) -> None:
 
 def matmul_gelu_fused(matmul_gelu: Callable[..., Any]) -> None:
     """One pallas_call; no GELU (or any other work) outside it; the GELU's tanh is inside the kernel."""
-    import jax
-    import jax.numpy as jnp
-
     test = "matmul_gelu_fused"
-    shape, bm, bn, bk = CASES[0]
-    m, k, n = shape
-    label = f"matmul_gelu(a, b, bm={bm}, bn={bn}, bk={bk})"
-    a, b = jax.ShapeDtypeStruct((m, k), jnp.float32), jax.ShapeDtypeStruct((k, n), jnp.float32)
-    pc = one_pallas_call(test, label, matmul_gelu, a, b, bm=bm, bn=bn, bk=bk)
-    _schedule(test, label, pc, shape, bm, bn, bk)
-    if not {"tanh", "erf"} & pc.kernel_primitives():
-        raise TestFailure(f"{test}: the kernel of {label} computes no GELU (no tanh or erf inside it); apply "
-                          "jax.nn.gelu to the accumulator on the last K step")
+    for label, pc in _check_schedules(test, "matmul_gelu", matmul_gelu, "float32"):
+        if not {"tanh", "erf"} & pc.kernel_primitives():
+            raise TestFailure(f"{test}: the kernel of {label} computes no GELU (no tanh or erf inside it); apply "
+                              "jax.nn.gelu to the accumulator on the last K step")
