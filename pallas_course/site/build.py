@@ -1,0 +1,272 @@
+"""Build the chapter site: gather every source, render site/templates, write one self-contained page.
+
+Sources, each read where it lives: course.yml (stage, labs, deliverables, weeks), site/content/ (our words),
+the labs' source notebooks (`site:show` cells; the matmul solution's pallas_call for the frames),
+pallas_course.legality and chips (EX·09's constants), pallas_course.gates (GATE 01, the data behind
+`course gates --json`). The output is `index.html` with its styles inline and its ES modules carried in an
+import map as data: URLs, so the page opens from disk (file://, where browsers refuse to fetch module
+files) as well as from any static host, and fetches nothing at run time.
+"""
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+from markupsafe import Markup
+
+from pallas_course import legality
+from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
+from pallas_course.schedule import Frame, Schedule
+
+from . import content as content_mod
+from .frames import LabSchedules, matmul_schedules
+from .notebook_cells import ShownCell, shown_cells
+from .sandbox_data import legality_data
+from .walk_steps import Walk, build_walk, other_walks
+
+ASSETS = REPO_ROOT / "site"
+DEFAULT_OUT = REPO_ROOT / "_build" / "site"
+CONTENT_FILE = "content/stage-1.yml"
+# ES modules, in the order they are listed in the import map; main.js boots the page.
+MODULES = ("legality", "stepper", "sandbox", "selftest", "main")
+
+
+class SiteError(ValueError):
+    """The site cannot be built: a source is missing or malformed (the message says which and how to fix it)."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    index: Path
+    bytes: int
+    seconds: float
+    frames: dict[str, int]              # instrument -> frame count
+    labs: dict[str, str]                # lab code -> source notebook, or why nothing is shown
+    walks: dict[str, str]               # walk code -> where its steps came from
+    gate: str                           # "GATE 01 QUEUED"
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ views
+
+def _hbm_rows(s: Schedule) -> list[tuple[str, list[str]]]:
+    """Every block each operand moves, in first-seen order (the HBM row of the picture)."""
+    rows: dict[str, list[str]] = {name: [] for name in s.operands.values()}
+    for f in s.frames:
+        for t in f.transfers:
+            row = rows[s.operands[t.operand]]
+            if t.block not in row:
+                row.append(t.block)
+    return list(rows.items())
+
+
+def frame_view(s: Schedule, f: Frame, unit: str) -> dict[str, Any]:
+    """One frame as the template draws it: HBM blocks, VMEM slots, compute, transfers, skipped copies."""
+    moving = {t.block: t.kind for t in f.transfers if t.action != "wait"}
+    filling = {t.slot: t.kind for t in f.transfers if t.action != "wait"}
+    waited = {t.slot for t in f.transfers if t.action == "wait"}
+    slot_owner = {slot: s.operands[key] for key in s.operands
+                  for slot in s.slot_names if slot.rstrip("0123456789") == s.operands[key].lower()}
+    roles = {name: ("out" if key.startswith("out") else "in") for key, name in s.operands.items()}
+    hbm = [{"name": name, "role": roles[name],
+            "blocks": [{"label": b, "moving": moving.get(b)} for b in blocks]} for name, blocks in _hbm_rows(s)]
+    slots = [{"slot": slot, "held": f.slots.get(slot), "role": roles.get(slot_owner.get(slot, ""), "in"),
+              "moving": filling.get(slot), "waited": slot in waited} for slot in s.slot_names]
+    moves = [f"{t.block} → {t.slot}" if t.kind == "fetch" else f"{t.slot} → {t.block} (HBM)"
+             for t in f.transfers if t.action != "wait"]
+    waits = [t.slot for t in f.transfers if t.action == "wait"]
+    return {"index": f.index, "n": len(s.frames), "label": f.label, "caption": f.caption, "phase": f.phase,
+            "idle": f.idle, "lines": list(f.lines), "compute": f.compute, "unit": unit, "hbm": hbm,
+            "slots": slots, "moves": moves, "waits": waits, "skipped": [k.block for k in f.skipped],
+            "grid_point": list(f.grid_point) if f.grid_point is not None else None}
+
+
+def _listing(lines: tuple[str, ...], marks: tuple[str, ...], first: int = 1) -> list[dict[str, Any]]:
+    return [{"no": i, "text": text, "mark": mark} for i, (text, mark) in enumerate(zip(lines, marks), first)]
+
+
+def _line_ranges(lines: list[int] | tuple[int, ...]) -> str:
+    """(2, 3, 4, 6) -> "2–4, 6"."""
+    out, run = [], []
+    for ln in sorted(lines):
+        if run and ln == run[-1] + 1:
+            run.append(ln)
+            continue
+        if run:
+            out.append(f"{run[0]}–{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [ln]
+    if run:
+        out.append(f"{run[0]}–{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ", ".join(out)
+
+
+def _step_view(walk: Walk, step) -> dict[str, Any]:
+    """A walk step: its lines, its note, and (while there is no note) what kind of lines it lights."""
+    idx = [n - walk.first_line for n in step.lines if 0 <= n - walk.first_line < len(walk.listing)]
+    kinds = {walk.marks[i] for i in idx} - {"plain"}
+    kind = "alg" if kinds == {"alg"} else "sch" if kinds == {"sch"} else "plain"
+    words = {"alg": "algorithm", "sch": "schedule"}.get(kind, "algorithm and schedule" if kinds else "")
+    first = next((walk.listing[i].strip() for i in idx if walk.listing[i].strip()), "")
+    return {"lines": list(step.lines), "note": step.note, "ranges": _line_ranges(step.lines), "kind": kind,
+            "kind_words": words, "first_text": first if len(first) <= 60 else first[:57] + "..."}
+
+
+@dataclass(frozen=True)
+class LabView:
+    spec: LabSpec
+    cells: list[ShownCell]
+    exists: bool
+
+    @property
+    def anchor(self) -> str:
+        return content_mod.lab_anchor(self.spec.code)
+
+
+def _sizes_text(s: LabSchedules) -> str:
+    z = s.sizes
+    return (f"A ({z['m']}, {z['k']}) @ B ({z['k']}, {z['n']}) {s.dtype}, blocks bm={z['bm']}, bn={z['bn']}, "
+            f"bk={z['bk']}: grid {s.info.grid}")
+
+
+def _fill(note: str, **values: str) -> str:
+    for key, value in values.items():
+        note = note.replace("{" + key + "}", value)
+    return note
+
+
+# ------------------------------------------------------------------------------------------------ scripts
+
+def import_map(assets: Path) -> str:
+    """The page's modules as an import map of data: URLs ("pfz/<name>" -> the module's source)."""
+    imports = {}
+    for name in MODULES:
+        path = assets / "js" / f"{name}.js"
+        try:
+            source = path.read_text()
+        except FileNotFoundError:
+            raise SiteError(f"{path}: missing; the page's modules live in site/js/") from None
+        imports[f"pfz/{name}"] = "data:text/javascript;charset=utf-8," + urllib.parse.quote(source, safe="")
+    return json.dumps({"imports": imports}, indent=1)
+
+
+def _json_script(data: Any) -> Markup:
+    """JSON for a <script type="application/json"> block ('</' cannot end the element early)."""
+    return Markup(json.dumps(data, separators=(",", ":")).replace("</", "<\\/"))
+
+
+# ------------------------------------------------------------------------------------------------ build
+
+def _lab_for_kernel(m: Manifest, kernel: str) -> LabSpec:
+    for lab in m.labs:
+        if kernel in lab.kernels:
+            return lab
+    raise SiteError(f"course.yml: no lab lists kernel {kernel!r} under `kernels:`; the instruments draw its schedule")
+
+
+def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
+    """Everything the template needs, computed from the sources under `root` and `assets`."""
+    from pallas_course.gates import evaluate
+
+    try:
+        m = load_manifest(root / "course.yml")
+    except Exception as e:  # noqa: BLE001 - ManifestError and friends: one line for the CLI
+        raise SiteError(str(e)) from None
+    try:
+        content = content_mod.load(assets / CONTENT_FILE, {lab.code for lab in m.labs})
+    except content_mod.ContentError as e:
+        raise SiteError(str(e)) from None
+    labs = []
+    for lab in m.labs:
+        path = root / lab.source
+        labs.append(LabView(lab, shown_cells(path) if path.exists() else [], path.exists()))
+    by_code = {lab.code: lab for lab in m.labs}
+
+    sched = matmul_schedules(root, _lab_for_kernel(m, "matmul"))
+    ex = content.instruments
+    origin_note = sched.origin + (f" (reference copy: {sched.fallback})" if sched.fallback else "")
+    instruments = {
+        "ex02": {"meta": ex["ex02"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
+                 "note": _fill(ex["ex02"].note, function=f"{sched.wrapper}()", notebook=origin_note,
+                               sizes=_sizes_text(sched), depth="2")},
+        "ex07": {"meta": ex["ex07"], "frames": [frame_view(sched.depth1, f, sched.unit) for f in sched.depth1.frames],
+                 "note": _fill(ex["ex07"].note)},
+        "ex12": {"meta": ex["ex12"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
+                 "listing": _listing(sched.listing, sched.marks), "note": _fill(ex["ex12"].note, notebook=origin_note)},
+    }
+    for key in ("ex02", "ex07", "ex12"):
+        instruments[key]["idle"] = sum(f["idle"] for f in instruments[key]["frames"])
+
+    sandbox = ex["ex09"]
+    d = sandbox.defaults or {}
+    dtypes = sandbox.dtypes or ["float32", "bfloat16"]
+    data = legality_data(dtypes)
+    if str(d.get("dtype")) not in data["dtypes"] or str(d.get("chip")) not in data["chips"]:
+        raise SiteError(f"{assets / CONTENT_FILE}: instruments.ex09.defaults names dtype {d.get('dtype')!r} and chip "
+                        f"{d.get('chip')!r}; dtypes are {', '.join(data['dtypes'])}, chips {', '.join(data['chips'])}")
+    verdict = legality.check_block((d["m"], d["n"]), (d["bm"], d["bn"]), np.dtype(str(d["dtype"])), str(d["chip"]))
+    budget = legality.sandbox_budget(verdict)
+    instruments["ex09"] = {"meta": sandbox, "defaults": d, "data": data, "verdict": verdict.to_dict(),
+                           "budget": budget.to_dict(), "note": _fill(sandbox.note)}
+
+    walks = []
+    placed = [build_walk(root, spec, by_code[spec.lab].source) for spec in content.walks]
+    for walk in placed + other_walks(root, {w.code for w in placed}):
+        walks.append({"walk": walk, "listing": _listing(walk.listing, walk.marks, walk.first_line),
+                      "steps": [_step_view(walk, s) for s in walk.steps]})
+
+    gate_spec = next((g for g in m.gates if g.get("stage") == m.stage.id), None)
+    if gate_spec is None:
+        raise SiteError(f"course.yml: no gate has `stage: {m.stage.id}`")
+    gate = evaluate(gate_spec["id"])
+
+    return {"course": m.course, "stage": m.stage, "labs": labs, "content": content, "instruments": instruments,
+            "walks": walks, "gate": gate, "sched": sched, "line_ranges": _line_ranges,
+            "breadcrumb": content.breadcrumb.replace("{track_chapter}", str(m.course.track_chapter)),
+            "weeks": {w.week: [lab for lab in m.labs if lab.week == w.week] for w in content.plan}}
+
+
+def render(ctx: dict[str, Any], assets: Path = ASSETS) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(assets / "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals["zip"] = zip
+    env.filters["inline"] = content_mod.inline
+    env.filters["json_script"] = _json_script
+    env.filters["pad2"] = lambda n: f"{int(n):02d}"
+    env.filters["bytes"] = legality.fmt_bytes
+    env.filters["mib"] = legality.fmt_mib
+    try:
+        css = (assets / "css" / "site.css").read_text()
+    except FileNotFoundError:
+        raise SiteError(f"{assets / 'css' / 'site.css'}: missing") from None
+    return env.get_template("page.html.j2").render(**ctx, css=Markup(css), import_map=Markup(import_map(assets)))
+
+
+def build(out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS) -> BuildResult:
+    """Build the site into `out` (created if needed); returns what was written and where each part came from."""
+    t0 = time.perf_counter()
+    ctx = gather(root, assets)
+    html = render(ctx, assets)
+    out.mkdir(parents=True, exist_ok=True)
+    index = out / "index.html"
+    index.write_text(html, encoding="utf-8")
+    sched: LabSchedules = ctx["sched"]
+    notes = [f"frames from reference_kernels.py: {sched.fallback}"] if sched.fallback else []
+    walks = {}
+    for w in ctx["walks"]:
+        walk: Walk = w["walk"]
+        walks[walk.code] = (f"not drawn: {walk.missing}" if walk.missing else
+                            f"{walk.origin}, {len(walk.steps)} steps, "
+                            + (f"notes from {walk.notes_from}" if walk.notes_from else "no notes yet")
+                            + (" (STALE: the notes may not fit the code)" if walk.stale else ""))
+    return BuildResult(
+        index=index, bytes=len(html.encode()), seconds=time.perf_counter() - t0,
+        frames={k: len(ctx["instruments"][k]["frames"]) for k in ("ex02", "ex07", "ex12")},
+        labs={lab.spec.code: (f"{lab.spec.source}, {len(lab.cells)} site:show cells" if lab.exists
+                              else f"{lab.spec.source} not written yet") for lab in ctx["labs"]},
+        walks=walks, gate=f"{ctx['gate'].title} {ctx['gate'].status}", notes=notes)
