@@ -1,0 +1,180 @@
+"""LAB·1.5's reading: Tokamax's linear + softmax cross-entropy forward kernel, from the installed package.
+
+The code is read at run time with `inspect` from the pinned tokamax release (never copied into the
+course); its line numbers are the package file's. The walk data (`pallas_course.walks`, id
+`tokamax-lsce-forward`) holds the notes and the instructor's marks.
+
+What a notebook calls:
+
+    show()                  the reading, numbered, with an empty margin where a mark is due
+    show(marks)             the same with the student's margin: A (algorithm), S (schedule), · (not yet)
+    check_form(marks)       how many lines are marked, which are not, and anything not understood;
+                            says nothing about right or wrong
+    read_margin(marks)      the marks as {line: "algorithm" | "schedule"} plus what was not understood
+    forward(), reference()  tokamax's kernel wrapper and its reference.py function
+    on_this_machine(INTERP) where tokamax's pallas_call runs (it takes no interpret=, so force the mode)
+    example_inputs(...)     x, labels, w of a given size, with logits of order 1
+
+A student's margin is a dict from a line number, or a `range` of line numbers, to "algorithm" or
+"schedule" ("a" and "s" do too). Later entries win over earlier ones, and a single line number wins over
+any range that contains it, so `{range(228, 341): "schedule", 246: "algorithm"}` means what it says.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from pallas_course.walks import Walk, format_ranges, installed_version, walk
+
+PACKAGE = "tokamax"
+PIN = "0.0.12"                      # requirements.txt pins the same release
+WALK_ID = "tokamax-lsce-forward"
+_OPS = "tokamax._src.ops.linear_softmax_cross_entropy_loss"
+_ALIASES = {"algorithm": "algorithm", "alg": "algorithm", "a": "algorithm",
+            "schedule": "schedule", "sch": "schedule", "s": "schedule"}
+
+
+class TokamaxMissing(ModuleNotFoundError):
+    """tokamax is not installed, so there is nothing to read."""
+
+
+def require() -> str:
+    """The installed tokamax version; TokamaxMissing with the fix when there is none."""
+    version = installed_version(PACKAGE)
+    if version is None:
+        raise TokamaxMissing(f"tokamax is not installed: this reading needs tokamax=={PIN} "
+                             f"(`pip install tokamax=={PIN}`, or `pip install -r requirements.txt`), "
+                             "then restart the kernel")
+    return version
+
+
+def reading() -> Walk:
+    """The reading as a walk: lines from the installed tokamax, notes and marks from the walk data."""
+    require()
+    return walk(WALK_ID)
+
+
+@dataclass(frozen=True)
+class Margin:
+    marks: dict[int, str]                                # line -> "algorithm" | "schedule", code lines only
+    problems: list[str] = field(default_factory=list)    # entries that were not understood (ignored)
+
+
+def _mark(value: Any) -> str | None:
+    return _ALIASES.get(value.strip().lower()) if isinstance(value, str) else None
+
+
+def read_margin(marks: Any, w: Walk | None = None) -> Margin:
+    """A student's margin as {code line: mark}; entries that can't be read go to `problems`."""
+    w = w or reading()
+    if not isinstance(marks, Mapping):
+        return Margin({}, [f"marks should be a dict from line numbers to 'algorithm' or 'schedule', "
+                           f"got {type(marks).__name__}"])
+    code = set(w.code_lines())
+    problems: list[str] = []
+    ranged: dict[int, str] = {}
+    single: dict[int, str] = {}
+    for key, value in marks.items():
+        mark = _mark(value)
+        if mark is None:
+            problems.append(f"{key!r}: {value!r} is not a mark; use 'algorithm' or 'schedule'")
+            continue
+        if isinstance(key, range):
+            lines, into = list(key), ranged
+        elif isinstance(key, int) and not isinstance(key, bool):
+            lines, into = [key], single
+        else:
+            problems.append(f"{key!r}: a key is a line number or a range of line numbers, got {type(key).__name__}")
+            continue
+        outside = [n for n in lines if not w.first_line <= n <= w.last_line]
+        if outside:
+            problems.append(f"{key!r}: the reading has lines {w.first_line}-{w.last_line}; "
+                            f"{format_ranges(outside)} ignored")
+        for n in lines:
+            if n in code:
+                into[n] = mark
+    return Margin(ranged | single, problems)
+
+
+def show(marks: Any = None, *, lines: range | None = None) -> None:
+    """Print the reading with line numbers and a margin (the student's marks when given)."""
+    w = reading()
+    margin = read_margin(marks, w).marks if marks is not None else {}
+    code = set(w.code_lines())
+    print(f"{w.origin} · source hash {w.source_hash}")
+    width = len(str(w.last_line))
+    for n, text in w.numbered():
+        if lines is not None and n not in lines:
+            continue
+        m = {"algorithm": "A", "schedule": "S"}.get(margin.get(n, ""), "·" if n in code else " ")
+        print(f"{n:>{width}} {m} │ {text}")
+
+
+def check_form(marks: Any) -> None:
+    """Say how much of the reading is marked and what could not be read; never whether it is right."""
+    w = reading()
+    margin = read_margin(marks, w)
+    code = w.code_lines()
+    unmarked = [n for n in code if n not in margin.marks]
+    counts = {m: sum(1 for v in margin.marks.values() if v == m) for m in ("algorithm", "schedule")}
+    print(f"{len(margin.marks)} of {len(code)} code lines marked "
+          f"({counts['algorithm']} algorithm, {counts['schedule']} schedule)")
+    if unmarked:
+        print(f"not marked yet: {format_ranges(unmarked)}")
+    for p in margin.problems:
+        print(f"not understood: {p}")
+    if not unmarked and not margin.problems:
+        print("every code line has a mark")
+
+
+def forward() -> Any:
+    """tokamax's forward: linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu (the reading's last function)."""
+    require()
+    import importlib
+
+    return importlib.import_module(f"{_OPS}.pallas_mosaic_tpu_kernel").linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu
+
+
+def reference() -> Any:
+    """tokamax's reference.py: plain jnp, the whole (B, V) logits at once."""
+    require()
+    import importlib
+
+    return importlib.import_module(f"{_OPS}.reference").linear_softmax_cross_entropy_loss_fwd_reference
+
+
+@contextlib.contextmanager
+def on_this_machine(interpret: Any) -> Iterator[None]:
+    """Run tokamax's pallas_calls as the set-up cell decided: `interpret` is the notebook's INTERP.
+
+    tokamax's pallas_call has no `interpret=` argument, so off a TPU the mode is forced around the call.
+    """
+    if interpret is False:
+        yield
+        return
+    from jax.experimental.pallas import tpu as pltpu
+
+    try:
+        with pltpu.force_tpu_interpret_mode(interpret):
+            yield
+    except BaseException:
+        pltpu.reset_tpu_interpret_mode_state()
+        raise
+
+
+def example_inputs(b: int, h: int, v: int, *, seed: int = 0, dtype: Any = None) -> tuple[Any, Any, Any]:
+    """x (b, h), labels (b,) in [0, v), w (h, v) scaled by 1/sqrt(h) so the logits are of order 1.
+
+    Unit-scale logits are what a trained model produces; with w of unit scale the logits would be of order
+    sqrt(h) and a few terms would swamp every logsumexp.
+    """
+    import jax.numpy as jnp
+    import numpy as np
+
+    dtype = dtype or jnp.float32
+    rng = np.random.default_rng(seed)
+    x = jnp.asarray(rng.standard_normal((b, h)).astype(np.float32)).astype(dtype)
+    w = jnp.asarray((rng.standard_normal((h, v)) / np.sqrt(h)).astype(np.float32)).astype(dtype)
+    labels = jnp.asarray(rng.integers(0, v, b), jnp.int32)
+    return x, labels, w
