@@ -59,6 +59,10 @@ def as_f64(x: Any) -> np.ndarray:
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
+    # Interpret mode runs the kernel in a callback: the real error (an out-of-bounds block index, a revisited
+    # output block) is the last line of the traceback wrapped in "CpuCallback error", not the first line.
+    if text and "CpuCallback error" in text[0] and len(text) > 1 and ": " in text[-1]:
+        return text[-1].strip()
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 

@@ -16,7 +16,7 @@ from autograder.notebook_code import load
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
 from tests.mutants import Alternative, Mutant
 
-CORPUS_MODULES = ["tests.mutants.lab_1_1", "tests.mutants.lab_1_2", "tests.mutants.lab_1_3"]
+CORPUS_MODULES = ["tests.mutants.lab_1_1", "tests.mutants.lab_1_2", "tests.mutants.lab_1_3", "tests.mutants.lab_1_4"]
 
 
 def _corpus() -> list[Any]:

@@ -1,0 +1,348 @@
+"""LAB·1.4 hidden checks: the pipeline switched off, per-step DMA and MXU time, the VMEM budget line, a block choice.
+
+Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
+
+No expected number is typed in here. A matmul `pallas_call` is traced (nothing runs) and the course's models
+answer: the schedule model says which blocks one steady-state grid step streams in, the kernel's own
+`dot_general` gives its FLOPs, the legality model gives the VMEM working set and the chip's limits, and every
+chip constant comes from course.yml through `pallas_course.chips`.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from autograder.harness import TestFailure, call, expect_close, expect_equal, fresh_seed, one_pallas_call, quiet
+from pallas_course.chips import Chip, chip as chip_named, chips
+from pallas_course.kernel_trace import PallasCallInfo, trace
+from pallas_course.legality import VmemBudget, check_pallas_call, fmt_mib
+
+# (m, k, n, bm, bn, bk): >1 block on every grid axis, rectangular blocks, K split in 2 to 4.
+PIPELINE_OFF_CASES = [(256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 256)]
+BLOCK_STEP = 128          # block sizes the lab searches: multiples of the 128-lane width
+SEARCH_LIMIT = 8192       # ... up to this size (the notebook's docstrings say the same)
+# choose_blocks keeps its working set within this fraction of the default scoped VMEM limit, as the notebook's
+# VMEM_HEADROOM says: the compiler needs VMEM of its own beyond the pipeline buffers (for bf16 matmuls, seen with
+# libtpu 0.0.42.1: up to about one float32 (bm, bn) block), so a choice that fills the limit fails to compile.
+VMEM_HEADROOM = 0.75
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    return np.dtype(dtype)
+
+
+# ----------------------------------------------------------------------------------------------- the models
+
+def _matmul_kernel(a_ref, b_ref, o_ref):
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    @pl.when(pl.program_id(2) == 0)
+    def _init():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
+
+
+def _matmul_acc_kernel(a_ref, b_ref, o_ref, acc_scratch_ref):
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    @pl.when(pl.program_id(2) == 0)
+    def _init():
+        acc_scratch_ref[...] = jnp.zeros_like(acc_scratch_ref)
+
+    acc_scratch_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+    def _store():
+        o_ref[...] = acc_scratch_ref[...].astype(o_ref.dtype)
+
+
+@functools.cache
+def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int = 2,
+                acc_scratch: bool = False) -> PallasCallInfo:
+    """The lab's matmul as a traced pallas_call: `buffers` per BlockSpec (pl.Buffered), an f32 scratch if asked."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    mode = pl.Buffered(buffers)
+
+    def matmul(a, b):
+        return pl.pallas_call(
+            _matmul_acc_kernel if acc_scratch else _matmul_kernel,
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), pipeline_mode=mode),
+                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=mode)],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=mode),
+            out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] if acc_scratch else [],
+        )(a, b)
+
+    dt = jnp.dtype(dtype)
+    with quiet():
+        (info,) = trace(matmul, jax.ShapeDtypeStruct((m, k), dt), jax.ShapeDtypeStruct((k, n), dt)).pallas_calls
+    return info
+
+
+def _dot_flops(jaxpr: Any) -> int:
+    """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    flops = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            flops += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in lhs_contract)
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    flops += _dot_flops(sub)
+    return flops
+
+
+@functools.cache
+def _step(bm: int, bn: int, bk: int, dtype: str) -> tuple[int, int, str]:
+    """(bytes, FLOPs, what moves) of one steady-state grid step, read off the depth-2 schedule of the matmul."""
+    from pallas_course.schedule import schedule
+
+    info = _model_call(bm, 3 * bk, bn, bm, bn, bk, dtype)       # grid (1, 1, 3): step 1 is steady state
+    frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
+    blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
+    started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
+    moved = sum(blocks[t.operand].block_bytes for t in started)
+    what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
+                        for t in started)
+    return moved, _dot_flops(info.kernel_jaxpr), what
+
+
+def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
+    """(DMA seconds, MXU seconds) of one steady-state matmul step on `chip`, per course.yml's per-chip numbers."""
+    moved, flops, _ = _step(bm, bn, bk, _dtype(dtype).name)
+    c = chip_named(chip)
+    return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+
+
+def model_budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
+                 acc_scratch: bool = False) -> VmemBudget:
+    """The legality model's VMEM budget of the matmul with these blocks (the array shape does not matter)."""
+    return check_pallas_call(_model_call(bm, bk, bn, bm, bn, bk, _dtype(dtype).name, buffers, acc_scratch),
+                             chip).budget
+
+
+def _squares() -> range:
+    return range(BLOCK_STEP, SEARCH_LIMIT + 1, BLOCK_STEP)
+
+
+def model_fed_block(dtype: Any, chip: str) -> int | None:
+    for b in _squares():
+        dma, mxu = model_step_times(b, b, b, dtype, chip)
+        if mxu >= dma:
+            return b
+    return None
+
+
+def model_budget_line(dtype: Any, chip: str, buffers: int = 2) -> int | None:
+    line = None
+    for b in _squares():                  # the working set grows with b: stop at the first that does not fit
+        if not model_budget(b, b, b, dtype, chip, buffers).fits_limit:
+            break
+        line = b
+    return line
+
+
+# ------------------------------------------------------------------------------------------------- helpers
+
+def _number(test: str, label: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TestFailure(f"{test}: {label} returned {value!r} ({type(value).__name__}); expected a number")
+    return float(value)
+
+
+def _close(got: float, want: float, rel: float = 1e-6) -> bool:
+    return abs(got - want) <= rel * abs(want)
+
+
+def _ns(seconds: float) -> str:
+    return f"{seconds * 1e9:.4g} ns"
+
+
+def _entries(budget: VmemBudget) -> str:
+    return ", ".join(f"{e.name} {e.bytes_per_buffer:,} B x {e.buffers}" for e in budget.entries)
+
+
+# -------------------------------------------------------------------------------------------------- checks
+
+def pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
+    """One pallas_call with the matmul's grid and blocks, every BlockSpec single-buffered; right values."""
+    import jax
+    import jax.numpy as jnp
+
+    test = "pipeline_off"
+    names = {"in[0]": "A's BlockSpec (in_specs[0])", "in[1]": "B's BlockSpec (in_specs[1])",
+             "out[0]": "C's BlockSpec (out_specs)"}
+    for m, k, n, bm, bn, bk in PIPELINE_OFF_CASES:
+        label = f"matmul_pipeline_off(a, b, bm={bm}, bn={bn}, bk={bk}) on ({m}, {k}) @ ({k}, {n})"
+        a, b = jax.ShapeDtypeStruct((m, k), jnp.float32), jax.ShapeDtypeStruct((k, n), jnp.float32)
+        pc = one_pallas_call(test, label, matmul_pipeline_off, a, b, bm=bm, bn=bn, bk=bk)
+        expect_equal(test, f"the grid of {label}", pc.grid, (m // bm, n // bn, k // bk),
+                     "keep the matmul's grid (m // bm, n // bn, k // bk), K innermost")
+        if len(pc.inputs) != 2 or len(pc.outputs) != 1:
+            raise TestFailure(f"{test}: {label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; "
+                              "expected the matmul's two in_specs (A, B) and one out_specs (C)")
+        want_blocks = {"in[0]": (bm, bk), "in[1]": (bk, bn), "out[0]": (bm, bn)}
+        for blk in pc.blocks:
+            key = f"{blk.role}[{blk.position}]"
+            expect_equal(test, f"the block of {names[key]} in {label}", blk.block_shape, want_blocks[key],
+                         "switching the pipeline off changes the buffering, not the blocks")
+            if blk.buffer_count != 1:
+                has = ("no pipeline_mode, so it gets the default 2 buffers" if blk.buffer_count is None
+                       else f"pipeline_mode=pl.Buffered({blk.buffer_count})")
+                raise TestFailure(f"{test}: {names[key]} in {label} has {has}; with the pipeline off every "
+                                  "BlockSpec, the output's too, takes pipeline_mode=pl.Buffered(1)")
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for m, k, n, bm, bn, bk in PIPELINE_OFF_CASES:
+        label = f"matmul_pipeline_off(a, b, bm={bm}, bn={bn}, bk={bk}) on ({m}, {k}) @ ({k}, {n}) float32"
+        a = jnp.asarray(rng.standard_normal((m, k)).astype(np.float32))
+        b = jnp.asarray(rng.standard_normal((k, n)).astype(np.float32))
+        out = call(test, label, matmul_pipeline_off, a, b, bm=bm, bn=bn, bk=bk)
+        expected = (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
+        expect_close(test, label, out, expected, tol=1e-3, block=(bm, bn), seed=seed)
+
+
+STEP_CASES = [(128, 128, 128, "bfloat16", "v5e"), (512, 1024, 1024, "bfloat16", "v5e"),
+              (256, 512, 128, "float32", "v6e"), (128, 256, 512, "bfloat16", "v4"),
+              (1024, 128, 256, "bfloat16", "v5p")]
+
+
+def step_time_model(step_times: Callable[..., Any]) -> None:
+    """(DMA s, MXU s) of one steady step: A and B blocks over HBM B/s, 2·bm·bn·bk over bf16 FLOP/s, per chip."""
+    test = "step_time_model"
+    for bm, bn, bk, dtype, chip in STEP_CASES:
+        label = f"step_times({bm}, {bn}, {bk}, {dtype}, {chip!r})"
+        got = call(test, label, step_times, bm, bn, bk, _dtype(dtype), chip)
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise TestFailure(f"{test}: {label} returned {got!r}; expected a pair (dma_s, compute_s)")
+        dma, mxu = (_number(test, label, v) for v in got)
+        want_dma, want_mxu = model_step_times(bm, bn, bk, dtype, chip)
+        if _close(dma, want_dma) and _close(mxu, want_mxu):
+            continue
+        if _close(dma, want_mxu) and _close(mxu, want_dma):
+            raise TestFailure(f"{test}: {label} returned (compute, DMA); the order is (dma_s, compute_s)")
+        c: Chip = chip_named(chip)
+        moved, flops, what = _step(bm, bn, bk, dtype)
+        per_core = c.tensorcores_per_chip > 1 and (_close(dma, 2 * want_dma) or _close(mxu, 2 * want_mxu))
+        hint = (f"; {chip} has {c.tensorcores_per_chip} TensorCores per chip, and the lab uses course.yml's "
+                "per-chip numbers as they stand" if per_core else "")
+        if not _close(dma, want_dma):
+            raise TestFailure(
+                f"{test}: {label} gives DMA {_ns(dma)} (= {dma * c.hbm_bytes_per_s:,.0f} bytes at {chip}'s "
+                f"{c.hbm_bytes_per_s:.3g} B/s), expected {_ns(want_dma)}: a steady step streams {what} of "
+                f"{dtype}, {moved:,} bytes; C stays in VMEM across K{hint}")
+        raise TestFailure(
+            f"{test}: {label} gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s "
+            f"{c.bf16_flops_per_s:.3g} bf16 FLOP/s), expected {_ns(want_mxu)}: the step's dot is "
+            f"2·bm·bn·bk = {flops:,} FLOPs (a multiply and an add each){hint}")
+
+
+def fed_block(smallest_fed_block: Callable[..., Any]) -> None:
+    """Smallest square block (multiple of 128) whose step computes at least as long as it copies, every chip."""
+    test = "fed_block"
+    cases = [("bfloat16", name) for name in chips()] + [("float32", "v5e")]
+    for dtype, chip in cases:
+        label = f"smallest_fed_block({dtype}, {chip!r})"
+        got = call(test, label, smallest_fed_block, _dtype(dtype), chip)
+        want = model_fed_block(dtype, chip)
+        if got == want:
+            continue
+        if got is None or isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+            raise TestFailure(f"{test}: {label} returned {got!r}, expected {want}: the block size b (an int)")
+        dma, mxu = model_step_times(int(got), int(got), int(got), dtype, chip)
+        state = (f"at {got} a step copies for {_ns(dma)} and computes for {_ns(mxu)}, so the MXU "
+                 + ("still waits" if dma > mxu else f"is fed, but so is {want}, which is smaller"))
+        raise TestFailure(f"{test}: {label} is {got}, expected {want}; {state}")
+
+
+WORKING_SET_CASES = [(128, 128, 128, "float32", 2, False), (512, 256, 1024, "bfloat16", 2, False),
+                     (256, 512, 128, "bfloat16", 1, False), (1024, 1024, 1024, "float32", 2, True),
+                     (128, 256, 512, "bfloat16", 1, True)]
+
+
+def working_set(vmem_working_set: Callable[..., Any]) -> None:
+    """Blocks x buffers x bytes for A, B and C, plus one f32 (bm, bn) accumulator when asked: the legality model."""
+    test = "working_set"
+    for bm, bn, bk, dtype, buffers, acc in WORKING_SET_CASES:
+        label = f"vmem_working_set({bm}, {bn}, {bk}, {dtype}, buffers={buffers}, acc_scratch={acc})"
+        got = _number(test, label, call(test, label, vmem_working_set, bm, bn, bk, _dtype(dtype),
+                                        buffers=buffers, acc_scratch=acc))
+        budget = model_budget(bm, bn, bk, dtype, "v5e", buffers, acc)
+        if got != budget.working_set_bytes:
+            raise TestFailure(f"{test}: {label} is {got:,.0f} bytes, expected {budget.working_set_bytes:,}: "
+                              f"{_entries(budget)} (the scratch accumulator is not pipelined: one copy)")
+
+
+BUDGET_CASES = [("float32", "v5e", 2), ("bfloat16", "v5e", 2), ("float32", "v6e", 2), ("bfloat16", "v6e", 2),
+                ("float32", "v5e", 1)]
+
+
+def budget_line(largest_square_block: Callable[..., Any]) -> None:
+    """Largest square block (multiple of 128) whose working set fits the chip's default scoped VMEM limit."""
+    test = "budget_line"
+    for dtype, chip, buffers in BUDGET_CASES:
+        label = f"largest_square_block({dtype}, {chip!r}, buffers={buffers})"
+        got = call(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers)
+        want = model_budget_line(dtype, chip, buffers)
+        if got == want:
+            continue
+        if got is None or isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+            raise TestFailure(f"{test}: {label} returned {got!r}, expected {want}: the block size b (an int)")
+        budget = model_budget(int(got), int(got), int(got), dtype, chip, buffers)
+        if budget.fits_limit:
+            why = (f"{got} fits ({budget.verdict()}), but so does {want}")
+        else:
+            why = budget.verdict()
+        raise TestFailure(f"{test}: {label} is {got}, expected {want}; at {got}: {why}")
+
+
+BLOCK_CHOICE_CASES = [(4096, 4096, 4096, "bfloat16", "v5e"), (4096, 4096, 4096, "bfloat16", "v6e"),
+                      (4096, 4096, 4096, "float32", "v5e"), (2048, 8192, 1024, "bfloat16", "v4")]
+
+
+def block_choice(choose_blocks: Callable[..., Any]) -> None:
+    """(bm, bn, bk) that divide the shapes, are legal BlockSpecs, feed the MXU and use <= 3/4 of the scoped limit."""
+    test = "block_choice"
+    for m, n, k, dtype, chip in BLOCK_CHOICE_CASES:
+        label = f"choose_blocks({m}, {n}, {k}, {dtype}, {chip!r})"
+        got = call(test, label, choose_blocks, m, n, k, _dtype(dtype), chip)
+        if (not isinstance(got, (tuple, list)) or len(got) != 3
+                or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in got)):
+            raise TestFailure(f"{test}: {label} returned {got!r}; expected three ints (bm, bn, bk)")
+        bm, bn, bk = (int(v) for v in got)
+        for name, block, dim_name, dim in (("bm", bm, "m", m), ("bn", bn, "n", n), ("bk", bk, "k", k)):
+            if block <= 0 or dim % block:
+                raise TestFailure(f"{test}: {label} chose {name}={block}, which does not divide {dim_name}={dim}; "
+                                  f"the grid {dim_name} // {name} would leave part of the matrix out")
+        report = check_pallas_call(_model_call(m, k, n, bm, bn, bk, dtype), chip)
+        if not report.legal:
+            raise TestFailure(f"{test}: {label} chose ({bm}, {bn}, {bk}), which is not a legal BlockSpec on "
+                              f"{chip}: {report.violations[0]}")
+        dma, mxu = model_step_times(bm, bn, bk, dtype, chip)
+        if mxu < dma:
+            raise TestFailure(f"{test}: {label} chose ({bm}, {bn}, {bk}), which starves the MXU: a step copies for "
+                              f"{_ns(dma)} and computes for {_ns(mxu)}; grow bm and bn (bk does not change the "
+                              "ratio)")
+        budget = report.budget
+        chosen = f"{test}: {label} chose ({bm}, {bn}, {bk}), whose working set is {fmt_mib(budget.working_set_bytes)} " \
+                 f"({_entries(budget)})"
+        if not budget.fits_limit:
+            raise TestFailure(f"{chosen}: {budget.verdict()}")
+        if budget.working_set_bytes > VMEM_HEADROOM * budget.default_scoped_vmem_bytes:
+            raise TestFailure(f"{chosen}: inside {chip}'s {fmt_mib(budget.default_scoped_vmem_bytes)} default scoped "
+                              f"limit but above {VMEM_HEADROOM:.0%} of it, which leaves the compiler no headroom for "
+                              "its own temporaries; it would likely fail to compile")
