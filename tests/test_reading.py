@@ -1,0 +1,234 @@
+"""LAB·1.5, the Tokamax reading: the source comes from the pinned tokamax, the key grades with partial credit,
+a stale key says so, and the kernel matches tokamax's reference under TPU interpret mode."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from pallas_course import tokamax_reading, walks as W
+
+if W.installed_version("tokamax") is None:
+    pytest.skip("tokamax is not installed (pip install tokamax==0.0.12, pinned in requirements.txt): "
+                "the reading reads its source", allow_module_level=True)
+
+from autograder.harness import TestFailure   # noqa: E402
+from autograder.labs import lab_1_5           # noqa: E402
+from pallas_course.manifest import REPO_ROOT, manifest   # noqa: E402
+
+LAB = manifest().lab(lab_1_5.LAB)
+POINTS = LAB.test("margin_marks").points
+
+
+@pytest.fixture(scope="module")
+def key() -> W.Walk:
+    return tokamax_reading.reading()
+
+
+def _key_margin(key: W.Walk) -> dict[int, str]:
+    return {n: m for n, m in key.marks.items() if m != "blank"}
+
+
+def _flip(mark: str) -> str:
+    return "schedule" if mark == "algorithm" else "algorithm"
+
+
+def test_source_is_the_installed_tokamax_with_its_line_numbers(key: W.Walk) -> None:
+    """Lines 66-340 of the package file, read with inspect: the helper, the kernel and its wrapper."""
+    import inspect
+
+    import tokamax._src.ops.linear_softmax_cross_entropy_loss.pallas_mosaic_tpu_kernel as module
+
+    file_lines = Path(inspect.getsourcefile(module)).read_text().split("\n")
+    assert key.origin.startswith(f"tokamax {tokamax_reading.PIN}, ")
+    assert (key.first_line, key.last_line) == (66, 340)
+    assert key.lines == file_lines[65:340]
+    assert key.text(129).startswith("def linear_softmax_cross_entropy_loss_forward_pallas_kernel(")
+    assert key.text(337).strip() == "grid=(num_b_blocks, num_v_blocks, num_h_blocks),"
+
+
+def test_the_key_is_not_copied_code(key: W.Walk) -> None:
+    """walks.yml stores marks, notes and a hash, never tokamax's lines."""
+    data = W.DATA_PATH.read_text()
+    for n in key.code_lines():
+        text = key.text(n).strip()
+        if len(text) > 30:
+            assert text not in data, f"line {n} of tokamax is copied into walks.yml"
+
+
+def test_pinned_release_matches_requirements() -> None:
+    reqs = (REPO_ROOT / "requirements.txt").read_text().split("\n")
+    assert f"tokamax=={tokamax_reading.PIN}" in reqs
+
+
+def test_key_gets_full_marks(key: W.Walk, capsys) -> None:
+    assert lab_1_5.margin_marks(_key_margin(key)) == POINTS
+    assert f"= {POINTS:g} of {POINTS:g}" in capsys.readouterr().out
+
+
+def test_key_written_as_ranges_gets_full_marks() -> None:
+    """A student may write ranges; blank lines inside them are ignored, and single lines win over ranges."""
+    raw = next(r for r in W._data(W.DATA_PATH) if r["id"] == tokamax_reading.WALK_ID)
+    margin: dict = {}
+    for mark in ("schedule", "algorithm"):
+        for part in raw["marks"][mark].split(","):
+            lo, _, hi = part.strip().partition("-")
+            margin[range(int(lo), int(hi or lo) + 1)] = mark[0]   # "a" / "s" abbreviations
+    assert lab_1_5.margin_marks(margin) == POINTS
+    overlapping = {range(66, 341): "schedule"} | {n: "algorithm" for n in parse_key("algorithm")}
+    assert lab_1_5.margin_marks(overlapping) == POINTS
+
+
+def parse_key(mark: str) -> list[int]:
+    raw = next(r for r in W._data(W.DATA_PATH) if r["id"] == tokamax_reading.WALK_ID)
+    return W.parse_ranges(raw["marks"][mark])
+
+
+def test_half_wrong_margin_gets_about_half(key: W.Walk, capsys) -> None:
+    """Every second graded line flipped: partial credit, read by nbgrader from the number returned."""
+    margin = _key_margin(key)
+    for i, n in enumerate(key.graded_lines()):
+        if i % 2:
+            margin[n] = _flip(margin[n])
+    score = lab_1_5.margin_marks(margin)
+    assert 0.4 * POINTS < score < 0.6 * POINTS
+    out = capsys.readouterr().out
+    assert "marked differently from the key: " in out and "smaller share" in out
+
+
+def test_a_few_wrong_lines_cost_a_little(key: W.Walk) -> None:
+    margin = _key_margin(key)
+    for n in (82, 204, 192, 209):   # two schedule lines, two algorithm lines
+        margin[n] = _flip(margin[n])
+    alg = sum(1 for n in key.graded_lines() if key.marks[n] == "algorithm")
+    assert lab_1_5.margin_marks(margin) == pytest.approx(np.floor(POINTS * (alg - 2) / alg * 100) / 100)
+
+
+def test_one_colour_margin_gets_nothing(key: W.Walk) -> None:
+    """Two thirds of the graded lines are schedule: marking them all schedule must not earn two thirds."""
+    assert lab_1_5.margin_marks({range(66, 341): "schedule"}) == 0
+    assert lab_1_5.margin_marks({range(66, 341): "algorithm"}) == 0
+
+
+def test_ungraded_lines_and_unreadable_entries(key: W.Walk, capsys) -> None:
+    """Either mark on an ungraded line is fine; a mark that is not a mark is named and ignored."""
+    margin = _key_margin(key)
+    for n in key.ungraded:
+        margin[n] = _flip(margin[n])
+    margin[500] = "schedule"
+    margin["82"] = "schedule"
+    margin[82] = "copper"
+    score = lab_1_5.margin_marks(margin)
+    out = capsys.readouterr().out
+    assert 0 < score < POINTS                      # line 82 now unmarked
+    assert "not marked: 82" in out
+    assert "'copper' is not a mark" in out and "the reading has lines 66-340; 500 ignored" in out
+    assert "a key is a line number or a range" in out
+
+
+def test_stub_scores_nothing_and_says_why() -> None:
+    with pytest.raises(TestFailure, match=r"^margin_marks: not implemented yet: no line of the reading is marked"):
+        lab_1_5.margin_marks({})
+    with pytest.raises(TestFailure, match="not implemented yet.*should be a dict"):
+        lab_1_5.margin_marks(None)
+
+
+def test_changed_source_makes_the_key_stale(key: W.Walk, monkeypatch) -> None:
+    """A release whose lines differ: the grader refuses, naming the version and the source hash."""
+    real = W.package_lines
+
+    def shifted(module: str, functions: list[str]):
+        first, lines, rel = real(module, functions)
+        return first, lines[:20] + ["  # a new comment in a later release"] + lines[20:], rel
+
+    monkeypatch.setattr(W, "package_lines", shifted)
+    monkeypatch.setattr(W, "installed_version", lambda package: "0.0.13")
+    with pytest.raises(TestFailure, match=r"^margin_marks: the key is stale for tokamax 0\.0\.13 \(source hash "
+                                          r"[0-9a-f]{16}\): the marks were written for tokamax==0\.0\.12 "
+                                          rf"\(source hash {key.source_hash}\)"):
+        lab_1_5.margin_marks(_key_margin(key))
+
+
+def test_same_lines_in_another_release_still_grade(key: W.Walk, monkeypatch) -> None:
+    """The key is keyed to the text, not the version number: unchanged lines grade as before."""
+    monkeypatch.setattr(W, "installed_version", lambda package: "0.0.13")
+    assert lab_1_5.margin_marks(_key_margin(key)) == POINTS
+
+
+def test_without_tokamax_the_grader_says_what_to_install(monkeypatch) -> None:
+    monkeypatch.setattr(tokamax_reading, "installed_version", lambda package: None)
+    with pytest.raises(TestFailure, match=r"cannot grade here: tokamax is not installed: .*pip install tokamax==0\.0\.12"):
+        lab_1_5.margin_marks({66: "algorithm"})
+
+
+def test_check_form_never_says_right_or_wrong(key: W.Walk, capsys) -> None:
+    margin = _key_margin(key)
+    for n in key.graded_lines():
+        margin[n] = _flip(margin[n])
+    tokamax_reading.check_form(margin)
+    out = capsys.readouterr().out
+    assert "194 of 194 code lines marked" in out and "every code line has a mark" in out
+    tokamax_reading.check_form({range(66, 200): "s"})
+    assert "not marked yet: 200, 204-210, 212-217, " in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------ the kernel, interpret mode
+
+def _run(b: int, h: int, v: int, blocks: dict, reduction: str = "sum"):
+    from pallas_course.runtime import interpret_params
+
+    x, labels, w = tokamax_reading.example_inputs(b, h, v, seed=1)
+    with tokamax_reading.on_this_machine(interpret_params()):
+        loss, lse = tokamax_reading.forward()(x, labels, w, reduction=reduction, **blocks)
+    ref_loss, ref_lse = tokamax_reading.reference()(x, labels, w, reduction=reduction)
+    return (np.asarray(loss, np.float64), np.asarray(lse, np.float64),
+            np.asarray(ref_loss, np.float64), np.asarray(ref_lse, np.float64))
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_kernel_matches_its_reference_in_interpret_mode(reduction: str) -> None:
+    """Grid (2, 2, 3) with a ragged last H block, as the notebook runs it."""
+    loss, lse, ref_loss, ref_lse = _run(256, 320, 512, dict(b_block_size=128, h_block_size=128, v_block_size=256),
+                                        reduction)
+    np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
+
+
+def test_ragged_vocabulary_counts_each_padded_logit_as_zero() -> None:
+    """What the notebook's last run shows (tokamax 0.0.12): the padded V columns enter the logsumexp as logits
+    of 0, so lse = logaddexp(reference, log(padding)). The written margin note's rubric depends on this."""
+    loss, lse, ref_loss, ref_lse = _run(256, 256, 640, dict(b_block_size=128, h_block_size=128, v_block_size=256))
+    pad = 3 * 256 - 640
+    assert np.max(np.abs(lse - ref_lse)) > 0.05
+    np.testing.assert_allclose(lse, np.logaddexp(ref_lse, np.log(pad)), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ through the notebook, as students hand it in
+
+def test_course_grade_reads_the_partial_credit(key: W.Walk, tmp_path: Path) -> None:
+    """The student notebook with a half-wrong margin: `course grade` (papermill, nbgrader's scoring rule)
+    gives the partial score the check returns, and the written note awaits a person."""
+    from autograder.grade import grade_one
+
+    nb = nbformat.read(REPO_ROOT / LAB.notebook, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "marks")
+    margin = _key_margin(key)
+    for i, n in enumerate(key.graded_lines()):
+        if i % 2:
+            margin[n] = _flip(margin[n])
+    cell.source = "marks = " + repr(margin)
+    path = tmp_path / Path(LAB.notebook).name
+    nbformat.write(nb, path)
+    expected = lab_1_5.margin_marks(margin)
+    result = grade_one(path)
+    assert result.error is None, result.error
+    assert [t.points for t in result.tests] == [expected]
+    assert 0 < result.score < POINTS
+
+
+def test_student_notebook_has_no_key() -> None:
+    text = (REPO_ROOT / LAB.notebook).read_text()
+    assert ".marks.items()" not in text and "BEGIN SOLUTION" not in text

@@ -1,0 +1,153 @@
+"""The walk data (pallas_course/walks.py + walks.yml): code from its source, every line marked, notes that fit."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from pallas_course import walks as W
+from pallas_course.manifest import REPO_ROOT
+
+NOTEBOOK_WALKS = {"matmul": ("solutions/stage-1/lab-1.2-tiled-matmul.ipynb", ["matmul_kernel", "matmul"]),
+                  "softmax": ("solutions/stage-1/lab-1.3-fused-softmax-layernorm.ipynb", ["softmax_kernel", "softmax"])}
+HAS_TOKAMAX = W.installed_version("tokamax") is not None
+ALL = [w for w in W.walks() if not (w.id == "tokamax-lsce-forward" and not HAS_TOKAMAX)]
+
+
+def _cell_code(path: Path, name: str) -> str:
+    """The shown cell defining `name`, as the notebook holds it, less nbgrader's solution markers."""
+    nb = nbformat.read(path, as_version=4)
+    for c in nb.cells:
+        if "site:show" in c.metadata.get("tags", []) and c.source.startswith(f"def {name}("):
+            return "\n".join(l for l in c.source.split("\n") if "### BEGIN SOLUTION" not in l
+                             and "### END SOLUTION" not in l).rstrip("\n")
+    raise AssertionError(f"{path.name}: no site:show cell starts with def {name}(")
+
+
+@pytest.mark.parametrize("w", ALL, ids=lambda w: w.id)
+def test_walk_is_current(w: W.Walk) -> None:
+    """Every walk reads its code and its notes and marks were written for that code."""
+    assert w.missing is None, w.missing
+    assert w.stale is None, f"{w.id}: {w.stale}\n(`python -m pallas_course.walks {w.id}` shows the lines)"
+
+
+@pytest.mark.parametrize("walk_id", NOTEBOOK_WALKS)
+def test_notebook_walk_is_the_notebooks_own_code(walk_id: str) -> None:
+    """The lines are the solution notebook's shown cells, kernel then wrapper, one blank line between."""
+    notebook, (kernel, wrapper) = NOTEBOOK_WALKS[walk_id]
+    path = REPO_ROOT / notebook
+    w = W.walk(walk_id)
+    assert w.source_path == notebook and w.first_line == 1
+    assert "\n".join(w.lines) == _cell_code(path, kernel) + "\n\n" + _cell_code(path, wrapper)
+
+
+def test_walks_follow_a_notebook_edit(tmp_path: Path) -> None:
+    """Edit the notebook and the walk shows the edit at once, and says its notes and marks need a look."""
+    notebook = NOTEBOOK_WALKS["matmul"][0]
+    (tmp_path / notebook).parent.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / notebook, tmp_path / notebook)
+    nb = nbformat.read(tmp_path / notebook, as_version=4)
+    cell = next(c for c in nb.cells if c.source.startswith("def matmul(a, b"))
+    cell.source = cell.source.replace("    m, k = a.shape\n", "    m, k = a.shape  # rows, depth\n    assert m % bm == 0\n")
+    nbformat.write(nb, tmp_path / notebook)
+
+    before, after = W.walk("matmul"), W.walk("matmul", root=tmp_path)
+    assert after.lines[8] == "    m, k = a.shape  # rows, depth"
+    assert after.lines[9] == "    assert m % bm == 0"
+    assert len(after.lines) == len(before.lines) + 1
+    assert after.source_hash != before.source_hash
+    assert after.stale and "the code changed since these notes and marks were written" in after.stale
+
+
+def test_a_missing_notebook_is_reported_not_raised(tmp_path: Path) -> None:
+    w = W.walk("softmax", root=tmp_path)
+    assert w.lines == [] and "does not exist here" in (w.missing or "")
+
+
+@pytest.mark.parametrize("w", ALL, ids=lambda w: w.id)
+def test_marks_cover_every_line(w: W.Walk) -> None:
+    """Every non-blank line is algorithm or schedule; blank lines, comments and docstrings are blank."""
+    numbers = [n for n, _ in w.numbered()]
+    assert sorted(w.marks) == numbers
+    code = set(W.code_line_numbers(w.lines, w.first_line))
+    for n, text in w.numbered():
+        if n in code:
+            assert w.marks[n] in ("algorithm", "schedule"), f"{w.id} line {n} {text!r}: {w.marks[n]}"
+        else:
+            assert w.marks[n] == "blank", f"{w.id} line {n} {text!r} has no code but is marked {w.marks[n]}"
+    assert {"algorithm", "schedule"} <= set(w.marks.values())
+
+
+@pytest.mark.parametrize("w", ALL, ids=lambda w: w.id)
+def test_steps_have_notes_and_lines_of_the_code(w: W.Walk) -> None:
+    assert w.steps
+    for i, step in enumerate(w.steps, 1):
+        assert step.lines and all(w.first_line <= n <= w.last_line for n in step.lines), (w.id, i)
+        assert len(step.note) > 80 and "  " not in step.note, (w.id, i)
+
+
+@pytest.mark.parametrize("walk_id", NOTEBOOK_WALKS)
+def test_seed_walks_have_seven_steps(walk_id: str) -> None:
+    """The chapter shows WALK·matmul and WALK·softmax as 01/07 ... 07/07."""
+    assert len(W.walk(walk_id).steps) == 7
+
+
+def test_the_seed_marks_the_program_id_line_schedule() -> None:
+    """The chapter's step-1 note: `k = pl.program_id(2)` is schedule."""
+    w = W.walk("WALK·matmul")
+    assert w.text(2).strip() == "k = pl.program_id(2)" and w.marks[2] == "schedule"
+    assert w.marks[6] == "algorithm" and w.marks[7] == "blank"
+
+
+def test_walk_by_id_or_code_and_unknown_names_the_walks() -> None:
+    assert W.walk("WALK·softmax").id == "softmax"
+    with pytest.raises(KeyError, match=r"no walk 'WALK·attention'; the walks are matmul \(WALK·matmul\)"):
+        W.walk("WALK·attention")
+
+
+@pytest.mark.parametrize("w", ALL, ids=lambda w: w.id)
+def test_to_json_is_json(w: W.Walk) -> None:
+    data = json.loads(json.dumps(w.to_json()))
+    assert data["lines"] == w.lines and len(data["marks"]) == len(w.lines)
+    assert {int(k) for k in data["marks"]} == {n for n, _ in w.numbered()}
+    assert data["steps"][0]["note"] == w.steps[0].note
+
+
+def _write(tmp_path: Path, marks: dict, steps: list | None = None, **extra) -> Path:
+    raw = {"walks": [{"id": "softmax", "code": "WALK·softmax", "title": "t",
+                      "source": {"notebook": NOTEBOOK_WALKS["softmax"][0], "functions": ["softmax_kernel", "softmax"]},
+                      "source_hash": W.walk("softmax").source_hash, "marks": marks,
+                      "steps": steps or [{"lines": "1", "note": "n"}], **extra}]}
+    import yaml
+
+    path = tmp_path / "walks.yml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    return path
+
+
+def test_marks_that_dont_fit_make_the_walk_stale(tmp_path: Path) -> None:
+    """A mark on a line with no code, a line marked twice, unmarked code: each named in `stale`."""
+    data = _write(tmp_path, {"algorithm": "1-6, 10, 14", "schedule": "5, 8-9, 11-13"},
+                  steps=[{"lines": "1-40", "note": "n"}])
+    w = W.walk("softmax", data=data)
+    assert "line 6 is marked algorithm but has no code" in w.stale
+    assert "line 5 is marked both algorithm and schedule" in w.stale
+    assert "code lines without a mark: 7, 15-16" in w.stale
+    assert "step 1 names lines outside the code: 17-40" in w.stale
+
+
+def test_walk_data_without_a_field_says_which(tmp_path: Path) -> None:
+    path = tmp_path / "walks.yml"
+    path.write_text("walks:\n  - {id: x, code: y, title: z, source: {}, marks: {}}\n")
+    with pytest.raises(W.WalkDataError, match=r"walks\.0 \(x\) lacks source_hash, steps"):
+        W.walks(data=path)
+
+
+def test_ranges_round_trip() -> None:
+    assert W.parse_ranges("1, 5-6, 12") == [1, 5, 6, 12]
+    assert W.format_ranges([12, 1, 5, 6]) == "1, 5-6, 12"
+    with pytest.raises(W.WalkDataError, match="expected N or N-M"):
+        W.parse_ranges("3..5")
