@@ -232,3 +232,36 @@ def test_course_grade_reads_the_partial_credit(key: W.Walk, tmp_path: Path) -> N
 def test_student_notebook_has_no_key() -> None:
     text = (REPO_ROOT / LAB.notebook).read_text()
     assert ".marks.items()" not in text and "BEGIN SOLUTION" not in text
+
+
+def test_nbgrader_autograde_gives_the_same_partial_credit(key: W.Walk, tmp_path: Path) -> None:
+    """`nbgrader autograde` itself reads the number the hidden test cell ends with: the same partial score
+    as `course grade`, and the margin note awaits manual grading."""
+    from nbgrader.api import Gradebook
+
+    from tests.nbgrader_course import nbgrader
+
+    stage = manifest().stage.id
+    (tmp_path / "solutions" / stage).mkdir(parents=True)
+    shutil.copy(REPO_ROOT / LAB.source, tmp_path / LAB.source)   # this lab alone: quicker than all of them
+    run = nbgrader(tmp_path, "generate_assignment", stage, "--force")
+    assert run.returncode == 0, run.stdout + run.stderr
+    nb = nbformat.read(REPO_ROOT / LAB.notebook, as_version=4)
+    margin = _key_margin(key)
+    for i, n in enumerate(key.graded_lines()):
+        if i % 3 == 0:
+            margin[n] = _flip(margin[n])
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+    cells["marks"].source = "marks = " + repr(margin)
+    cells["margin_note"].source = "Line 92 sets the padded logits to 0, and the logsumexp counts them."
+    student = tmp_path / "submitted" / "student-a" / stage
+    student.mkdir(parents=True)
+    nbformat.write(nb, student / Path(LAB.notebook).name)
+    run = nbgrader(tmp_path, "autograde", stage, "--force")
+    assert run.returncode == 0, run.stdout + run.stderr
+    expected = lab_1_5.margin_marks(margin)
+    assert 0 < expected < POINTS
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        grades = {g.name: g for g in gb.find_submission_notebook(LAB.id, stage, "student-a").grades}
+        assert grades["margin_marks"].auto_score == pytest.approx(expected)
+        assert grades["margin_note"].needs_manual_grade
