@@ -28,16 +28,23 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+_BUILT: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
-    """The site, built from this checkout into a temporary folder: its index.html."""
+    """The site, built from this checkout into a temporary folder: its index.html (built once per run, even
+    though each test module that imports this fixture registers its own copy of it)."""
     from pallas_course.site.build import build
 
-    return build(tmp_path_factory.mktemp("site")).index
+    if "index" not in _BUILT:
+        _BUILT["index"] = build(tmp_path_factory.mktemp("site")).index
+    return _BUILT["index"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test module (module scope: Playwright's sync API runs one instance at a time)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -10,6 +10,7 @@ files) as well as from any static host, and fetches nothing at run time.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from . import content as content_mod
 from .frames import LabSchedules, matmul_schedules
 from .notebook_cells import ShownCell, shown_cells
 from .sandbox_data import legality_data
-from .walk_steps import Walk, build_walk, other_walks
+from .walk_steps import Walk, build_walk
 
 ASSETS = REPO_ROOT / "site"
 DEFAULT_OUT = REPO_ROOT / "_build" / "site"
@@ -215,8 +216,9 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
                            "budget": budget.to_dict(), "note": _fill(sandbox.note)}
 
     walks = []
-    placed = [build_walk(root, spec, by_code[spec.lab].source) for spec in content.walks]
-    for walk in placed + other_walks(root, {w.code for w in placed}):
+    # Only the walks the content file places: the walk data also holds LAB·1.5's graded reading, whose marks
+    # and notes are that lab's answer key and must not be published.
+    for walk in (build_walk(root, spec, by_code[spec.lab].source) for spec in content.walks):
         walks.append({"walk": walk, "listing": _listing(walk.listing, walk.marks, walk.first_line),
                       "steps": [_step_view(walk, s) for s in walk.steps]})
 
@@ -228,7 +230,17 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
     return {"course": m.course, "stage": m.stage, "labs": labs, "content": content, "instruments": instruments,
             "walks": walks, "gate": gate, "sched": sched, "line_ranges": _line_ranges,
             "breadcrumb": content.breadcrumb.replace("{track_chapter}", str(m.course.track_chapter)),
-            "weeks": {w.week: [lab for lab in m.labs if lab.week == w.week] for w in content.plan}}
+            "plan": _plan(content, m)}
+
+
+def _plan(content: content_mod.Content, m: Manifest) -> list[dict[str, Any]]:
+    """The weeks of the content file, each with the course.yml labs of that week that no item names appended."""
+    out = []
+    for w in content.plan:
+        named = {code for item in w.items for code in re.findall(r"\{lab:([^}]+)\}", item)}
+        extra = [f"{{lab:{lab.code}}}: {lab.title}" for lab in m.labs if lab.week == w.week and lab.code not in named]
+        out.append({"week": w.week, "title": w.title, "items": list(w.items) + extra})
+    return out
 
 
 def render(ctx: dict[str, Any], assets: Path = ASSETS) -> str:

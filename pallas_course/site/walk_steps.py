@@ -129,14 +129,3 @@ def build_walk(root: Path, spec: WalkSpec, notebook: str) -> Walk:
     return Walk(spec.id, spec.code, spec.title, listing, listing_marks(kernel, wrapper, listing),
                 statement_steps(listing), notebook, None)
 
-
-def other_walks(root: Path, shown: set[str]) -> list[Walk]:
-    """Walks in the walk data that the content file does not place (e.g. the Tokamax reading), with steps."""
-    module = _walks_module()
-    if module is None:
-        return []
-    out = []
-    for w in module.walks(root=root):
-        if w.code not in shown and w.steps:
-            out.append(_from_data(w, "walk-" + w.id))
-    return out

@@ -39,13 +39,27 @@ class Stepper {
       s.setAttribute("aria-hidden", on ? "false" : "true");
     });
     const lit = linesOf(this.steps[this.index]);
-    for (const line of this.codeLines) line.classList.toggle("lit", lit.has(Number(line.dataset.line)));
+    let first = null;
+    for (const line of this.codeLines) {
+      const on = lit.has(Number(line.dataset.line));
+      line.classList.toggle("lit", on);
+      if (on && !first) first = line;
+    }
+    this.reveal(first);
     if (this.counter) this.counter.textContent = `${pad2(this.index + 1)}/${pad2(n)}`;
     const prev = this.root.querySelector("[data-prev]");
     const next = this.root.querySelector("[data-next]");
     if (prev) prev.disabled = this.index === 0;
     if (next) next.disabled = this.index === n - 1;
     this.root.dataset.current = String(this.index + 1);
+  }
+
+  // A long listing scrolls inside its own box: bring the step's first lit line near its top (the page stays put).
+  reveal(line) {
+    const box = line?.closest("[data-listing]");
+    if (!box || box.scrollHeight <= box.clientHeight) return;
+    const offset = line.getBoundingClientRect().top - box.getBoundingClientRect().top;
+    if (offset < 0 || offset > box.clientHeight - 2 * line.offsetHeight) box.scrollTop += offset - 2 * line.offsetHeight;
   }
 
   jumpToLine(line) {
