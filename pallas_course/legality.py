@@ -137,7 +137,8 @@ class VmemBudget:
         return self.working_set_bytes <= self.vmem_bytes
 
     def verdict(self) -> str:
-        ws = fmt_bytes(self.working_set_bytes)
+        # Binary units throughout, as the compiler prints its limits: "34 MB within 32 MiB" misleads.
+        ws = fmt_mib(self.working_set_bytes)
         if self.fits_limit:
             return f"fits: working set {ws} is within the {fmt_mib(self.limit_bytes)} scoped VMEM limit on {self.chip}"
         if self.fits_capacity:
