@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from autograder.guard import verify as _verify_environment
 from pallas_course.check import compare
 from pallas_course.kernel_trace import PallasCallInfo, Trace, trace
 
@@ -22,6 +23,12 @@ class TestFailure(AssertionError):
     """A hidden test failed; the message is what the student reads next to the lost points."""
 
     __test__ = False   # not a pytest test class
+
+
+def untampered(test: str) -> None:
+    """Fail `test` if the notebook replaced a library or grader function the checks rely on (see
+    autograder/guard.py; a no-op outside a grading kernel)."""
+    _verify_environment(lambda message: TestFailure(f"{test}: {message}"))
 
 
 @contextlib.contextmanager
@@ -77,6 +84,7 @@ def call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: An
 
     from pallas_course.runtime import interpret_params
 
+    untampered(test)
     with quiet():
         try:
             with pltpu.force_tpu_interpret_mode(interpret_params()):
@@ -90,6 +98,7 @@ def call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: An
 
 def traced(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
     """Trace the student's `fn` abstractly; a failure to trace is a TestFailure with its reason."""
+    untampered(test)
     with quiet():
         try:
             return trace(fn, *args, **kwargs)
@@ -122,6 +131,7 @@ def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, *
 
 def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: float = 0.0,
                  block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None) -> None:
+    untampered(test)
     mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol)
     if mismatch is not None:
         where = f" [inputs from seed {seed}]" if seed is not None else ""

@@ -58,3 +58,50 @@ def print_table(results: Sequence[SubmissionResult], console: Console | None = N
         console.print(table)
         for note in r.notes:
             console.print(f"  note: {note}")
+
+
+def print_summary(rows: Sequence[dict], *, sandbox: str, console: Console | None = None) -> None:
+    """One line per lab: how many submissions, the mean, full marks, zeros, errors, reused records."""
+    console = console or Console()
+    table = Table(title="Summary", title_justify="left")
+    for col, justify in (("lab", "left"), ("submissions", "right"), ("mean", "right"), ("full marks", "right"),
+                         ("zero", "right"), ("errors", "right"), ("reused", "right")):
+        table.add_column(col, justify=justify)
+    for row in rows:
+        table.add_row(row["lab"], str(row["submissions"]), f"{row['mean']:.2f}/{row['max']:g}", str(row["full"]),
+                      str(row["zero"]), str(row["errors"]), str(row["reused"]))
+    console.print(table)
+    console.print(f"  kernels ran under: {sandbox}")
+
+
+class BatchProgress:
+    """A progress bar on stderr (a line per submission where stderr is not a terminal)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = console or Console(stderr=True)
+        self.progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.description}"), console=self.console, transient=False,
+                                 disable=not self.console.is_terminal)
+        self.task = None
+
+    def __enter__(self) -> "BatchProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def planned(self, todo: int, reused: int) -> None:
+        self.task = self.progress.add_task("", total=todo + reused)
+        if not self.console.is_terminal:
+            self.console.print(f"grading {todo} submission(s); {reused} unchanged since the last run, reused")
+
+    def advance(self, outcome) -> None:   # autograder.batch.Outcome
+        r = outcome.result
+        line = f"{'reused' if outcome.reused else 'graded'} {r.submission}: {r.score:g}/{r.max_score:g}"
+        if self.task is not None:
+            self.progress.update(self.task, advance=1, description=line)
+        if not self.console.is_terminal and not outcome.reused:
+            self.console.print(line, highlight=False, soft_wrap=True)

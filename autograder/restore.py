@@ -29,6 +29,10 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
     notes: list[str] = []
     source_cells = {_grade_id(c): c for c in source.cells if _grade_id(c)}
     released = {_grade_id(c): c.source for c in release.cells if _grade_id(c)} if release else {}
+    # nbgrader sets every graded cell's checksum to the released one ("always update the checksum"), which
+    # is how an unanswered written answer scores 0 and an answered one waits for manual grading.
+    checksums = {_grade_id(c): _nbg(c).get("checksum") for c in release.cells if _grade_id(c)} if release else {}
+    release_cells = {_grade_id(c): c for c in release.cells if _grade_id(c)} if release else {}
     order = [_grade_id(c) for c in source.cells if _grade_id(c)]
 
     for cell in submission.cells:
@@ -49,6 +53,8 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
             cell.update(fresh)
         else:
             cell.metadata["nbgrader"] = copy.deepcopy(_nbg(src))
+        if checksums.get(gid):
+            cell.metadata["nbgrader"]["checksum"] = checksums[gid]
 
     present = {_grade_id(c) for c in submission.cells if _grade_id(c)}
     for pos, gid in enumerate(order):
@@ -59,7 +65,13 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
         before = next((g for g in reversed(order[:pos]) if g in present), None)
         index = 0 if before is None else 1 + next(
             i for i, c in enumerate(submission.cells) if _grade_id(c) == before)
-        submission.cells.insert(index, copy.deepcopy(src))
+        # A deleted answer comes back as handed out (nbgrader re-adds the gradebook's copy, the stub):
+        # the source's copy holds the model answer, which must not reach the student's notebook.
+        fresh = copy.deepcopy(release_cells[gid] if _nbg(src).get("solution") and gid in release_cells else src)
+        fresh.metadata["nbgrader"] = copy.deepcopy(_nbg(src))
+        if checksums.get(gid):
+            fresh.metadata["nbgrader"]["checksum"] = checksums[gid]
+        submission.cells.insert(index, fresh)
         present.add(gid)
 
     for cell in submission.cells:

@@ -3,6 +3,7 @@ each test lost its points."""
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 from nbformat import NotebookNode
 
@@ -17,29 +18,47 @@ def _grade_id(cell: NotebookNode) -> str | None:
 
 
 def _reason(cell: NotebookNode) -> str:
-    for out in cell.get("outputs", []):
+    outputs = cell.get("outputs", [])
+    for out in outputs:
         if out.get("output_type") == "error":
             value = _ANSI.sub("", str(out.get("evalue", ""))).strip()
-            return value if value else out.get("ename", "error")
+            ename = out.get("ename", "error")
+            if ename == "NameError" and value:
+                return (f"{value}: the hidden tests call the functions by the names and signatures the lab "
+                        "gave them; keep those")
+            return value if value else ename
+    for out in outputs:
         if out.get("output_type") == "stream" and out.get("name") == "stderr":
             text = _ANSI.sub("", "".join(out.get("text", ""))).strip().splitlines()
             return "the test wrote to stderr, which scores 0: " + (text[0] if text else "")
     return "no credit"
 
 
-def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None) -> list[TestResult]:
-    """One result per test in course.yml, in that order; a test missing from the run scores 0."""
+def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, stopped_in: int | None = None,
+                replied: Iterable[int] | None = None) -> list[TestResult]:
+    """One result per test in course.yml, in that order; a test missing from the run scores 0.
+
+    `stopped_in`: the cell running when the run stopped (its outputs are partial: it scores 0, where
+    nbgrader's rule would read "no output" as full marks). `replied`: the cells that finished; a test cell
+    outside it never finished and scores 0.
+    """
     from nbgrader.utils import determine_grade
 
-    cells = {_grade_id(c): c for c in nb.cells if _grade_id(c)}
+    finished = set(replied) if replied is not None else None
+    cells = {_grade_id(c): (i, c) for i, c in enumerate(nb.cells) if _grade_id(c)}
     results = []
     for spec in lab.tests:
-        cell = cells.get(spec.id)
+        index, cell = cells.get(spec.id, (None, None))
         if cell is None:
             results.append(TestResult(name=spec.id, points=0, max_points=spec.points, passed=False,
                                       message="the test cell is missing from the notebook"))
             continue
-        if cell.get("execution_count") is None and not cell.get("outputs"):
+        if index == stopped_in:
+            results.append(TestResult(name=spec.id, points=0, max_points=spec.points, passed=False,
+                                      message=f"the run stopped during this test: {stopped}"))
+            continue
+        ran = cell.get("execution_count") is not None or cell.get("outputs")
+        if not ran or (finished is not None and index not in finished):
             why = f"the run stopped before this test ({stopped})" if stopped else "this test did not run"
             results.append(TestResult(name=spec.id, points=0, max_points=spec.points, passed=False, message=why))
             continue

@@ -1,4 +1,5 @@
-"""`course grade`: grade notebooks with papermill under TPU interpret mode, print a table, write JSON/CSV."""
+"""`course grade`: grade notebooks with papermill under TPU interpret mode, in parallel and resumably; print a
+table, write JSON/CSV, feedback pages and (on request) the nbgrader gradebook."""
 from __future__ import annotations
 
 import sys
@@ -14,50 +15,72 @@ from ._app import app, fail
 def grade(
     paths: Annotated[Optional[list[Path]], typer.Argument(
         help="Notebooks, or folders searched for notebooks (e.g. submitted/ in nbgrader's layout).")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for results.json, results.csv and the "
-                                      "executed notebooks.")] = Path("grades"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for results.json, results.csv, "
+                                      "nbgrader-grades.csv, feedback/, executed/ (safe to hand back), "
+                                      "instructor/ (whole) and submissions/ (one record each).")] = Path("grades"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of "
                                           "the table.")] = False,
     demo: Annotated[bool, typer.Option("--demo", help="Grade the bundled demo set: the LAB·1.1 solution, "
                                        "its student stub and a wrong submission.")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Submissions graded at once, each in its "
+                                      "own worker process (about one per CPU core).")] = 1,
+    force: Annotated[bool, typer.Option("--force", help="Grade every submission again, even those whose "
+                                        "notebook and grader are unchanged since the last run.")] = False,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Grade on Dask distributed: a "
+                                                     "scheduler address (tcp://host:8786), or 'local' for a "
+                                                     "LocalCluster of --jobs workers.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Wall-clock limit per submission, in "
+                                           "seconds; the kernel is killed past it.")] = 600,
+    cell_timeout: Annotated[Optional[int], typer.Option("--cell-timeout", min=1, help="Per-cell limit, in "
+                                                        "seconds (nbgrader's c.Execute.timeout, 120); the "
+                                                        "cell is interrupted and the run goes on.")] = None,
+    memory: Annotated[int, typer.Option("--memory", min=256, help="Memory limit per kernel, in MB.")] = 4096,
+    gradebook: Annotated[Optional[Path], typer.Option("--gradebook", help="Merge the autograde scores into "
+                                                      "this nbgrader gradebook.db (and copy the executed "
+                                                      "notebooks to autograded/ beside it) for the "
+                                                      "formgrader.")] = None,
 ) -> None:
     """Grade submissions against the hidden tests.
 
-    Each notebook runs headlessly with papermill in its own kernel, under forced TPU interpret mode, after
-    its set-up and hidden-test cells are restored from solutions/ (a notebook cannot edit or delete them).
+    Each notebook runs headlessly with papermill in its own sandboxed kernel (wall-clock and memory limits;
+    on Linux, no access to solutions/ or other submissions), under forced TPU interpret mode, after its
+    set-up and hidden-test cells are restored from solutions/. Results are stored per submission as they
+    arrive: a re-run grades only what changed, and an interrupted run loses nothing graded.
     Exits 0 whenever grading ran, whatever the scores.
 
     Examples:
 
         course grade submitted/                      # every notebook under nbgrader's submitted/ folder
 
+        course grade submitted/ --jobs 8             # 8 at a time; re-run to pick up new submissions
+
+        course grade submitted/ --gradebook gradebook.db   # then grade the written answers in formgrader
+
+        course grade submitted/ --scheduler tcp://10.0.0.5:8786   # on a Dask cluster
+
         course grade my-lab-1.1.ipynb --json         # one notebook, machine-readable
 
         course grade --demo                          # the bundled demo set
+
+    Warning: --force regrades everything; without it, a result is reused only when the notebook and every
+    file that decides its score are unchanged.
     """
     from autograder.demo import demo_submissions
-    from autograder.grade import SubmissionNotFound, find_submissions, grade_many
-    from autograder.report import print_table, to_json, write_reports
+    from autograder.grade import SubmissionNotFound, find_submissions
+    from autograder.grade_command import GradeOptions, run_grade
 
     if demo:
-        root = demo_submissions()
-        paths = [root]
+        paths = [demo_submissions()]
     elif not paths:
         raise fail("give at least one notebook or folder to grade, or --demo")
-    else:
-        root = paths[0] if len(paths) == 1 and paths[0].is_dir() else None
     try:
         notebooks = find_submissions(paths)
-    except SubmissionNotFound as e:
+        options = GradeOptions(out=out, jobs=jobs, force=force, scheduler=scheduler, timeout_s=timeout,
+                               cell_timeout_s=cell_timeout, memory_mb=memory, gradebook=gradebook)
+        run = run_grade(notebooks, paths, options, quiet=as_json)
+    except (SubmissionNotFound, ValueError, RuntimeError) as e:
         raise fail(str(e)) from None
-    results = []
-    for result in grade_many(notebooks, root=root, keep_dir=out):
-        results.append(result)
-        if not as_json:
-            typer.echo(f"graded {result.submission}: {result.score:g}/{result.max_score:g}", err=True)
-    json_path, csv_path = write_reports(results, out)
     if as_json:
-        sys.stdout.write(to_json(results) + "\n")
+        sys.stdout.write(run.json_text + "\n")
     else:
-        print_table(results)
-        typer.echo(f"wrote {json_path} and {csv_path}")
+        run.print()

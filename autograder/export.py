@@ -1,0 +1,147 @@
+"""Hand the grades to nbgrader's side: a CSV with `nbgrader export`'s columns, and the autograde results merged
+into an nbgrader gradebook (with the executed notebooks under `autograded/`), so the formgrader shows each
+student's autograded tests next to the written answers still to grade.
+
+Both follow nbgrader's own rules: a submission belongs to the student and assignment its path names in
+nbgrader's layout (`<student>/<assignment>/<notebook>.ipynb`); a test cell's score is `determine_grade`;
+a written answer left as handed out scores 0 with the comment "No response.", an answered one waits for a
+grader (`needs_manual_grade`); an assignment's max score counts every lab of the stage, tests and written
+answers alike.
+"""
+from __future__ import annotations
+
+import csv
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import nbformat
+
+from autograder.results import SubmissionResult
+from pallas_course.manifest import manifest
+
+NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+                    "raw_score", "late_submission_penalty", "score", "max_score"]
+
+
+class GradebookError(RuntimeError):
+    """The gradebook cannot take these results (missing assignment, not an nbgrader database)."""
+
+
+def student_of(label: str) -> str | None:
+    """The student a submission belongs to in nbgrader's layout, `<student>/<assignment>/<notebook>.ipynb`."""
+    parts = Path(label).parts
+    if len(parts) >= 3 and parts[-2] == manifest().stage.id:
+        return parts[-3]
+    return None
+
+
+def _student_id(label: str) -> str:
+    return student_of(label) or Path(label).stem
+
+
+def assignment_max_score() -> float:
+    return float(sum(t.points for lab in manifest().labs for t in lab.tests)
+                 + sum(w.points for lab in manifest().labs for w in lab.written))
+
+
+def _timestamp(root: Path | None, label: str) -> str:
+    if root is None:
+        return ""
+    stamp = (root / label).parent / "timestamp.txt"
+    try:
+        return stamp.read_text().strip()
+    except OSError:
+        return ""
+
+
+def write_nbgrader_csv(results: Sequence[SubmissionResult], path: Path, *, root: Path | None = None) -> Path:
+    """One row per student (the assignment is the stage), nbgrader export's columns; written answers count
+    0 until graded by hand, as in nbgrader before manual grading."""
+    stage = manifest().stage.id
+    raw: dict[str, float] = defaultdict(float)
+    stamps: dict[str, str] = {}
+    for r in results:
+        if r.lab is None:
+            continue
+        student = _student_id(r.submission)
+        raw[student] += r.score
+        stamps[student] = max(stamps.get(student, ""), _timestamp(root, r.submission))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(NBGRADER_COLUMNS)
+        for student in sorted(raw):
+            w.writerow([stage, "", stamps[student], student, "", "", "", raw[student], 0.0, max(0.0, raw[student]),
+                        assignment_max_score()])
+    return path
+
+
+def merge_into_gradebook(results: Sequence[SubmissionResult], gradebook: Path, *, instructor_dir: Path,
+                         root: Path | None = None) -> list[str]:
+    """Record autograde scores in `gradebook` (an nbgrader gradebook.db) as `nbgrader autograde` would, and
+    copy each executed notebook to `autograded/<student>/<assignment>/` beside it. Returns one line per
+    submission left out (not in nbgrader's layout, not a lab)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.utils import compute_checksum, determine_grade, is_grade, is_solution, is_task
+
+    from autograder.grade import safe_relpath
+
+    stage = manifest().stage.id
+    skipped: list[str] = []
+    if not gradebook.exists():
+        raise GradebookError(f"{gradebook}: no such gradebook; nbgrader creates it with "
+                             f"`nbgrader generate_assignment {stage}`")
+    course_root = gradebook.resolve().parent
+    with Gradebook(f"sqlite:///{gradebook.resolve()}") as gb:
+        try:
+            gb.find_assignment(stage)
+        except MissingEntry:
+            raise GradebookError(f"{gradebook} has no assignment {stage!r}: run `nbgrader generate_assignment "
+                                 f"{stage}` in the course folder first") from None
+        for r in results:
+            student = student_of(r.submission)
+            if student is None or r.lab is None:
+                skipped.append(f"{r.submission}: not <student>/{stage}/<notebook>.ipynb or not a lab; not merged")
+                continue
+            lab = manifest().lab(r.lab)
+            notebook_id = Path(lab.notebook).stem
+            try:
+                gb.find_notebook(notebook_id, stage)
+            except MissingEntry:
+                skipped.append(f"{r.submission}: {gradebook} has no notebook {notebook_id!r} in {stage!r} "
+                               f"(re-run `nbgrader generate_assignment {stage}`); not merged")
+                continue
+            gb.update_or_create_student(student)
+            stamp = _timestamp(root, r.submission)
+            if stamp:
+                gb.update_or_create_submission(stage, student, timestamp=stamp)
+            else:
+                gb.update_or_create_submission(stage, student)
+            executed = instructor_dir / safe_relpath(r.submission)
+            nb = nbformat.read(executed, as_version=4) if executed.exists() else None
+            if nb is not None:
+                for cell in nb.cells:
+                    gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                    if not gid:
+                        continue
+                    if is_grade(cell):
+                        grade = gb.find_grade(gid, notebook_id, stage, student)
+                        grade.auto_score = determine_grade(cell)[0]
+                        grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                    if is_solution(cell) or is_task(cell):
+                        comment = gb.find_comment(gid, notebook_id, stage, student)
+                        unchanged = cell.metadata.nbgrader.get("checksum") == compute_checksum(cell)
+                        comment.auto_comment = "No response." if unchanged and not is_task(cell) else None
+                dest = course_root / "autograded" / student / stage / f"{notebook_id}.ipynb"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(executed, dest)
+            else:   # unreadable submission: the tests as scored, written answers as unanswered
+                scores = {t.name: t.points for t in r.tests} | {w.name: 0.0 for w in r.written}
+                for name, points in scores.items():
+                    grade = gb.find_grade(name, notebook_id, stage, student)
+                    grade.auto_score = points
+                    grade.needs_manual_grade = grade.manual_score is not None
+            gb.db.commit()
+    return skipped
