@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
@@ -94,7 +95,8 @@ def merge_into_gradebook(results: Sequence[SubmissionResult], gradebook: Path, *
         raise GradebookError(f"{gradebook}: no such gradebook; nbgrader creates it with "
                              f"`nbgrader generate_assignment {stage}`")
     course_root = gradebook.resolve().parent
-    with Gradebook(f"sqlite:///{gradebook.resolve()}") as gb:
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{gradebook.resolve()}") as gb:
+        warnings.simplefilter("ignore")   # SQLAlchemy's autoflush notes from nbgrader's own add_submission
         try:
             gb.find_assignment(stage)
         except MissingEntry:

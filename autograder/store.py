@@ -83,7 +83,7 @@ def files_snapshot(files: list[Path]) -> dict[Path, str]:
 
 def changed_files(before: dict[Path, str]) -> list[str]:
     now = files_snapshot(list(before))
-    return [str(f.relative_to(REPO_ROOT)) for f in before if now[f] != before[f]]
+    return [str(f.relative_to(REPO_ROOT) if f.is_relative_to(REPO_ROOT) else f) for f in before if now[f] != before[f]]
 
 
 class Store:

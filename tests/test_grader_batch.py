@@ -1,0 +1,166 @@
+"""Batches: parallel workers, one record per submission written as it arrives, re-runs that grade only what
+changed, a killed run that loses nothing graded, Dask distributed, the progress lines and the summary."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from typer.testing import CliRunner
+
+import autograder.batch as batch
+from autograder.demo import filled_in
+from autograder.store import Store, grader_fingerprint, new_record
+from pallas_course.cli import app
+from pallas_course.manifest import manifest
+
+runner = CliRunner()
+LAB = "lab-1.1-first-kernels"
+NAME = f"{LAB}.ipynb"
+
+
+def _corrupt(root: Path, student: str, text: str = '{"cells": [') -> Path:
+    """A submission that needs no kernel to grade (0, could not read): cheap batch fodder."""
+    path = root / student / manifest().stage.id / NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("submitted")
+    path = root / "alice" / manifest().stage.id / NAME
+    path.parent.mkdir(parents=True)
+    nbformat.write(filled_in(LAB), path)
+    _corrupt(root, "bob")
+    return root
+
+
+@pytest.fixture(scope="module")
+def first_run(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    out = tmp_path_factory.mktemp("grades")
+    result = runner.invoke(app, ["grade", str(folder), "--out", str(out), "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    return out, result
+
+
+def test_parallel_run_grades_and_summarises(first_run) -> None:
+    """--jobs 2: a line per graded submission on stderr, the tables and a summary on stdout."""
+    out, result = first_run
+    assert "graded alice/stage-1/" in result.stderr and "graded bob/stage-1/" in result.stderr
+    assert "Summary" in result.stdout and "6/6" in result.stdout
+    assert "kernels ran under:" in result.stdout
+    records = list((out / "submissions").glob("*.json"))
+    assert len(records) == 2 and not list((out / "submissions").glob(".*.tmp"))
+
+
+def test_rerun_reuses_unchanged_submissions(folder: Path, first_run) -> None:
+    """Same notebooks, same grader: nothing is graded again, the results are the same."""
+    out, _ = first_run
+    before = json.loads((out / "results.json").read_text())
+    result = runner.invoke(app, ["grade", str(folder), "--out", str(out), "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "grading 0 submission(s); 2 unchanged" in result.stderr
+    assert json.loads((out / "results.json").read_text()) == before
+
+
+def test_changed_notebook_is_graded_again(folder: Path, first_run, tmp_path: Path) -> None:
+    """A resubmitted notebook is graded again; the unchanged one is reused."""
+    out, _ = first_run
+    copy = tmp_path / "submitted"
+    shutil.copytree(folder, copy)
+    shutil.copytree(out, tmp_path / "grades")
+    _corrupt(copy, "bob", '{"cells": [ {')   # bob resubmits (still broken)
+    result = runner.invoke(app, ["grade", str(copy), "--out", str(tmp_path / "grades")])
+    assert result.exit_code == 0, result.output
+    assert "grading 1 submission(s); 1 unchanged" in result.stderr
+    assert "graded bob/" in result.stderr and "graded alice/" not in result.stderr
+
+
+def test_force_and_a_changed_grader_regrade(folder: Path, first_run) -> None:
+    """--force plans every submission; a record from another grader version no longer counts."""
+    out, _ = first_run
+    paths = sorted(folder.rglob("*.ipynb"))
+    store = Store(out)
+    todo, reused = batch.plan(paths, folder, store, force=False)
+    assert not todo and len(reused) == 2
+    todo, reused = batch.plan(paths, folder, store, force=True)
+    assert len(todo) == 2 and not reused
+    record = store.get("bob/stage-1/" + NAME)
+    store.put(record.model_copy(update={"grader": "0" * 16}))
+    todo, _ = batch.plan(paths, folder, store, force=False)
+    assert [j.label for j in todo] == ["bob/stage-1/" + NAME]
+    store.put(record)
+
+
+def test_killed_run_loses_nothing_graded(tmp_path: Path) -> None:
+    """The run dies after its first result: that result is on disk, and the re-run grades only the rest."""
+    root = tmp_path / "submitted"
+    paths = [_corrupt(root, s, '{"cells": [' + s) for s in ("ann", "ben", "cid")]
+    seen = []
+
+    def die_after_first(outcome: batch.Outcome) -> None:
+        seen.append(outcome.label)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, on_outcome=die_after_first)
+    assert len(seen) == 1 and Store(tmp_path / "grades").get(seen[0]) is not None
+    todo, reused = batch.plan(paths, root, Store(tmp_path / "grades"), force=False)
+    assert [o.label for o in reused] == seen and len(todo) == 2
+
+
+def test_grader_failure_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash of the grader itself (not the notebook) is recorded as such, and the next run tries again."""
+    root = tmp_path / "submitted"
+    paths = [_corrupt(root, "dan")]
+
+    def broken(*args: object) -> dict:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(batch, "grade_payload", broken)
+    [outcome] = batch.run_batch(paths, out_dir=tmp_path / "grades", root=root)
+    assert outcome.result.score == 0 and "the grader failed on this submission" in outcome.result.error
+    assert "disk full" in outcome.result.error
+    todo, _ = batch.plan(paths, root, Store(tmp_path / "grades"), force=False)
+    assert len(todo) == 1
+
+
+def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a sandbox, a grader file that changes during the batch stops it with a one-line reason."""
+    root = tmp_path / "submitted"
+    paths = [_corrupt(root, s) for s in ("eve", "fay")]
+    watched = tmp_path / "lab_1_1.py"
+    watched.write_text("checks")
+    monkeypatch.setattr(batch, "landlock_abi", lambda: 0)
+    monkeypatch.setattr(batch, "grader_files", lambda: [watched])
+    with pytest.raises(batch.GraderModified, match="grader files changed during the batch"):
+        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root,
+                        on_outcome=lambda o: watched.write_text("checks that always pass"))
+
+
+def test_records_are_written_whole(tmp_path: Path) -> None:
+    """A record is replaced atomically: a reader sees the old one or the new one."""
+    store = Store(tmp_path)
+    from autograder.grade import zero_result
+
+    result = zero_result(Path(NAME), "x/" + NAME, "why")
+    store.put(new_record("x/" + NAME, "a" * 64, result, 1.0))
+    store.put(new_record("x/" + NAME, "b" * 64, result, 2.0))
+    assert store.get("x/" + NAME).notebook_sha256 == "b" * 64
+    assert store.get("x/" + NAME).grader == grader_fingerprint(LAB)
+    assert [p.name for p in (tmp_path / "submissions").iterdir()] == [store.path("x/" + NAME).name]
+
+
+def test_dask_local_cluster(folder: Path, tmp_path: Path) -> None:
+    """--scheduler local: the same grading on a Dask LocalCluster, the same scores."""
+    pytest.importorskip("distributed")
+    result = runner.invoke(app, ["grade", str(folder), "--out", str(tmp_path), "--scheduler", "local",
+                                 "--jobs", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    scores = {r["submission"].split("/")[0]: r["score"] for r in json.loads(result.stdout)}
+    assert scores == {"alice": 6.0, "bob": 0.0}
+    assert (tmp_path / "executed" / "alice" / "stage-1" / NAME).exists()

@@ -1,0 +1,121 @@
+"""Feedback pages, nbgrader's CSV columns, and the merge into an nbgrader gradebook (what the formgrader reads)."""
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from typer.testing import CliRunner
+
+from autograder.demo import demo_submissions
+from autograder.export import NBGRADER_COLUMNS, assignment_max_score
+from autograder.feedback import REMOVED, sanitize, to_html, to_markdown
+from autograder.results import SubmissionResult, TestResult, WrittenResult
+from pallas_course.cli import app
+from pallas_course.manifest import manifest
+from tests.nbgrader_course import generated_course, nbgrader
+
+runner = CliRunner()
+LAB = "lab-1.1-first-kernels"
+STAGE = manifest().stage.id
+EXPECTED = {"demo-solution": 6.0, "demo-stub": 0.0, "demo-wrong-transpose": 3.0}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A generated nbgrader course with the demo set submitted, graded by `course grade --gradebook`."""
+    root = generated_course(tmp_path_factory.mktemp("course"))
+    shutil.copytree(demo_submissions(tmp_path_factory.mktemp("demo")), root / "submitted")
+    (root / "submitted" / "demo-solution" / STAGE / "timestamp.txt").write_text("2026-11-29 10:00:00.000000 UTC")
+    out = tmp_path_factory.mktemp("grades")
+    result = runner.invoke(app, ["grade", str(root / "submitted"), "--out", str(out), "--jobs", "2",
+                                 "--gradebook", str(root / "gradebook.db")])
+    assert result.exit_code == 0, result.output
+    return root, out
+
+
+def test_gradebook_holds_the_autograde_scores(course) -> None:
+    """Each test's auto score as graded; written answers: answered ones wait for a grader, a stub scores 0."""
+    from nbgrader.api import Gradebook
+
+    root, _ = course
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        for student, score in EXPECTED.items():
+            nb = gb.find_submission_notebook(LAB, STAGE, student)
+            grades = {g.name: g for g in nb.grades}
+            assert sum(grades[t.id].auto_score for t in manifest().lab(LAB).tests) == score, student
+            written = grades["index_map_swap"]
+            if student == "demo-stub":
+                assert written.auto_score == 0 and not written.needs_manual_grade
+                comment = gb.find_comment("index_map_swap", LAB, STAGE, student)
+                assert comment.auto_comment == "No response."
+            else:
+                assert written.auto_score is None and written.needs_manual_grade, student
+        assert str(gb.find_submission(STAGE, "demo-solution").timestamp).startswith("2026-11-29 10:00:00")
+
+
+def test_formgrader_finds_the_executed_notebooks(course) -> None:
+    """autograded/<student>/<assignment>/<notebook>.ipynb, the whole executed notebook, for the formgrader."""
+    root, _ = course
+    for student in EXPECTED:
+        nb = nbformat.read(root / "autograded" / student / STAGE / f"{LAB}.ipynb", as_version=4)
+        assert any("BEGIN HIDDEN TESTS" in c.source for c in nb.cells)
+
+
+def test_csv_matches_nbgrader_export(course, tmp_path: Path) -> None:
+    """nbgrader-grades.csv has `nbgrader export`'s columns and, before manual grading, its numbers."""
+    root, out = course
+    ours = list(csv.DictReader((out / "nbgrader-grades.csv").open()))
+    assert list(ours[0]) == NBGRADER_COLUMNS
+    run = nbgrader(root, "export", "--to", str(tmp_path / "export.csv"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    theirs = {r["student_id"]: r for r in csv.DictReader((tmp_path / "export.csv").open())}
+    for row in ours:
+        other = theirs[row["student_id"]]
+        for key in ("assignment", "raw_score", "score", "max_score", "late_submission_penalty"):
+            a, b = row[key], other[key]
+            assert (float(a) == float(b)) if key != "assignment" else a == b, (row["student_id"], key, a, b)
+    assert float(ours[0]["max_score"]) == assignment_max_score()
+    assert {r["student_id"]: float(r["raw_score"]) for r in ours} == EXPECTED
+
+
+def test_feedback_pages(course) -> None:
+    """One Markdown and one HTML page per submission: tests, points, messages, written answers' status."""
+    _, out = course
+    md = (out / "feedback" / "demo-wrong-transpose" / STAGE / f"{LAB}.md").read_text()
+    assert "**Autograded score: 3 / 6**" in md
+    assert "| transpose_schedule | 0 / 1 |" in md and "must swap its indices" in md
+    assert "| index_map_swap | – / 1 | answered: awaiting manual grading |" in md
+    page = (out / "feedback" / "demo-stub" / STAGE / f"{LAB}.html").read_text()
+    assert "<td>add_f32</td><td>0 / 2</td>" in page and "not implemented yet" in page
+    assert "not answered" in page
+
+
+def test_feedback_escapes_html() -> None:
+    """A message is text, never markup."""
+    r = SubmissionResult(submission="s.ipynb", lab=LAB, score=0, max_score=1,
+                         tests=[TestResult(name="t", points=0, max_points=1, passed=False, message="<script>x</script>")],
+                         written=[WrittenResult(name="w", max_points=1, status="not answered")])
+    assert "<script>" not in to_html(r) and "&lt;script&gt;" in to_html(r)
+    assert "<script>x</script>" in to_markdown(r)
+
+
+def test_sanitize_strips_hidden_tests_and_tracebacks() -> None:
+    """The hidden region goes, the header stays, an error keeps its one-line message, the student's prints stay."""
+    cell = nbformat.v4.new_code_cell("# Hidden test · t · 1 point\n### BEGIN HIDDEN TESTS\nsecret_check(f)\n"
+                                     "### END HIDDEN TESTS")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1}
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="student print\n"),
+                    nbformat.v4.new_output("stream", name="stderr",
+                                           text="/x/lab.py:3: UserWarning: careful\n  secret_line()\n"),
+                    nbformat.v4.new_output("error", ename="TestFailure", evalue="t: wrong",
+                                           traceback=["Traceback", "  File lab.py, in secret_check", "    secret_line()"])]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    clean = sanitize(nb).cells[0]
+    assert clean.source == f"# Hidden test · t · 1 point\n{REMOVED}"
+    assert clean.outputs[0].text == "student print\n"
+    assert "secret" not in clean.outputs[1].text and "UserWarning" in clean.outputs[1].text
+    assert clean.outputs[2].traceback == ["TestFailure: t: wrong"]
+    assert "secret_check" in nb.cells[0].source, "the instructor's copy is untouched"
