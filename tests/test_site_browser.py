@@ -217,3 +217,30 @@ def test_fits_the_width_and_screenshots(browser, built_site, viewport):  # noqa:
         assert problems.messages == []
     finally:
         ctx.close()
+
+
+def test_works_from_a_static_host(browser, built_site):  # noqa: F811
+    """Served over HTTP (a static server on the loopback address) the page boots the same, with no errors."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_site.parent))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    ctx = browser.new_context(viewport=DESKTOP)
+    try:
+        page = ctx.new_page()
+        problems = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
+        page.wait_for_selector("html[data-ready=true]", timeout=10_000)
+        page.click("#ex02 [data-next]")
+        assert current(page, "#ex02")["step"] == 2 and problems == []
+    finally:
+        ctx.close()
+        server.shutdown()
+        server.server_close()

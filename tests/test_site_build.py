@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from pallas_course.cli import app
 from pallas_course.manifest import manifest
 from pallas_course.site import content as content_mod
-from pallas_course.site.build import build, gather
+from pallas_course.site.build import SiteError, build, gather
 from pallas_course.site.notebook_cells import shown_cells, strip_markers
 from site_browser import built_site  # noqa: F401
 
@@ -49,7 +49,8 @@ def frame_lines(page: str, figure_id: str) -> list[list[int]]:
 def test_page_is_self_contained(built_site):  # noqa: F811
     """One index.html: styles inline, the modules in an import map of data: URLs equal to site/js, no fetches."""
     page = built_site.read_text()
-    assert "<script src" not in page and "<link" not in page and "@import" not in page
+    assert "<script src" not in page and "@import" not in page
+    assert re.findall(r"<link[^>]*>", page) == ['<link rel="icon" href="data:,">']     # no favicon request either
     assert not re.search(r'\bsrc="(https?:)?//', page)
     imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', page, re.S).group(1))["imports"]
     assert set(imports) == {f"pfz/{n}" for n in ("legality", "stepper", "sandbox", "selftest", "main")}
@@ -201,3 +202,16 @@ def test_inline_markup_escapes_everything_else():
 def test_strip_markers_keeps_everything_else():
     src = "def f(x_ref):\n    ### BEGIN SOLUTION\n    x_ref[...] = 1\n    ### END SOLUTION"
     assert strip_markers(src) == "def f(x_ref):\n    x_ref[...] = 1"
+
+
+def test_a_broken_solution_is_reported_not_hidden(tmp_path):
+    """A written LAB·1.2 whose matmul no longer traces stops the build with one line naming the notebook."""
+    root = copy_course(tmp_path)
+    path = root / "solutions/stage-1/lab-1.2-tiled-matmul.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if "site:show" in c.metadata.get("tags", []) and "def matmul(" in c.source)
+    cell.source = cell.source.replace("grid=(m // bm, n // bn, k // bk),", "grid=(m // bm, n // bn, k // bk, 0.5),")
+    nbformat.write(nb, path)
+    with pytest.raises(SiteError, match=r"solutions/stage-1/lab-1\.2-tiled-matmul\.ipynb: its definitions do not "
+                                        r"load and trace matmul"):
+        build(tmp_path / "out", root=root)

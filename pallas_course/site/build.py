@@ -26,7 +26,7 @@ from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_ma
 from pallas_course.schedule import Frame, Schedule
 
 from . import content as content_mod
-from .frames import LabSchedules, matmul_schedules
+from .frames import LabSchedules, LabTraceError, matmul_schedules
 from .notebook_cells import ShownCell, shown_cells
 from .sandbox_data import legality_data
 from .walk_steps import Walk, build_walk
@@ -172,7 +172,9 @@ def _lab_for_kernel(m: Manifest, kernel: str) -> LabSpec:
 
 def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
     """Everything the template needs, computed from the sources under `root` and `assets`."""
+    from pallas_course.bench import BenchRecordError
     from pallas_course.gates import evaluate
+    from pallas_course.manifest import ManifestError
 
     try:
         m = load_manifest(root / "course.yml")
@@ -188,13 +190,16 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
         labs.append(LabView(lab, shown_cells(path) if path.exists() else [], path.exists()))
     by_code = {lab.code: lab for lab in m.labs}
 
-    sched = matmul_schedules(root, _lab_for_kernel(m, "matmul"))
+    try:
+        sched = matmul_schedules(root, _lab_for_kernel(m, "matmul"))
+    except LabTraceError as e:
+        raise SiteError(str(e)) from None
     ex = content.instruments
     origin_note = sched.origin + (f" (reference copy: {sched.fallback})" if sched.fallback else "")
     instruments = {
         "ex02": {"meta": ex["ex02"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
                  "note": _fill(ex["ex02"].note, function=f"{sched.wrapper}()", notebook=origin_note,
-                               sizes=_sizes_text(sched), depth="2")},
+                               sizes=_sizes_text(sched), depth=str(sched.depth2.depth))},
         "ex07": {"meta": ex["ex07"], "frames": [frame_view(sched.depth1, f, sched.unit) for f in sched.depth1.frames],
                  "note": _fill(ex["ex07"].note)},
         "ex12": {"meta": ex["ex12"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
@@ -218,14 +223,21 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
     walks = []
     # Only the walks the content file places: the walk data also holds LAB·1.5's graded reading, whose marks
     # and notes are that lab's answer key and must not be published.
-    for walk in (build_walk(root, spec, by_code[spec.lab].source) for spec in content.walks):
+    for spec in content.walks:
+        try:
+            walk = build_walk(root, spec, by_code[spec.lab].source)
+        except ValueError as e:     # walks.yml malformed (pallas_course.walks.WalkDataError)
+            raise SiteError(str(e)) from None
         walks.append({"walk": walk, "listing": _listing(walk.listing, walk.marks, walk.first_line),
                       "steps": [_step_view(walk, s) for s in walk.steps]})
 
     gate_spec = next((g for g in m.gates if g.get("stage") == m.stage.id), None)
     if gate_spec is None:
         raise SiteError(f"course.yml: no gate has `stage: {m.stage.id}`")
-    gate = evaluate(gate_spec["id"])
+    try:
+        gate = evaluate(gate_spec["id"])
+    except (BenchRecordError, ManifestError, KeyError) as e:     # as `course gates` reports them
+        raise SiteError(str(e).strip("'\"")) from None
 
     return {"course": m.course, "stage": m.stage, "labs": labs, "content": content, "instruments": instruments,
             "walks": walks, "gate": gate, "sched": sched, "line_ranges": _line_ranges,

@@ -27,6 +27,10 @@ from pallas_course.schedule import Schedule, schedule
 from .notebook_cells import Mark, cell_defining, function_from_cell, listing_marks, shown_cells
 
 
+class LabTraceError(ValueError):
+    """The lab's solution is written but its pallas_call cannot be traced at the chapter's sizes."""
+
+
 @dataclass(frozen=True)
 class LabSchedules:
     """One kernel's pipeline at depth 2 and depth 1, with the listing its frames point into."""
@@ -75,14 +79,21 @@ def matmul_schedules(root: Path, lab: LabSpec, dtype: Any = np.float32) -> LabSc
         kernel_cell, wrapper_cell = cell_defining(cells, "matmul_kernel"), cell_defining(cells, "matmul")
         if kernel_cell is None or wrapper_cell is None:
             raise LookupError(f"{lab.source} has no site:show cells defining matmul_kernel and matmul")
-        namespace = _load_namespace(path)
-        info = trace(namespace["matmul"], *args, **kwargs).pallas_calls[0]
+        try:
+            namespace = _load_namespace(path)
+            info = trace(namespace["matmul"], *args, **kwargs).pallas_calls[0]
+        except (LookupError, NotImplementedError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a written lab that does not load or trace is a bug to report
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise LabTraceError(f"{lab.source}: its definitions do not load and trace matmul at the chapter's sizes "
+                                f"({type(e).__name__}: {first}); fix the notebook and build again") from e
         kernel_fn = function_from_cell(kernel_cell, "matmul_kernel", namespace, lab.id)
         wrapper_fn = function_from_cell(wrapper_cell, "matmul", namespace, lab.id)
         code = code_map(kernel_fn, wrapper_fn)
         marks = listing_marks(kernel_cell, wrapper_cell, code.lines)
         origin = lab.source
-    except (LookupError, NotImplementedError, IndexError) as e:
+    except (LookupError, NotImplementedError, IndexError) as e:   # not written yet: missing, or still a stub
         reason = str(e) or type(e).__name__
         info = reference_kernels.trace_reference("matmul", dtype, **sizes)
         code = code_map(reference_kernels.matmul_kernel, reference_kernels.matmul)

@@ -204,15 +204,16 @@ export function sandboxBudget(data, verdict, blocksInFlight = data.blocks_in_fli
   const limit = vmemLimitBytes || c.default_scoped_vmem_bytes;
   const fitsLimit = ws <= limit;
   const fitsCapacity = ws <= c.vmem_bytes;
+  const wsText = fmtMib(ws); // binary units throughout, as the compiler prints its limits
   let text;
   if (fitsLimit) {
-    text = `fits: working set ${fmtBytes(ws)} is within the ${fmtMib(limit)} scoped VMEM limit on ${c.name}`;
+    text = `fits: working set ${wsText} is within the ${fmtMib(limit)} scoped VMEM limit on ${c.name}`;
   } else if (fitsCapacity) {
-    text = `over the scoped limit: working set ${fmtBytes(ws)} exceeds the ${fmtMib(limit)} scoped VMEM ` +
+    text = `over the scoped limit: working set ${wsText} exceeds the ${fmtMib(limit)} scoped VMEM ` +
       `limit on ${c.name} (expect CompileTimeScopedVmemOom); it fits the ${fmtMib(c.vmem_bytes)} ` +
       `physical VMEM, so raise pltpu.CompilerParams(vmem_limit_bytes=...) or shrink the blocks`;
   } else {
-    text = `does not fit: working set ${fmtBytes(ws)} exceeds the ${fmtMib(c.vmem_bytes)} physical VMEM of one ` +
+    text = `does not fit: working set ${wsText} exceeds the ${fmtMib(c.vmem_bytes)} physical VMEM of one ` +
       `${c.name} TensorCore; shrink the blocks or the buffer count`;
   }
   return {

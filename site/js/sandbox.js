@@ -95,6 +95,7 @@ export function initSandbox(doc = document) {
     const update = () => render(root, data, form);
     form.addEventListener("input", update);
     form.addEventListener("change", update);
+    form.addEventListener("submit", (event) => event.preventDefault());
     update();
   }
 }
