@@ -253,7 +253,8 @@ def _data(path: Path = DATA_PATH) -> list[dict[str, Any]]:
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise WalkDataError(f"{path}: not found; the walk data lives next to pallas_course/walks.py") from None
+        raise WalkDataError(f"{path}: not found; the walk data lives next to pallas_course/walks.py (an install "
+                            "from a wheel needs walks.yml in pyproject's package-data)") from None
     walks_raw = (raw or {}).get("walks")
     if not isinstance(walks_raw, list):
         raise WalkDataError(f"{path}: expected a top-level `walks:` list")

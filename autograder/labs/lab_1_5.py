@@ -4,11 +4,12 @@ The key is the reading walk's marks (pallas_course/walks.yml, `tokamax-lsce-forw
 pinned tokamax release and fingerprinted by the hash of its source lines. If the installed tokamax shows
 other lines, the key is stale: the test fails saying so, rather than grading against the wrong lines.
 
-Partial credit (nbgrader reads the number the test cell ends with). The key marks 138 lines that count:
-45 algorithm and 93 schedule (closing brackets and lines where either mark can be argued don't count).
-The credit is the points times the *smaller* of two shares: algorithm lines marked algorithm, and schedule
-lines marked schedule. A margin that marks every line the same way therefore gets 0, not the two-thirds
-that plain agreement would give it; a margin with half its lines wrong gets about half. Unmarked lines count as wrong.
+Partial credit (nbgrader reads the number the test cell ends with). For tokamax 0.0.12 the key has 137
+lines that count, 45 algorithm and 92 schedule; closing brackets and lines where either mark can be argued
+don't count. The credit is the points times the *smaller* of two shares: algorithm lines marked algorithm,
+and schedule lines marked schedule. A margin that marks every line the same way therefore gets 0, not the
+two-thirds that plain agreement would give it; a margin with half its lines wrong gets about half.
+Unmarked lines count as wrong.
 """
 from __future__ import annotations
 
