@@ -12,7 +12,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-MANIFEST_PATH = REPO_ROOT / "course.yml"
+# In a checkout this is a symlink to the repository's course.yml; a wheel (the Colab install) carries the
+# file itself, so notebooks that read chips or labs work there too.
+MANIFEST_PATH = Path(__file__).with_name("course.yml")
 
 
 class ManifestError(ValueError):
