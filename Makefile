@@ -5,3 +5,9 @@
 bench:
 	course bench
 	course gates
+
+# 20 LAB·1.1 submissions: serial `nbgrader autograde` vs `course grade --jobs 2`; same scores, the throughput
+# ratio; writes bench/grading-batch.json with its provenance.
+.PHONY: bench-batch
+bench-batch:
+	python -m autograder.bench_batch

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import os
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -20,12 +22,21 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from autograder.results import SubmissionResult
-from autograder.grade import safe_relpath
 from autograder.sandbox import Limits, landlock_abi
 from autograder.store import (Store, changed_files, files_snapshot, grader_files, grader_fingerprint,
                               new_record, sha256_file, write_atomic)
 
 PRELOAD = ["autograder.batch", "autograder.grade", "papermill", "nbclient", "jupyter_client", "nbgrader.utils"]
+
+
+def start_workers(jobs: int) -> None:
+    """Start the forkserver now, so its imports (the slow part of a worker's start) overlap with ours."""
+    if jobs > 1:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
 
 
 class GraderModified(RuntimeError):
@@ -107,8 +118,14 @@ class _LocalPool:
     def as_completed(self, futures: Iterable[cf.Future]) -> Iterable[cf.Future]:
         return cf.as_completed(futures)
 
-    def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, abort: bool = False) -> None:
+        if abort:
+            for proc in list(getattr(self.pool, "_processes", {}).values()):
+                try:
+                    os.kill(proc.pid, signal.SIGINT)   # the worker stops its kernel and exits
+                except OSError:
+                    pass
+        self.pool.shutdown(wait=not abort, cancel_futures=True)
 
 
 class _DaskPool:
@@ -139,7 +156,7 @@ class _DaskPool:
 
         return as_completed(list(futures))
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -152,6 +169,8 @@ def _save(job: Job, payload: dict[str, Any], store: Store, out_dir: Path | None)
         result = _grader_failure(job, "graded by a different version of the course on the worker")
         retry = True
     if out_dir is not None and not retry:
+        from autograder.grade import safe_relpath
+
         rel = safe_relpath(job.label)
         for sub, key in (("executed", "executed"), ("instructor", "full")):
             if payload.get(key):
@@ -207,8 +226,10 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
         pool: Any = _DaskPool(scheduler, jobs) if scheduler else _LocalPool(jobs)
         try:
             _run_pool(pool, todo, limits, store, out_dir, done)
-        finally:
-            pool.close()
+        except BaseException:
+            pool.close(abort=True)   # Ctrl-C or a stop: don't wait for the running submissions
+            raise
+        pool.close()
     return [outcomes[l] for l in dict.fromkeys(_labels(paths, root)) if l in outcomes]
 
 

@@ -2,13 +2,13 @@
 
 `grades/submissions/<key>.json` (key: a hash of the submission's label) holds the result, the SHA-256 of the
 notebook that was graded and the fingerprint of the grader that graded it: the hidden checks, the lab's
-source and released notebooks, the grading code and course.yml. A re-run reuses a record when both still
-match, and grades again otherwise (or always, with `--force`).
+source and released notebooks, the grading code, course.yml and the versions of jax, numpy, nbgrader and
+the notebook stack. A re-run reuses a record when both still match, and grades again otherwise (or always,
+with `--force`).
 """
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import json
 import os
@@ -62,17 +62,32 @@ def grader_files() -> list[Path]:
     return sorted(files)
 
 
+# Installed packages that decide a score too (an upgrade regrades).
+SCORING_PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "nbgrader", "nbclient", "papermill", "ipykernel")
+
+
+def _versions() -> str:
+    import importlib.metadata
+
+    out = []
+    for name in SCORING_PACKAGES:
+        try:
+            out.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            out.append(f"{name} missing")
+    return ";".join(out)
+
+
 def _hash_files(files: list[Path]) -> str:
-    h = hashlib.sha256()
+    h = hashlib.sha256(_versions().encode())
     for f in files:
         h.update(str(f.relative_to(REPO_ROOT)).encode())
         h.update(sha256_file(f).encode() if f.exists() else b"missing")
     return h.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=None)
 def grader_fingerprint(lab_id: str | None) -> str:
-    """Changes whenever anything that decides `lab_id`'s scores changes (cached for this process)."""
+    """Changes whenever anything that decides `lab_id`'s scores changes (computed afresh: a few ms)."""
     lab = manifest().lab(lab_id) if lab_id else None
     return _hash_files(lab_files(lab))
 

@@ -62,9 +62,14 @@ def grade(
 
         course grade --demo                          # the bundled demo set
 
-    Warning: --force regrades everything; without it, a result is reused only when the notebook and every
-    file that decides its score are unchanged.
+    Warning: without --force, a stored result is reused when the notebook, the grader's files and the
+    versions of jax, numpy and nbgrader are unchanged; after changing anything else that decides scores
+    (a hand-edited environment), grade with --force.
     """
+    from autograder.batch import start_workers
+
+    if scheduler is None:
+        start_workers(jobs)   # first: the workers' imports then overlap with the imports below
     from autograder.demo import demo_submissions
     from autograder.grade import SubmissionNotFound, find_submissions
     from autograder.grade_command import GradeOptions, run_grade

@@ -1,0 +1,177 @@
+"""Class-sized grading: 20 LAB·1.1 submissions (right and wrong) through serial `nbgrader autograde` and through
+`course grade --jobs 2`. Both must give every student the same score; the number is the throughput ratio.
+
+Run with `python -m autograder.bench_batch` (or `make bench-batch`); writes bench/grading-batch.json with its
+provenance (machine, load, versions, commit, sandbox). Each time is the wall clock of the whole command in a
+fresh process, start-up included, as an instructor sees it: `nbgrader autograde <stage> --force` over all 20,
+and `course grade submitted/ --jobs 2 --force`. The two commands alternate, `--repeats` times each (default
+2), after one untimed run of each; the ratio is of the medians.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from autograder.demo import filled_in
+from pallas_course.manifest import REPO_ROOT, manifest
+
+OUT = REPO_ROOT / "bench" / "grading-batch.json"
+LAB = "lab-1.1-first-kernels"
+ADD_CALL = "    return pl.pallas_call(\n        add_kernel,"
+
+# (how many, what, edits to the solution): 10 right, 10 wrong in five different ways.
+MIX = [
+    (10, "solution", {}),
+    (3, "transpose out index map (i, j)", {"transpose": ("lambda i, j: (j, i)", "lambda i, j: (i, j)")}),
+    (3, "add kernel subtracts", {"add_kernel": ("x_ref[...] + y_ref[...]", "x_ref[...] - y_ref[...]")}),
+    (2, "transpose kernel copies its block", {"transpose_kernel": ("x_ref[...].T", "x_ref[...]")}),
+    (2, "add bypasses Pallas (x + y in XLA)", {}),   # the edit spans cells: see write_class
+]
+
+
+def write_class(submitted: Path) -> dict[str, str]:
+    """20 students in nbgrader's layout; returns student -> what their notebook is."""
+    stage = manifest().stage.id
+    kinds: dict[str, str] = {}
+    n = 0
+    for count, what, edits in MIX:
+        for _ in range(count):
+            n += 1
+            student = f"student-{n:02d}"
+            nb = filled_in(LAB, edits)
+            if what.startswith("add bypasses"):
+                for cell in nb.cells:
+                    if ADD_CALL in cell.source:
+                        cell.source = cell.source.replace(ADD_CALL, "    return x + y\n" + ADD_CALL)
+            path = submitted / student / stage / f"{LAB}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+            kinds[student] = what
+    return kinds
+
+
+def _timed(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=3600)
+    elapsed = time.perf_counter() - start
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+    return elapsed
+
+
+def _nbgrader_scores(root: Path) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    lab = manifest().lab(LAB)
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        return {s.student.id: sum(g.score for g in gb.find_submission_notebook(LAB, manifest().stage.id,
+                                                                               s.student.id).grades
+                                  if g.name in {t.id for t in lab.tests})
+                for s in gb.find_assignment(manifest().stage.id).submissions}
+
+
+def _course_scores(out: Path) -> dict[str, float]:
+    return {r["submission"].split("/")[0]: r["score"] for r in json.loads((out / "results.json").read_text())}
+
+
+def _machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                   if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = ""
+    try:
+        kb = int(next(l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")))
+        mem = f"{kb / 2**20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    return {"cpu_count": os.cpu_count(), "cpu_model": cpu, "memory": mem, "machine": platform.machine(),
+            "system": f"{platform.system()} {platform.release()}"}
+
+
+def run(repeats: int = 2, jobs: int = 2) -> dict:
+    from autograder.sandbox import sandbox_status
+    from pallas_course.bench import _dist_version, collect_provenance
+
+    bindir = Path(sys.executable).parent
+    stage = manifest().stage.id
+    with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
+        root = Path(tmp) / "course"
+        shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
+        nbg = [sys.executable, "-m", "nbgrader"]
+        flags = [f"--CourseDirectory.root={root}", f"--db=sqlite:///{root / 'gradebook.db'}"]
+        _timed(nbg + ["generate_assignment", stage, "--force"] + flags, REPO_ROOT)
+        kinds = write_class(root / "submitted")
+        nbgrader_cmd = nbg + ["autograde", stage, "--force"] + flags
+        course_cmd = [str(bindir / "course"), "grade", str(root / "submitted"), "--jobs", str(jobs), "--force",
+                      "--out", str(Path(tmp) / "grades")]
+        loads = [os.getloadavg()]
+        _timed(nbgrader_cmd, REPO_ROOT)     # warm-up: file caches, compiled bytecode
+        _timed(course_cmd, REPO_ROOT)
+        times: dict[str, list[float]] = {"nbgrader": [], "course": []}
+        for _ in range(repeats):
+            times["nbgrader"].append(_timed(nbgrader_cmd, REPO_ROOT))
+            times["course"].append(_timed(course_cmd, REPO_ROOT))
+            loads.append(os.getloadavg())
+            print(f"nbgrader {times['nbgrader'][-1]:.1f} s, course grade {times['course'][-1]:.1f} s", file=sys.stderr)
+        theirs, ours = _nbgrader_scores(root), _course_scores(Path(tmp) / "grades")
+    median = {k: statistics.median(v) for k, v in times.items()}
+    n = len(kinds)
+    prov = collect_provenance().model_dump(mode="json")
+    prov.update(nbgrader_version=_dist_version("nbgrader"), papermill_version=_dist_version("papermill"),
+                dask_version=_dist_version("dask"), distributed_version=_dist_version("distributed"),
+                sandbox=sandbox_status(), **_machine())
+    dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "autograder",
+                            "pallas_course", "solutions", "course.yml"], capture_output=True, text=True).stdout
+    prov["course_tree_dirty"] = bool(dirty.strip())
+    return {
+        "benchmark": "grading a class: course grade --jobs N vs nbgrader autograde",
+        "method": (f"{n} LAB·1.1 submissions in nbgrader's layout; wall clock of each whole command in a fresh "
+                   f"process (start-up included); 1 untimed run of each, then {repeats} alternating timed runs "
+                   "of each; ratio of medians. Kernels in TPU interpret mode on the CPU."),
+        "commands": {"nbgrader": "nbgrader autograde stage-1 --force (serial: nbgrader has no parallel autograde)",
+                     "course": f"course grade submitted/ --jobs {jobs} --force"},
+        "submissions": {what: sum(1 for k in kinds.values() if k == what) for what in dict.fromkeys(kinds.values())},
+        "scores_identical": theirs == ours,
+        "scores": {s: {"kind": kinds[s], "nbgrader": theirs.get(s), "course_grade": ours.get(s)} for s in sorted(kinds)},
+        "nbgrader_s": [round(t, 2) for t in times["nbgrader"]],
+        "course_grade_s": [round(t, 2) for t in times["course"]],
+        "nbgrader_per_submission_s": round(median["nbgrader"] / n, 2),
+        "course_grade_per_submission_s": round(median["course"] / n, 2),
+        "throughput_ratio": round(median["nbgrader"] / median["course"], 2),
+        "target_ratio": 1.8,
+        "load_average_1_5_15": [[round(x, 2) for x in l] for l in loads],
+        "provenance": prov,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m autograder.bench_batch", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    report = run(args.repeats, args.jobs)
+    args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    print(f"scores identical: {report['scores_identical']}; throughput ratio {report['throughput_ratio']}x "
+          f"(nbgrader {report['nbgrader_per_submission_s']} s, course grade "
+          f"{report['course_grade_per_submission_s']} s per submission); wrote {args.out}")
+    if not report["scores_identical"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
