@@ -134,9 +134,11 @@ def run(repeats: int = 2, jobs: int = 2) -> dict:
     prov.update(nbgrader_version=_dist_version("nbgrader"), papermill_version=_dist_version("papermill"),
                 dask_version=_dist_version("dask"), distributed_version=_dist_version("distributed"),
                 sandbox=sandbox_status(), **_machine())
-    dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "autograder",
-                            "pallas_course", "solutions", "course.yml"], capture_output=True, text=True).stdout
-    prov["course_tree_dirty"] = bool(dirty.strip())
+    # Uncommitted edits to what decides a score (other files, e.g. the site, don't change this benchmark).
+    dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no", "--",
+                            "autograder", "solutions", "labs", "course.yml", ":(glob)pallas_course/*.py"],
+                           capture_output=True, text=True).stdout
+    prov["scoring_files_dirty"] = [line[3:] for line in dirty.splitlines()]
     return {
         "benchmark": "grading a class: course grade --jobs N vs nbgrader autograde",
         "method": (f"{n} LAB·1.1 submissions in nbgrader's layout; wall clock of each whole command in a fresh "
