@@ -2,7 +2,9 @@
 
 The code is read at run time with `inspect` from the pinned tokamax release (never copied into the
 course); its line numbers are the package file's. The walk data (`pallas_course.walks`, id
-`tokamax-lsce-forward`) holds the notes and the instructor's marks.
+`tokamax-lsce-forward`, `graded: true`) holds the notes. The instructor's marks are not in this package:
+they are LAB·1.5's key, grader-side only (autograder/keys/tokamax_reading.yml, read by
+autograder/labs/lab_1_5.py), so nothing here can tell a student whether a mark is right.
 
 What a notebook calls:
 
@@ -28,7 +30,7 @@ from typing import Any, Iterator, Mapping
 from pallas_course.walks import Walk, format_ranges, installed_version, walk
 
 PACKAGE = "tokamax"
-PIN = "0.0.12"                      # requirements.txt pins the same release
+PIN = "0.0.12"                      # requirements.txt pins the same release; so does the grader's key
 WALK_ID = "tokamax-lsce-forward"
 _OPS = "tokamax._src.ops.linear_softmax_cross_entropy_loss"
 _ALIASES = {"algorithm": "algorithm", "alg": "algorithm", "a": "algorithm",
@@ -50,7 +52,7 @@ def require() -> str:
 
 
 def reading() -> Walk:
-    """The reading as a walk: lines from the installed tokamax, notes and marks from the walk data."""
+    """The reading as a walk: lines from the installed tokamax, notes from the walk data; no marks."""
     require()
     return walk(WALK_ID)
 

@@ -1,7 +1,13 @@
 """Guided walks: code read line by line, a note per step, and every line marked algorithm or schedule.
 
-One store, three readers: the chapter site (WALK·matmul, WALK·softmax, and the Tokamax reading), the
-notebooks (LAB·1.5 shows its reading from here) and the grader (the reading's marks are LAB·1.5's key).
+One store, two readers: the chapter site (WALK·matmul, WALK·softmax) and the notebooks (LAB·1.5 shows its
+Tokamax reading from here: the lines and the notes, not the marks).
+
+A *graded* walk (`graded: true`; LAB·1.5's reading) is one whose marks students write. This module and
+walks.yml ship in the helpers package every student installs, so a graded walk carries no marks and no
+ungraded lines here (`_data` refuses them), and its notes say what the code does, never which mark a line
+takes. Its key lives grader-side only (autograder/keys/tokamax_reading.yml); the grader lays it over the
+walk with `with_key`, which checks it against the current lines just as walks.yml's own marks are checked.
 
 Where each part lives:
 
@@ -12,6 +18,7 @@ Where each part lives:
 - the notes, marks and steps are ours, in `pallas_course/walks.yml`, with `source_hash`: the hash of the
   code they were written for. When the code changes (someone edits the notebook, a new tokamax release),
   the lines follow at once and `Walk.stale` says that the notes and marks need a look; tests fail on it.
+  A graded walk's marks are in its grader-side key, with the key's own `source_hash`.
 
 The API (what the site calls)::
 
@@ -25,24 +32,28 @@ The API (what the site calls)::
         w.lines                    # list[str], the code, verbatim
         w.numbered()               # [(line number, text), ...]
         w.steps                    # [Step(lines=[2, 3], note="..."), ...]; line numbers as printed
-        w.marks                    # {line number: "algorithm" | "schedule" | "blank"}, every line
+        w.graded                   # True for a reading students mark (LAB·1.5): then marks is {}
+        w.marks                    # {line number: "algorithm" | "schedule" | "blank"}, every line; {} if graded
         w.ungraded                 # lines a grader does not count (closing brackets, lines either mark fits)
         w.stale                    # None, or why notes/marks may not fit the current code
         w.missing                  # None, or why there are no lines (tokamax not installed, no notebook)
         w.to_json()                # all of the above as a JSON-ready dict
     walk("WALK·matmul")            # one walk, by id or code; KeyError names the walks there are
     walks_json()                   # [w.to_json() for w in walks()]
+    with_key(w, key)               # the grader's: a graded walk with the marks of a key (see autograder/keys/)
 
 "blank" marks a line with no code: empty, a comment, or a docstring. Every other line is marked
 "algorithm" (what is computed: the arithmetic, including how partial results combine and their starting
 values) or "schedule" (which block a step sees, when a line runs, where data lives).
 
 Maintainers: `python -m pallas_course.walks [ID]` prints each walk numbered, with its marks, its steps and
-the current source hash (paste it into walks.yml once the notes and marks fit the code again).
+the current source hash (paste it into walks.yml once the notes and marks fit the code again). A graded
+walk prints without marks; `python -m autograder.labs.lab_1_5` prints LAB·1.5's reading with its key.
 """
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -93,6 +104,7 @@ class Walk:
     key_hash: str = ""                      # of the lines the notes and marks were written for
     stale: str | None = None
     missing: str | None = None
+    graded: bool = False                    # students write the marks: none here (see the module docstring)
 
     @property
     def last_line(self) -> int:
@@ -105,8 +117,8 @@ class Walk:
         return self.lines[line - self.first_line]
 
     def code_lines(self) -> list[int]:
-        """Lines that carry code (each is marked algorithm or schedule)."""
-        return [n for n, m in sorted(self.marks.items()) if m != "blank"]
+        """Lines that carry code (each is marked algorithm or schedule, where the walk has marks)."""
+        return code_line_numbers(self.lines, self.first_line) if self.lines else []
 
     def graded_lines(self) -> list[int]:
         """Code lines a grader counts: every code line but the ungraded ones."""
@@ -119,7 +131,7 @@ class Walk:
             "steps": [{"lines": list(s.lines), "note": s.note} for s in self.steps],
             "marks": {str(n): m for n, m in sorted(self.marks.items())},
             "ungraded": sorted(self.ungraded), "source_hash": self.source_hash, "key_hash": self.key_hash,
-            "stale": self.stale, "missing": self.missing,
+            "stale": self.stale, "missing": self.missing, "graded": self.graded,
         }
 
 
@@ -259,9 +271,16 @@ def _data(path: Path = DATA_PATH) -> list[dict[str, Any]]:
     if not isinstance(walks_raw, list):
         raise WalkDataError(f"{path}: expected a top-level `walks:` list")
     for i, w in enumerate(walks_raw):
-        missing = [k for k in ("id", "code", "title", "source", "source_hash", "marks", "steps") if k not in w]
+        graded = w.get("graded", False) is True
+        needed = ("id", "code", "title", "source", "source_hash", "steps") + (() if graded else ("marks",))
+        missing = [k for k in needed if k not in w]
         if missing:
             raise WalkDataError(f"{path}: walks.{i} ({w.get('id', '?')}) lacks {', '.join(missing)}")
+        leaked = [k for k in ("marks", "ungraded") if k in w] if graded else []
+        if leaked:
+            raise WalkDataError(f"{path}: walks.{i} ({w['id']}) is graded (students write its marks) but has "
+                                f"{' and '.join(leaked)}: this file ships to students, so a graded walk's key "
+                                "lives grader-side only (autograder/keys/)")
     return walks_raw
 
 
@@ -284,23 +303,14 @@ def _read_code(source: dict[str, Any], root: Path) -> tuple[int, list[str], str,
     return first, lines, rel, f"{package} {version}, {rel} lines {first}-{first + len(lines) - 1}"
 
 
-def _build(raw: dict[str, Any], root: Path) -> Walk:
-    source = raw["source"]
-    steps = [Step(parse_ranges(s["lines"]), " ".join(str(s["note"]).split())) for s in raw["steps"]]
-    stored = str(raw["source_hash"])
-    common = dict(id=raw["id"], code=raw["code"], title=raw["title"], steps=steps, key_hash=stored)
-    try:
-        first, lines, rel, origin = _read_code(source, root)
-    except LookupError as e:
-        where = source.get("notebook") or f"{source['package']}: {source['module']}"
-        return Walk(source_path=where, origin=where, first_line=int(raw.get("first_line", 1)), lines=[],
-                    marks={}, missing=str(e), **common)
-    current = source_hash(first, lines)
+def _marks(first: int, lines: list[str], marks_raw: dict[str, Any],
+           ungraded_raw: Any) -> tuple[dict[int, Mark], frozenset[int], list[str]]:
+    """(marks for every line, ungraded lines, problems) of `marks_raw` ({"algorithm": "1-3, 7", ...}) on `lines`."""
     code = set(code_line_numbers(lines, first))
     marks: dict[int, Mark] = {first + i: "blank" for i in range(len(lines))}
     problems: list[str] = []
     for mark in MARKS:
-        for n in parse_ranges(raw["marks"].get(mark)):
+        for n in parse_ranges((marks_raw or {}).get(mark)):
             if n not in marks:
                 problems.append(f"line {n} is marked {mark} but the code has lines {first}-{first + len(lines) - 1}")
             elif marks[n] != "blank":
@@ -312,23 +322,80 @@ def _build(raw: dict[str, Any], root: Path) -> Walk:
     unmarked = sorted(n for n in code if marks[n] == "blank")
     if unmarked:
         problems.append(f"code lines without a mark: {format_ranges(unmarked)}")
+    ungraded = frozenset(parse_ranges(ungraded_raw)) | {n for n in code if closing_only(lines[n - first])}
+    return marks, ungraded, problems
+
+
+def _build(raw: dict[str, Any], root: Path) -> Walk:
+    source = raw["source"]
+    steps = [Step(parse_ranges(s["lines"]), " ".join(str(s["note"]).split())) for s in raw["steps"]]
+    stored = str(raw["source_hash"])
+    graded = raw.get("graded", False) is True
+    common = dict(id=raw["id"], code=raw["code"], title=raw["title"], steps=steps, key_hash=stored, graded=graded)
+    try:
+        first, lines, rel, origin = _read_code(source, root)
+    except LookupError as e:
+        where = source.get("notebook") or f"{source['package']}: {source['module']}"
+        return Walk(source_path=where, origin=where, first_line=int(raw.get("first_line", 1)), lines=[],
+                    marks={}, missing=str(e), **common)
+    current = source_hash(first, lines)
+    if graded:      # students write the marks; the key is the grader's (with_key)
+        marks: dict[int, Mark] = {}
+        ungraded: frozenset[int] = frozenset()
+        problems: list[str] = []
+    else:
+        marks, ungraded, problems = _marks(first, lines, raw["marks"], raw.get("ungraded"))
+    numbered = set(range(first, first + len(lines)))
     for i, s in enumerate(steps, 1):
-        outside = [n for n in s.lines if n not in marks]
+        outside = [n for n in s.lines if n not in numbered]
         if outside or not s.lines:
             problems.append(f"step {i} names lines outside the code: {format_ranges(outside) or 'none at all'}")
-    ungraded = frozenset(parse_ranges(raw.get("ungraded"))) | {n for n in code if closing_only(lines[n - first])}
+    what = "these notes" if graded else "these notes and marks"
     stale = None
     if current != stored:
-        stale = (f"the code changed since these notes and marks were written (source hash {current}, "
+        stale = (f"the code changed since {what} were written (source hash {current}, "
                  f"written for {stored}); check them against the new lines, then update {DATA_PATH.name}")
         if "package" in source:
-            stale = (f"the key is stale for {source['package']} {installed_version(source['package'])} "
-                     f"(source hash {current}): the marks were written for {source['package']}=={source['pin']} "
-                     f"(source hash {stored}); install {source['package']}=={source['pin']} or re-key the reading")
+            stale = (f"the notes are stale for {source['package']} {installed_version(source['package'])} "
+                     f"(source hash {current}): they were written for {source['package']}=={source['pin']} "
+                     f"(source hash {stored}); install {source['package']}=={source['pin']} or update "
+                     f"{DATA_PATH.name}")
     elif problems:
-        stale = "the marks and steps don't fit the code: " + "; ".join(problems)
+        stale = ("the steps don't fit the code: " if graded else "the marks and steps don't fit the code: ") \
+            + "; ".join(problems)
     return Walk(source_path=rel, origin=origin, first_line=first, lines=lines, marks=marks, ungraded=ungraded,
                 source_hash=current, stale=stale, **common)
+
+
+def with_key(w: Walk, key: dict[str, Any], *, where: str = "the key") -> Walk:
+    """The graded walk `w` with the marks and ungraded lines of a grader-side key.
+
+    `key` holds `source_hash` (of the lines the marks were written for), `marks` ({"algorithm": ranges,
+    "schedule": ranges}), optionally `ungraded` (ranges) and `written_for` ({package, version}). The result's
+    `stale` says why the key may not be used: the lines changed since it was written ("the key is stale for
+    tokamax X (source hash ...)"), or its marks don't fit the lines. `where` names the key in messages.
+    """
+    missing = [k for k in ("source_hash", "marks") if k not in (key or {})]
+    if missing:
+        raise WalkDataError(f"{where}: lacks {', '.join(missing)}")
+    stored = str(key["source_hash"])
+    if w.missing:
+        return dataclasses.replace(w, key_hash=stored)
+    marks, ungraded, problems = _marks(w.first_line, w.lines, key["marks"], key.get("ungraded"))
+    stale = None
+    if w.source_hash != stored:
+        written = key.get("written_for") or {}
+        package, version = written.get("package"), written.get("version")
+        if package:
+            stale = (f"the key is stale for {package} {installed_version(package)} (source hash {w.source_hash}): "
+                     f"the marks were written for {package}=={version} (source hash {stored}); "
+                     f"install {package}=={version} or re-key the reading ({where})")
+        else:
+            stale = (f"the key is stale: the code changed since its marks were written (source hash "
+                     f"{w.source_hash}, written for {stored}); re-key the reading ({where})")
+    elif problems:
+        stale = f"the key's marks don't fit the code ({where}): " + "; ".join(problems)
+    return dataclasses.replace(w, marks=marks, ungraded=ungraded, key_hash=stored, stale=stale)
 
 
 def walks(*, root: Path | str = REPO_ROOT, data: Path | str = DATA_PATH) -> list[Walk]:
@@ -351,7 +418,8 @@ def walks_json(**kwargs: Any) -> list[dict[str, Any]]:
 
 def render(w: Walk, *, steps: bool = True) -> str:
     """A walk as text: numbered lines with a margin mark (A, S; '-' when ungraded), then its steps."""
-    head = f"{w.code} · {w.title}\n{w.origin}\nsource hash {w.source_hash} (notes and marks written for {w.key_hash})"
+    written = "notes written for" if w.graded and not w.marks else "notes and marks written for"
+    head = f"{w.code} · {w.title}\n{w.origin}\nsource hash {w.source_hash} ({written} {w.key_hash})"
     if w.missing:
         return f"{head}\nmissing: {w.missing}"
     width = len(str(w.last_line))

@@ -1,5 +1,6 @@
-"""LAB·1.5, the Tokamax reading: the source comes from the pinned tokamax, the key grades with partial credit,
-a stale key says so, and the kernel matches tokamax's reference under TPU interpret mode."""
+"""LAB·1.5, the Tokamax reading: the source comes from the pinned tokamax, the grader-side key grades with
+partial credit, a stale key says so, and the kernel matches tokamax's reference under TPU interpret mode.
+(That the student-facing package carries no key is tests/test_walks.py's, which needs no tokamax.)"""
 from __future__ import annotations
 
 import shutil
@@ -25,7 +26,8 @@ POINTS = LAB.test("margin_marks").points
 
 @pytest.fixture(scope="module")
 def key() -> W.Walk:
-    return tokamax_reading.reading()
+    """The reading with the grader's key laid over it (autograder/keys/tokamax_reading.yml)."""
+    return lab_1_5.key()
 
 
 def _key_margin(key: W.Walk) -> dict[int, str]:
@@ -51,12 +53,58 @@ def test_source_is_the_installed_tokamax_with_its_line_numbers(key: W.Walk) -> N
 
 
 def test_the_key_is_not_copied_code(key: W.Walk) -> None:
-    """walks.yml stores marks, notes and a hash, never tokamax's lines."""
-    data = W.DATA_PATH.read_text()
-    for n in key.code_lines():
-        text = key.text(n).strip()
-        if len(text) > 30:
-            assert text not in data, f"line {n} of tokamax is copied into walks.yml"
+    """walks.yml stores notes and a hash, the grader's key marks and a hash, never tokamax's lines."""
+    for path in (W.DATA_PATH, lab_1_5.KEY_PATH):
+        data = path.read_text()
+        for n in key.code_lines():
+            text = key.text(n).strip()
+            if len(text) > 30:
+                assert text not in data, f"line {n} of tokamax is copied into {path.name}"
+
+
+def test_key_is_current_and_written_for_the_pin(key: W.Walk) -> None:
+    """The key fits the installed (pinned) lines: every code line marked, the hash the same as the notes'."""
+    raw = lab_1_5.load_key()
+    assert key.stale is None, key.stale
+    assert raw["walk"] == tokamax_reading.WALK_ID
+    assert raw["written_for"] == {"package": tokamax_reading.PACKAGE, "version": tokamax_reading.PIN}
+    student = tokamax_reading.reading()
+    assert raw["source_hash"] == student.key_hash == student.source_hash == key.source_hash
+    assert raw["first_line"] == key.first_line
+    assert set(key.marks) == {n for n, _ in key.numbered()}
+    assert [n for n, m in sorted(key.marks.items()) if m != "blank"] == key.code_lines()
+    graded = key.graded_lines()
+    assert (len(graded), sum(1 for n in graded if key.marks[n] == "algorithm")) == (137, 45)   # lab_1_5's docstring
+
+
+def test_solution_notebook_answers_with_the_key(key: W.Walk) -> None:
+    """The solution's marks cell reads the grader-side key; what nbgrader strips from it, students never see."""
+    assert lab_1_5.key_margin() == _key_margin(key)
+    nb = nbformat.read(REPO_ROOT / LAB.source, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "marks")
+    solution = cell.source.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+    assert "key_margin()" in solution and ".marks" not in solution
+
+
+def test_a_key_that_does_not_fit_the_lines_refuses_to_grade(key: W.Walk, tmp_path: Path) -> None:
+    """A grader-side key with a mark on a blank line and an unmarked code line: stale, and no grading."""
+    import yaml
+
+    raw = lab_1_5.load_key()
+    raw["marks"] = {"algorithm": raw["marks"]["algorithm"] + ", 78", "schedule": raw["marks"]["schedule"].replace("82, ", "")}
+    path = tmp_path / "key.yml"
+    path.write_text(yaml.safe_dump(raw))
+    bad = lab_1_5.key(path)
+    assert "line 78 is marked algorithm but has no code" in bad.stale
+    assert "code lines without a mark: 82" in bad.stale
+    assert bad.stale.startswith(f"the key's marks don't fit the code ({path})")
+
+
+def test_without_the_key_file_the_grader_says_where_it_lives(monkeypatch, tmp_path: Path) -> None:
+    """An install of the helpers package has no autograder/keys/: the test cannot grade, and says why."""
+    monkeypatch.setattr(lab_1_5, "KEY_PATH", tmp_path / "keys" / "tokamax_reading.yml")
+    with pytest.raises(TestFailure, match=r"^margin_marks: cannot grade here: the key is not here .*grader-side only"):
+        lab_1_5.margin_marks({66: "algorithm"})
 
 
 def test_pinned_release_matches_requirements() -> None:
@@ -71,7 +119,7 @@ def test_key_gets_full_marks(key: W.Walk, capsys) -> None:
 
 def test_key_written_as_ranges_gets_full_marks() -> None:
     """A student may write ranges; blank lines inside them are ignored, and single lines win over ranges."""
-    raw = next(r for r in W._data(W.DATA_PATH) if r["id"] == tokamax_reading.WALK_ID)
+    raw = lab_1_5.load_key()
     margin: dict = {}
     for mark in ("schedule", "algorithm"):
         for part in raw["marks"][mark].split(","):
@@ -83,8 +131,7 @@ def test_key_written_as_ranges_gets_full_marks() -> None:
 
 
 def parse_key(mark: str) -> list[int]:
-    raw = next(r for r in W._data(W.DATA_PATH) if r["id"] == tokamax_reading.WALK_ID)
-    return W.parse_ranges(raw["marks"][mark])
+    return W.parse_ranges(lab_1_5.load_key()["marks"][mark])
 
 
 def test_half_wrong_margin_gets_about_half(key: W.Walk, capsys) -> None:
@@ -229,9 +276,27 @@ def test_course_grade_reads_the_partial_credit(key: W.Walk, tmp_path: Path) -> N
     assert 0 < result.score < POINTS
 
 
-def test_student_notebook_has_no_key() -> None:
+def test_student_notebook_has_no_key(key: W.Walk) -> None:
     text = (REPO_ROOT / LAB.notebook).read_text()
     assert ".marks.items()" not in text and "BEGIN SOLUTION" not in text
+    assert "key_margin" not in text and "autograder" not in text
+
+
+def test_what_a_student_can_call_gives_no_marks(key: W.Walk, capsys) -> None:
+    """Everything the notebook imports, run as a student would: the reading's walk, its render and JSON, the
+    reading helpers. None of it holds a mark or an ungraded line of the key."""
+    student = tokamax_reading.reading()
+    assert student.graded and student.marks == {} and student.ungraded == frozenset()
+    assert W.walk("WALK·tokamax").marks == {} and W.walk("tokamax-lsce-forward").to_json()["marks"] == {}
+    assert student.code_lines() == key.code_lines()           # the margin's `·` lines are still right
+    assert student.graded_lines() == key.code_lines()         # which lines the key leaves out is not said
+    rendered = W.render(student)
+    assert all(line[len(str(student.last_line)) + 1:].startswith("  │") for line in rendered.split("\n")[3:]
+               if "│" in line), "render shows a mark for the graded reading"
+    tokamax_reading.show()
+    tokamax_reading.check_form({range(66, 341): "s"})
+    out = capsys.readouterr().out
+    assert "every code line has a mark" in out and "194 of 194 code lines marked (0 algorithm, 194 schedule)" in out
 
 
 def test_nbgrader_autograde_gives_the_same_partial_credit(key: W.Walk, tmp_path: Path) -> None:

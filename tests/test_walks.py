@@ -1,8 +1,12 @@
-"""The walk data (pallas_course/walks.py + walks.yml): code from its source, every line marked, notes that fit."""
+"""The walk data (pallas_course/walks.py + walks.yml): code from its source, every line marked, notes that fit;
+and the graded reading (LAB·1.5) ships with no key: its marks live grader-side only."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -15,6 +19,9 @@ NOTEBOOK_WALKS = {"matmul": ("solutions/stage-1/lab-1.2-tiled-matmul.ipynb", ["m
                   "softmax": ("solutions/stage-1/lab-1.3-fused-softmax-layernorm.ipynb", ["softmax_kernel", "softmax"])}
 HAS_TOKAMAX = W.installed_version("tokamax") is not None
 ALL = [w for w in W.walks() if not (w.id == "tokamax-lsce-forward" and not HAS_TOKAMAX)]
+MARKED = [w for w in ALL if not w.graded]          # walks whose marks are in walks.yml (the chapter's)
+READING = "tokamax-lsce-forward"
+KEY_PATH = REPO_ROOT / "autograder" / "keys" / "tokamax_reading.yml"
 
 
 def _cell_code(path: Path, name: str) -> str:
@@ -67,7 +74,7 @@ def test_a_missing_notebook_is_reported_not_raised(tmp_path: Path) -> None:
     assert w.lines == [] and "does not exist here" in (w.missing or "")
 
 
-@pytest.mark.parametrize("w", ALL, ids=lambda w: w.id)
+@pytest.mark.parametrize("w", MARKED, ids=lambda w: w.id)
 def test_marks_cover_every_line(w: W.Walk) -> None:
     """Every non-blank line is algorithm or schedule; blank lines, comments and docstrings are blank."""
     numbers = [n for n, _ in w.numbered()]
@@ -111,8 +118,12 @@ def test_walk_by_id_or_code_and_unknown_names_the_walks() -> None:
 @pytest.mark.parametrize("w", ALL, ids=lambda w: w.id)
 def test_to_json_is_json(w: W.Walk) -> None:
     data = json.loads(json.dumps(w.to_json()))
-    assert data["lines"] == w.lines and len(data["marks"]) == len(w.lines)
-    assert {int(k) for k in data["marks"]} == {n for n, _ in w.numbered()}
+    assert data["lines"] == w.lines and data["graded"] == w.graded
+    if w.graded:
+        assert data["marks"] == {} and data["ungraded"] == []
+    else:
+        assert len(data["marks"]) == len(w.lines)
+        assert {int(k) for k in data["marks"]} == {n for n, _ in w.numbered()}
     assert data["steps"][0]["note"] == w.steps[0].note
 
 
@@ -151,3 +162,131 @@ def test_ranges_round_trip() -> None:
     assert W.format_ranges([12, 1, 5, 6]) == "1, 5-6, 12"
     with pytest.raises(W.WalkDataError, match="expected N or N-M"):
         W.parse_ranges("3..5")
+
+
+# ------------------------------------------------- the graded reading: the student-facing package has no key
+# walks.yml and walks.py ship in the helpers package (pyproject package-data; Colab installs it) and LAB·1.5's
+# notebook imports `walk`. So the reading's marks, and which lines are ungraded, live only grader-side
+# (autograder/keys/tokamax_reading.yml); these tests need no tokamax.
+
+def _key_needles() -> dict[str, list[str]]:
+    """Text that would give the key away: each range list of the key, whole and as its first three ranges."""
+    import yaml
+
+    raw = yaml.safe_load(KEY_PATH.read_text())
+    lists = {"algorithm": raw["marks"]["algorithm"], "schedule": raw["marks"]["schedule"], "ungraded": raw["ungraded"]}
+    needles = {}
+    for name, spec in lists.items():
+        whole = W.format_ranges(W.parse_ranges(spec))
+        needles[name] = [whole, ", ".join(whole.split(", ")[:3])]
+    return needles
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def test_the_key_lives_grader_side() -> None:
+    assert KEY_PATH.exists()
+    import yaml
+
+    raw = yaml.safe_load(KEY_PATH.read_text())
+    assert raw["walk"] == READING and {"algorithm", "schedule"} <= set(raw["marks"]) and raw["ungraded"]
+    assert not (KEY_PATH.parent / "__init__.py").exists(), "autograder/keys/ must not be a package (it would ship)"
+
+
+def test_graded_reading_in_walks_yml_has_no_marks() -> None:
+    """The reading is `graded: true` and has no marks or ungraded lines in the shipped walk data."""
+    import yaml
+
+    raw = yaml.safe_load(W.DATA_PATH.read_text())["walks"]
+    reading = next(r for r in raw if r["id"] == READING)
+    assert reading["graded"] is True
+    assert "marks" not in reading and "ungraded" not in reading
+    assert [r["id"] for r in raw if r.get("graded")] == [READING]
+
+
+def test_graded_reading_walk_exposes_no_marks() -> None:
+    """What `walk("WALK·tokamax")` gives a student: lines and notes, no marks, no ungraded lines
+    (with or without tokamax installed)."""
+    for key in ("WALK·tokamax", READING):
+        w = W.walk(key)
+        assert w.graded and w.marks == {} and w.ungraded == frozenset()
+        assert w.to_json()["marks"] == {} and w.to_json()["ungraded"] == []
+    assert all(not d["marks"] for d in W.walks_json() if d["graded"])
+
+
+def test_graded_reading_notes_name_no_mark() -> None:
+    """The step notes say what the code does, never which mark a line takes (the key's `rationale` does)."""
+    w = W.walk(READING)
+    for i, step in enumerate(w.steps, 1):
+        assert not re.search(r"\b(algorithm|schedule)s?\b", step.note, re.I), (i, step.note)
+
+
+def test_a_graded_walk_with_marks_is_refused(tmp_path: Path) -> None:
+    """Putting a key back into walks.yml fails loudly: it would ship to every student."""
+    path = _write(tmp_path, {"algorithm": "1-3", "schedule": "4-5"}, graded=True)
+    with pytest.raises(W.WalkDataError, match=r"is graded \(students write its marks\) but has marks.*grader-side"):
+        W.walks(data=path)
+    path.write_text(path.read_text().replace("marks:", "ungraded: '1'\n  old_marks:"))
+    with pytest.raises(W.WalkDataError, match=r"but has ungraded"):
+        W.walks(data=path)
+
+
+def test_a_graded_walk_needs_no_marks(tmp_path: Path) -> None:
+    """Without marks, a graded walk reads its lines and fits its steps; a key laid over it checks as walks.yml would."""
+    import yaml
+
+    path = tmp_path / "walks.yml"
+    raw = yaml.safe_load(_write(tmp_path, {}, graded=True).read_text())
+    del raw["walks"][0]["marks"]
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    w = W.walk("softmax", data=path)
+    assert w.graded and w.stale is None and w.marks == {} and w.lines == W.walk("softmax").lines
+    assert "marks written" not in W.render(w).split("\n")[2]
+    plain = W.walk("softmax")
+    key = {"source_hash": plain.source_hash, "ungraded": "1",
+           "marks": {m: W.format_ranges([n for n, v in plain.marks.items() if v == m]) for m in W.MARKS}}
+    keyed = W.with_key(w, key)
+    assert keyed.stale is None and keyed.marks == plain.marks and 1 in keyed.ungraded
+    assert "the key is stale" in W.with_key(w, key | {"source_hash": "0" * 16}).stale
+
+
+def test_no_student_facing_file_holds_the_key() -> None:
+    """Nothing under pallas_course/ (the helpers package), labs/ (the student notebooks) or site/ (the chapter
+    page's sources) holds any of the key's range lists, even re-wrapped; the key file itself does."""
+    needles = _key_needles()
+    key_text = _flat(KEY_PATH.read_text())
+    assert all(n in key_text for ns in needles.values() for n in ns), "the needles no longer match the key file"
+    leaks = []
+    for top in ("pallas_course", "labs", "site"):
+        for f in sorted((REPO_ROOT / top).rglob("*")):
+            if not f.is_file() or "__pycache__" in f.parts or "_build" in f.parts:
+                continue
+            try:
+                text = _flat(f.read_text())
+            except UnicodeDecodeError:
+                continue
+            leaks += [f"{f.relative_to(REPO_ROOT)}: {name}" for name, ns in needles.items() if any(n in text for n in ns)]
+    assert not leaks, f"the LAB·1.5 key is in student-facing files: {leaks}"
+
+
+def test_the_helpers_package_build_carries_no_key(tmp_path: Path) -> None:
+    """What a wheel of this project holds (setuptools' build_py, the step bdist_wheel packs): walks.yml, but no
+    autograder/keys/ and no file with the key's ranges."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(REPO_ROOT / "pyproject.toml", src)
+    for package in ("pallas_course", "autograder"):
+        shutil.copytree(REPO_ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "lib"
+    run = subprocess.run([sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py",
+                          "--build-lib", str(out)], cwd=src, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    built = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert "pallas_course/walks.yml" in built and "autograder/labs/lab_1_5.py" in built
+    assert not [p for p in built if p.startswith("autograder/keys")], built
+    needles = _key_needles()
+    for p in built:
+        text = _flat((out / p).read_text())
+        assert not any(n in text for ns in needles.values() for n in ns), f"{p} holds the key"

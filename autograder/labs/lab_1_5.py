@@ -1,8 +1,11 @@
 """LAB·1.5 hidden check: the margin marks of the Tokamax reading, against the instructor's key.
 
-The key is the reading walk's marks (pallas_course/walks.yml, `tokamax-lsce-forward`), written for the
-pinned tokamax release and fingerprinted by the hash of its source lines. If the installed tokamax shows
-other lines, the key is stale: the test fails saying so, rather than grading against the wrong lines.
+The key is grader-side only: autograder/keys/tokamax_reading.yml (marks, ungraded lines, the tokamax
+release it was written for and the hash of its source lines). The reading students see (pallas_course/walks.yml,
+`tokamax-lsce-forward`, shipped in the helpers package) has the lines and notes but no marks; `key()` lays
+the key over it. If the installed tokamax shows other lines, the key is stale: the test fails saying so,
+rather than grading against the wrong lines. The keys folder is not package data, so a wheel install of the
+helpers has no key and the test says it cannot grade there.
 
 Partial credit (nbgrader reads the number the test cell ends with). For tokamax 0.0.12 the key has 137
 lines that count, 45 algorithm and 92 schedule; closing brackets and lines where either mark can be argued
@@ -14,13 +17,58 @@ Unmarked lines count as wrong.
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 from autograder.harness import TestFailure, quiet
 from pallas_course.manifest import manifest
-from pallas_course.walks import format_ranges
+from pallas_course.walks import Walk, WalkDataError, format_ranges, with_key
 
 LAB = "lab-1.5-reading-tokamax"
+KEY_PATH = Path(__file__).resolve().parent.parent / "keys" / "tokamax_reading.yml"
+
+
+class KeyMissing(FileNotFoundError):
+    """The grader-side key is not here (an install of the helpers package, not the course repository)."""
+
+
+def load_key(path: Path | None = None) -> dict[str, Any]:
+    """The key as stored (KEY_PATH unless `path`): {walk, written_for, source_hash, marks, ungraded, rationale}."""
+    import yaml
+
+    path = Path(path or KEY_PATH)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise KeyMissing(f"the key is not here ({path}): it lives grader-side only, in the course repository's "
+                         "autograder/keys/, and no helpers install carries it; grade from the repository") from None
+    if not isinstance(raw, dict):
+        raise WalkDataError(f"{path}: expected a mapping with source_hash and marks")
+    return raw
+
+
+def key(path: Path | None = None) -> Walk:
+    """The reading with the key's marks (`stale` says why it may not grade). Raises TokamaxMissing, KeyMissing."""
+    from pallas_course import tokamax_reading
+
+    path = Path(path or KEY_PATH)
+    raw = load_key(path)
+    if raw.get("walk") != tokamax_reading.WALK_ID:
+        raise WalkDataError(f"{path}: a key for walk {raw.get('walk')!r}, not {tokamax_reading.WALK_ID!r}")
+    return with_key(tokamax_reading.reading(), raw, where=_shown(path))
+
+
+def key_margin(path: Path | None = None) -> dict[int, str]:
+    """The key as a student's margin, {line: "algorithm" | "schedule"} (the solution notebook's answer)."""
+    return {n: m for n, m in key(path).marks.items() if m != "blank"}
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path(__file__).resolve().parents[2]))
+    except ValueError:
+        return str(path)
 
 
 def _points(test_id: str) -> float:
@@ -35,23 +83,25 @@ def margin_marks(marks: Any) -> float:
         from pallas_course import tokamax_reading
 
         try:
-            key = tokamax_reading.reading()
-        except tokamax_reading.TokamaxMissing as e:
+            answer = key()
+        except (tokamax_reading.TokamaxMissing, KeyMissing, WalkDataError) as e:
             raise TestFailure(f"{test}: cannot grade here: {e}") from None
-        if key.stale:
-            raise TestFailure(f"{test}: {key.stale}")
-        margin = tokamax_reading.read_margin(marks, key)
-    graded = key.graded_lines()
+        if answer.missing:
+            raise TestFailure(f"{test}: cannot grade here: {answer.missing}")
+        if answer.stale:
+            raise TestFailure(f"{test}: {answer.stale}")
+        margin = tokamax_reading.read_margin(marks, answer)
+    graded = answer.graded_lines()
     given = {n: margin.marks.get(n) for n in graded}
     if not any(given.values()):
         why = "; ".join(margin.problems) or "the marks dict is empty"
         raise TestFailure(f"{test}: not implemented yet: no line of the reading is marked ({why})")
     shares = {}
     for mark in ("algorithm", "schedule"):
-        lines = [n for n in graded if key.marks[n] == mark]
+        lines = [n for n in graded if answer.marks[n] == mark]
         right = sum(1 for n in lines if given[n] == mark)
         shares[mark] = (right, len(lines))
-    wrong = [n for n in graded if given[n] is not None and given[n] != key.marks[n]]
+    wrong = [n for n in graded if given[n] is not None and given[n] != answer.marks[n]]
     unmarked = [n for n in graded if given[n] is None]
     fraction = min(r / t for r, t in shares.values())
     earned = points if fraction == 1 else math.floor(points * fraction * 100) / 100
@@ -65,3 +115,15 @@ def margin_marks(marks: Any) -> float:
     for p in margin.problems:
         print(f"not understood (ignored): {p}")
     return earned
+
+
+def main() -> int:
+    """`python -m autograder.labs.lab_1_5`: the reading numbered with the key's marks and the current hash."""
+    from pallas_course.walks import render
+
+    print(render(key()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

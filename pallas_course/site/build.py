@@ -221,8 +221,9 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
                            "budget": budget.to_dict(), "note": _fill(sandbox.note)}
 
     walks = []
-    # Only the walks the content file places: the walk data also holds LAB·1.5's graded reading, whose marks
-    # and notes are that lab's answer key and must not be published.
+    # Only the walks the content file places: the walk data also holds LAB·1.5's graded reading, which belongs
+    # to that lab, not the chapter page. It carries no marks (students write them; the key is grader-side only,
+    # autograder/keys/tokamax_reading.yml), so nothing here could publish the key.
     for spec in content.walks:
         try:
             walk = build_walk(root, spec, by_code[spec.lab].source)
