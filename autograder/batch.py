@@ -12,6 +12,7 @@ shared file system.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -19,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from autograder.results import SubmissionResult
 from autograder.sandbox import Limits, landlock_abi
@@ -99,6 +100,26 @@ def plan(paths: Iterable[Path], root: Path | None, store: Store, *, force: bool)
     return todo, reused
 
 
+def _watch_grader(pid: int) -> None:
+    """In each local worker: if the grader process (`pid`) dies, even by SIGKILL, stop too (SIGINT makes the
+    running papermill stop its kernel) instead of waiting forever for work that will never come."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(15)
+                os._exit(1)
+            except OSError:
+                pass
+
+    threading.Thread(target=watch, name="watch-grader", daemon=True).start()
+
+
 class _LocalPool:
     """`jobs` worker processes (forkserver: the grading modules are imported once, not per submission)."""
 
@@ -106,14 +127,18 @@ class _LocalPool:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
         self.jobs, self.ctx = jobs, ctx
-        self.pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+        self.pool = self._new()
+
+    def _new(self) -> cf.ProcessPoolExecutor:
+        return cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.ctx, initializer=_watch_grader,
+                                      initargs=(os.getpid(),))
 
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
         return self.pool.submit(fn, *args)
 
     def renew(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-        self.pool = cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.ctx)
+        self.pool = self._new()
 
     def as_completed(self, futures: Iterable[cf.Future]) -> Iterable[cf.Future]:
         return cf.as_completed(futures)
@@ -224,13 +249,33 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
             done(_run_here(job, limits, store, out_dir))
     elif todo:
         pool: Any = _DaskPool(scheduler, jobs) if scheduler else _LocalPool(jobs)
-        try:
-            _run_pool(pool, todo, limits, store, out_dir, done)
-        except BaseException:
-            pool.close(abort=True)   # Ctrl-C or a stop: don't wait for the running submissions
-            raise
-        pool.close()
+        with _sigterm_as_interrupt():
+            try:
+                _run_pool(pool, todo, limits, store, out_dir, done)
+            except BaseException:
+                pool.close(abort=True)   # Ctrl-C or a stop: don't wait for the running submissions
+                raise
+            pool.close()
     return [outcomes[l] for l in dict.fromkeys(_labels(paths, root)) if l in outcomes]
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """`kill <grader>` stops the workers and their kernels as Ctrl-C does (what was graded is kept)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _labels(paths: list[Path], root: Path | None) -> list[str]:

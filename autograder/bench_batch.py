@@ -86,6 +86,13 @@ def _course_scores(out: Path) -> dict[str, float]:
     return {r["submission"].split("/")[0]: r["score"] for r in json.loads((out / "results.json").read_text())}
 
 
+def _course_reasons(out: Path, students: set[str]) -> dict[str, dict]:
+    """What course grade said about `students` (the ones whose scores differ), for the record."""
+    return {r["submission"].split("/")[0]: {"error": r["error"], "notes": r["notes"],
+                                             "failed": [t["message"] for t in r["tests"] if not t["passed"]]}
+            for r in json.loads((out / "results.json").read_text()) if r["submission"].split("/")[0] in students}
+
+
 def _machine() -> dict:
     cpu = ""
     try:
@@ -131,6 +138,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
                               "load_1min_after": round(os.getloadavg()[0], 2)})
             print(f"nbgrader {times['nbgrader'][-1]:.1f} s, course grade {times['course'][-1]:.1f} s", file=sys.stderr)
         theirs, ours = _nbgrader_scores(root), _course_scores(Path(tmp) / "grades")
+        differ = _course_reasons(Path(tmp) / "grades", {s for s in kinds if theirs.get(s) != ours.get(s)})
     median = {k: statistics.median(v) for k, v in times.items()}
     # Each nbgrader run and the course grade run right after it share the machine's state (other users'
     # load comes and goes): the ratio is the median of these pairs' ratios.
@@ -156,6 +164,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
                      "course": f"course grade submitted/ --jobs {jobs} --force"},
         "submissions": {what: sum(1 for k in kinds.values() if k == what) for what in dict.fromkeys(kinds.values())},
         "scores_identical": theirs == ours,
+        "differences": differ,
         "scores": {s: {"kind": kinds[s], "nbgrader": theirs.get(s), "course_grade": ours.get(s)} for s in sorted(kinds)},
         "nbgrader_s": [round(t, 2) for t in times["nbgrader"]],
         "course_grade_s": [round(t, 2) for t in times["course"]],

@@ -6,6 +6,7 @@ many of these in parallel and resumably.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import tempfile
@@ -145,7 +146,12 @@ def grade_one(path: Path, *, label: str | None = None, keep: Path | None = None,
     release = nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
     notes = restore(nb, source, release)
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        run = execute(nb, Path(tmp), limits=limits)
+        run = execute(copy.deepcopy(nb), Path(tmp), limits=limits)
+    if run.stopped and not run.replied:
+        # Not one cell finished: the kernel did not start (a busy machine, a port taken by another
+        # process) or died in the first cell. Once more, so a machine's hiccup is not a student's 0.
+        with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+            run = execute(copy.deepcopy(nb), Path(tmp), limits=limits)
     limit_output(run.notebook)
     for where, notebook in ((keep, sanitize(run.notebook) if keep else None), (keep_full, run.notebook)):
         if where is not None:

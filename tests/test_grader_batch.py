@@ -113,6 +113,40 @@ def test_killed_run_loses_nothing_graded(tmp_path: Path) -> None:
     assert [o.label for o in reused] == seen and len(todo) == 2
 
 
+def test_sigkill_of_the_grader_keeps_results_and_leaves_no_process(tmp_path: Path) -> None:
+    """`kill -9` of a `course grade --jobs 2` run: what was graded stays on disk, its workers and kernels go
+    away by themselves, and the next run grades only the rest."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    root, out = tmp_path / "submitted", tmp_path / "grades"
+    for student in ("amy", "bea", "cal"):
+        path = root / student / manifest().stage.id / NAME
+        path.parent.mkdir(parents=True)
+        nbformat.write(filled_in(LAB), path)
+    course = Path(sys.executable).parent / "course"
+    proc = subprocess.Popen([str(course), "grade", str(root), "--jobs", "2", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+    deadline = time.monotonic() + 180
+    while not list((out / "submissions").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    proc.kill()
+    proc.wait()
+    kept = list((out / "submissions").glob("*.json"))
+    assert kept, "nothing was graded before the kill"
+    gone, alive = psutil.wait_procs(tree, timeout=40)
+    assert not alive, f"still running after the grader was killed: {[p.cmdline()[:4] for p in alive]}"
+    result = runner.invoke(app, ["grade", str(root), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"grading {3 - len(kept)} submission(s); {len(kept)} unchanged" in result.stderr
+    assert [r["score"] for r in json.loads((out / "results.json").read_text())] == [6.0, 6.0, 6.0]
+
+
 def test_grader_failure_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A crash of the grader itself (not the notebook) is recorded as such, and the next run tries again."""
     root = tmp_path / "submitted"
