@@ -11,3 +11,9 @@ bench:
 .PHONY: bench-batch
 bench-batch:
 	python -m autograder.bench_batch
+
+# One LAB·1.1 submission through `course grade`, papermill alone and `nbgrader autograde`, and whole-stage
+# submissions through `course grade`; writes bench/grading-time.json with its provenance.
+.PHONY: bench-grading
+bench-grading:
+	python -m autograder.bench_grading
