@@ -108,11 +108,14 @@ def traced(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: 
             raise TestFailure(f"{test}: {label} raised {_first_line(e)} while being traced") from None
 
 
-def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> PallasCallInfo:
+def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, outside_min_size: int = 0,
+                    **kwargs: Any) -> PallasCallInfo:
     """The single pallas_call `fn` launches, with no computation around it.
 
     This is what makes a pure-jnp bypass (`x + y`, `x.T`) score 0, and a "fused" kernel that does half
     its work in XLA lose the points: each extra XLA op over the array is another HBM round trip.
+    `outside_min_size` tolerates XLA work on operands smaller than that many elements (e.g. casting a
+    LayerNorm's (d,) scale), never on the array the kernel streams.
     """
     t = traced(test, label, fn, *args, **kwargs)
     if not t.pallas_calls:
@@ -122,8 +125,9 @@ def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, *
     if len(t.pallas_calls) > 1:
         raise TestFailure(f"{test}: {label} launches {len(t.pallas_calls)} pallas_calls; this kernel should be "
                           "one pallas_call (one HBM round trip)")
-    if t.outside_work:
-        ops = ", ".join(dict.fromkeys(t.outside_work))
+    work = t.work_outside(outside_min_size)
+    if work:
+        ops = ", ".join(dict.fromkeys(work))
         raise TestFailure(f"{test}: {label} computes outside its kernel ({ops}); move that work into the "
                           "kernel body so the array makes one trip through HBM")
     return t.pallas_calls[0]

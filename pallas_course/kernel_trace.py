@@ -75,11 +75,20 @@ class Trace:
     pallas_calls: tuple[PallasCallInfo, ...]
     outside: tuple[str, ...]       # primitive names outside any pallas_call, in order
     jaxpr: Any = field(repr=False)
+    outside_sizes: tuple[int, ...] = ()   # per `outside` entry: elements of its largest operand or result
 
     @property
     def outside_work(self) -> list[str]:
         """Primitives outside the kernels that compute (not just reshape or relabel)."""
-        return [p for p in self.outside if p not in LAYOUT_PRIMITIVES]
+        return self.work_outside()
+
+    def work_outside(self, min_size: int = 0) -> list[str]:
+        """Computing primitives outside the kernels that touch an array of at least `min_size` elements.
+
+        `min_size` lets a kernel prepare small operands in XLA (cast a (d,) scale vector) while any pass
+        over the big array outside the kernel still counts as an extra HBM round trip."""
+        sizes = self.outside_sizes or (min_size,) * len(self.outside)
+        return [p for p, n in zip(self.outside, sizes) if p not in LAYOUT_PRIMITIVES and n >= min_size]
 
 
 def _block_dims(block_shape: tuple[Any, ...]) -> tuple[int | None, ...]:
@@ -180,7 +189,12 @@ def find_eqns(jaxpr: Any, primitive: str) -> list[Any]:
     return found
 
 
-def _walk(jaxpr: Any, calls: list[PallasCallInfo], outside: list[str]) -> None:
+def _largest(eqn: Any) -> int:
+    shapes = [getattr(getattr(v, "aval", None), "shape", ()) for v in list(eqn.invars) + list(eqn.outvars)]
+    return max((int(np.prod(s)) if s else 1 for s in shapes), default=1)
+
+
+def _walk(jaxpr: Any, calls: list[PallasCallInfo], outside: list[tuple[str, int]]) -> None:
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "pallas_call":
             calls.append(_pallas_call_info(eqn))
@@ -190,7 +204,7 @@ def _walk(jaxpr: Any, calls: list[PallasCallInfo], outside: list[str]) -> None:
             for sub in subs:            # look through jit/pjit wrappers
                 _walk(sub, calls, outside)
         else:
-            outside.append(eqn.primitive.name)
+            outside.append((eqn.primitive.name, _largest(eqn)))
             for sub in subs:
                 _walk(sub, calls, outside)
 
@@ -199,6 +213,7 @@ def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
     """Trace `fn(*args, **kwargs)` abstractly (nothing runs) and list what it launches."""
     closed = jax.make_jaxpr(lambda *a: fn(*a, **kwargs))(*args)
     calls: list[PallasCallInfo] = []
-    outside: list[str] = []
+    outside: list[tuple[str, int]] = []
     _walk(closed.jaxpr, calls, outside)
-    return Trace(pallas_calls=tuple(calls), outside=tuple(outside), jaxpr=closed)
+    return Trace(pallas_calls=tuple(calls), outside=tuple(n for n, _ in outside), jaxpr=closed,
+                 outside_sizes=tuple(size for _, size in outside))

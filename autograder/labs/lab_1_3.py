@@ -13,9 +13,10 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from autograder.harness import TestFailure, as_f64, call, expect_equal, fresh_seed, random_array, traced
+from autograder.harness import (TestFailure, as_f64, call, expect_equal, fresh_seed, one_pallas_call,
+                                random_array)
 from pallas_course.check import compare
-from pallas_course.kernel_trace import LAYOUT_PRIMITIVES, PallasCallInfo, _sub_jaxprs
+from pallas_course.kernel_trace import PallasCallInfo
 
 BF16 = ml_dtypes.bfloat16
 EPS = 1e-6
@@ -81,29 +82,6 @@ def _run(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: An
 
 # ---------------------------------------------------------------------------------------------- structure
 
-def _size(v: Any) -> int:
-    shape = getattr(getattr(v, "aval", None), "shape", ())
-    return int(np.prod(shape)) if shape else 1
-
-
-def _outside_work(jaxpr: Any, full: int, found: list[str]) -> None:
-    """Primitives outside any pallas_call that compute on an array as large as x (reading or writing it)."""
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name == "pallas_call":
-            continue
-        subs = list(_sub_jaxprs(eqn))
-        if subs:
-            for sub in subs:
-                _outside_work(sub, full, found)
-            if name in LAYOUT_PRIMITIVES:
-                continue
-        if name in LAYOUT_PRIMITIVES:
-            continue
-        if any(_size(v) >= full for v in list(eqn.invars) + list(eqn.outvars)):
-            found.append(name)
-
-
 def _fused_call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> PallasCallInfo:
     """The one pallas_call `fn` launches, with no work over x outside it.
 
@@ -112,23 +90,9 @@ def _fused_call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwa
     before the call, the whole answer in jnp) is a lost test.
     """
     try:
-        t = traced(test, label, fn, *args, **kwargs)
+        return one_pallas_call(test, label, fn, *args, outside_min_size=_size_of(args[0]), **kwargs)
     except TestFailure as e:
         raise _with_hints(e) from None
-    if not t.pallas_calls:
-        ops = ", ".join(dict.fromkeys(t.outside)) or "no operations at all"
-        raise TestFailure(f"{test}: {label} launches no pallas_call; it computed with XLA ({ops}). "
-                          "The work must happen inside a Pallas kernel")
-    if len(t.pallas_calls) > 1:
-        raise TestFailure(f"{test}: {label} launches {len(t.pallas_calls)} pallas_calls; a fused kernel is one "
-                          "pallas_call (one HBM round trip)")
-    found: list[str] = []
-    _outside_work(t.jaxpr.jaxpr, _size_of(args[0]), found)
-    if found:
-        ops = ", ".join(dict.fromkeys(found))
-        raise TestFailure(f"{test}: {label} computes outside its kernel ({ops}); move that work into the "
-                          "kernel body so x makes one trip through HBM")
-    return t.pallas_calls[0]
 
 
 def _size_of(x: Any) -> int:
