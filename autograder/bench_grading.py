@@ -16,12 +16,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
+from autograder.bench_batch import _timed   # one way to time a whole command, shared by both benches
 from autograder.demo import filled_in
 from pallas_course.bench import _dist_version, collect_provenance
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
@@ -40,18 +40,9 @@ class Case:
     n: int
 
 
-def _timed(cmd: list[str]) -> float:
-    start = time.perf_counter()
-    run = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800)
-    elapsed = time.perf_counter() - start
-    if run.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
-    return elapsed
-
-
 def _measure(case: Case) -> dict:
-    _timed(case.command)   # warm-up: file caches, compiled bytecode
-    samples = [_timed(case.command) for _ in range(case.n)]
+    _timed(case.command, REPO_ROOT)   # warm-up: file caches, compiled bytecode
+    samples = [_timed(case.command, REPO_ROOT) for _ in range(case.n)]
     print(f"{case.name}: median {statistics.median(samples):.2f} s of {case.n} "
           f"{[round(s, 2) for s in samples]}", file=sys.stderr)
     shown = " ".join(Path(c).name if i == 0 else c for i, c in enumerate(case.command))

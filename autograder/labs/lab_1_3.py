@@ -172,8 +172,10 @@ def _softmax_hint(x: Any, out: Any) -> str | None:
     return None
 
 
-def _expect_softmax(test: str, label: str, x: Any, out: Any, r: int, seed: int, tols: dict) -> None:
-    expected = softmax_ref(x)
+def _expect(test: str, label: str, x: Any, out: Any, expected: np.ndarray, r: int, seed: int, tols: dict,
+            hint: Callable[[], str | None]) -> None:
+    """Shape and dtype first (in x's dtype), then values in float64 against `tols`; `hint()` names the likely
+    cause when values are wrong."""
     shape_dtype = compare(out, expected.astype(np.dtype(x.dtype)), tol=np.inf, name=label)
     if shape_dtype is None or shape_dtype.kind == "nan":
         mismatch = compare(as_f64(out), expected, name=label, block=(r, x.shape[1]), **tols)
@@ -181,8 +183,11 @@ def _expect_softmax(test: str, label: str, x: Any, out: Any, r: int, seed: int, 
         mismatch = shape_dtype
     if mismatch is None:
         return
-    hint = _softmax_hint(x, out) if mismatch.kind in ("nan", "values") else None
-    _fail(test, label, mismatch, hint, seed)
+    _fail(test, label, mismatch, hint() if mismatch.kind in ("nan", "values") else None, seed)
+
+
+def _expect_softmax(test: str, label: str, x: Any, out: Any, r: int, seed: int, tols: dict) -> None:
+    _expect(test, label, x, out, softmax_ref(x), r, seed, tols, lambda: _softmax_hint(x, out))
 
 
 def _softmax_case(test: str, softmax: Callable[..., Any], rng: np.random.Generator, shape: tuple[int, int],
@@ -282,16 +287,7 @@ def _layernorm_hint(x: Any, g: Any, b: Any, out: Any, rows: dict[str, np.ndarray
 
 def _expect_layernorm(test: str, label: str, x: Any, g: Any, b: Any, out: Any, r: int, seed: int, tols: dict,
                       rows: dict[str, np.ndarray]) -> None:
-    expected = layernorm_ref(x, g, b)
-    shape_dtype = compare(out, expected.astype(np.dtype(x.dtype)), tol=np.inf, name=label)
-    if shape_dtype is None or shape_dtype.kind == "nan":
-        mismatch = compare(as_f64(out), expected, name=label, block=(r, x.shape[1]), **tols)
-    else:
-        mismatch = shape_dtype
-    if mismatch is None:
-        return
-    hint = _layernorm_hint(x, g, b, out, rows) if mismatch.kind in ("nan", "values") else None
-    _fail(test, label, mismatch, hint, seed)
+    _expect(test, label, x, out, layernorm_ref(x, g, b), r, seed, tols, lambda: _layernorm_hint(x, g, b, out, rows))
 
 
 def _layernorm_case(test: str, layernorm: Callable[..., Any], x: Any, g: Any, b: Any, r: int | None, seed: int,
