@@ -101,8 +101,10 @@ def _engine() -> str:
             kwargs.pop("input_path", None)
             kwargs.pop("timeout", None)
             kwargs.pop("startup_timeout", None)
+            quiet = logging.getLogger("autograder.kernel_client")   # timeouts and deaths end up in the result
+            quiet.setLevel(logging.CRITICAL)
             return CappedClient(nb_man, timeout=execution_timeout, startup_timeout=start_timeout,
-                                kernel_name=kernel_name, log=logging.getLogger("papermill"), log_output=log_output,
+                                kernel_name=kernel_name, log=quiet, log_output=log_output,
                                 stdout_file=stdout_file, stderr_file=stderr_file, **kwargs).execute()
 
     papermill_engines.register("course-grade", CappedEngine)
