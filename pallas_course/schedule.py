@@ -256,3 +256,14 @@ def coverage_gaps(info: PallasCallInfo) -> list[str]:
             if count * size < n:
                 gaps.append(f"{b.role}[{b.position}] dim {d}: {count} block(s) of {size} cover {count * size} of {n}")
     return gaps
+
+
+def blocks_by_operand(s: "Schedule") -> dict[str, list[str]]:
+    """Every block each operand moves, in first-seen order (the HBM row of a schedule picture)."""
+    out: dict[str, list[str]] = {name: [] for name in s.operands.values()}
+    for f in s.frames:
+        for t in f.transfers:
+            row = out[s.operands[t.operand]]
+            if t.block not in row:
+                row.append(t.block)
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from html import escape
 
-from .schedule import Frame, Schedule
+from .schedule import blocks_by_operand, Frame, Schedule
 
 _ids = itertools.count()
 
@@ -27,14 +27,7 @@ def _box(x: float, y: float, text: str, fill: str, *, stroke: str = "#555", bold
 
 
 def _hbm_blocks(s: Schedule) -> dict[str, list[str]]:
-    """Every block each operand moves, in first-seen order (the HBM row)."""
-    out: dict[str, list[str]] = {name: [] for name in s.operands.values()}
-    for f in s.frames:
-        for t in f.transfers:
-            row = out[s.operands[t.operand]]
-            if t.block not in row:
-                row.append(t.block)
-    return out
+    return blocks_by_operand(s)
 
 
 def frame_svg(s: Schedule, f: Frame) -> str:

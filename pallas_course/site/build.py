@@ -23,7 +23,7 @@ from markupsafe import Markup
 
 from pallas_course import legality
 from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
-from pallas_course.schedule import Frame, Schedule
+from pallas_course.schedule import Frame, Schedule, blocks_by_operand
 
 from . import content as content_mod
 from .frames import LabSchedules, LabTraceError, matmul_schedules
@@ -57,14 +57,7 @@ class BuildResult:
 # ------------------------------------------------------------------------------------------------ views
 
 def _hbm_rows(s: Schedule) -> list[tuple[str, list[str]]]:
-    """Every block each operand moves, in first-seen order (the HBM row of the picture)."""
-    rows: dict[str, list[str]] = {name: [] for name in s.operands.values()}
-    for f in s.frames:
-        for t in f.transfers:
-            row = rows[s.operands[t.operand]]
-            if t.block not in row:
-                row.append(t.block)
-    return list(rows.items())
+    return list(blocks_by_operand(s).items())
 
 
 def frame_view(s: Schedule, f: Frame, unit: str) -> dict[str, Any]:
