@@ -67,6 +67,10 @@ class PallasCallInfo:
         """Every equation of `primitive` in the kernel body, nested sub-jaxprs (pl.when) included."""
         return find_eqns(self.kernel_jaxpr, primitive)
 
+    def kernel_out_dtypes(self, primitive: str) -> list[str]:
+        """The result dtype of every `primitive` in the kernel body (e.g. what each dot_general returns)."""
+        return [str(e.outvars[0].aval.dtype) for e in self.kernel_eqns(primitive)]
+
 
 @dataclass(frozen=True)
 class Trace:

@@ -126,8 +126,7 @@ def matmul_acc_f32_accumulator(matmul_acc: Callable[..., Any]) -> None:
     pc = one_pallas_call(test, label, matmul_acc, a, b, bm=bm, bn=bn, bk=bk)
     # XLA on a CPU may skip a bf16 rounding between a dot and an f32 add (excess precision), so a dot
     # that returns bf16 can look right here and still round every partial product on a TPU: read it.
-    for eqn in pc.kernel_eqns("dot_general"):
-        dtype = str(eqn.outvars[0].aval.dtype)
+    for dtype in pc.kernel_out_dtypes("dot_general"):
         if dtype != "float32":
             raise TestFailure(f"{test}: the dot in the kernel of {label} returns {dtype}, so every partial "
                               "product is rounded before it is added: pass preferred_element_type=jnp.float32")
