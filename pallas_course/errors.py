@@ -1,0 +1,212 @@
+"""Pallas errors in a student's terms: `explain(exc)` turns an exception into two or three lines (what went
+wrong, the line of *their* code, the likely fix and a docs link) and keeps the full traceback as `raw`.
+
+Every pattern below was produced for real (wrong kernels run under TPU interpret mode with jax 0.10.2, or
+lowered for a TPU) and matches what jax says there. This module imports nothing from `autograder`: it runs
+inside the jail that executes student code, and the grader reads its text.
+"""
+from __future__ import annotations
+
+import re
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+DOCS = "https://docs.jax.dev/en/latest/pallas/"
+GRID_DOCS = DOCS + "grid_blockspec.html"
+QUICKSTART = DOCS + "quickstart.html"
+TPU_DOCS = DOCS + "tpu/details.html"
+MATMUL_DOCS = DOCS + "tpu/matmul.html"
+
+MAX_LINE = 240          # a student's message or source line is data: capped, never the whole of it
+
+
+@dataclass(frozen=True)
+class Explanation:
+    kind: str       # a short stable id, e.g. "revisited-output-block"
+    summary: str    # two or three lines: what went wrong, where in the student's code, the fix and a link
+    raw: str        # the full traceback text
+
+
+@dataclass(frozen=True)
+class Pattern:
+    kind: str
+    regex: re.Pattern[str]          # searched in "ExceptionType: message" (the innermost error's text)
+    what: Callable[[re.Match[str]], str]
+    fix: str
+    docs: str
+
+
+def _p(kind: str, regex: str, what: str | Callable[[re.Match[str]], str], fix: str, docs: str) -> Pattern:
+    return Pattern(kind, re.compile(regex, re.S), what if callable(what) else (lambda m, w=what: w.format(**m.groupdict())),
+                   fix, docs)
+
+
+def _short(fn: str) -> str:
+    return fn.rsplit(".", 1)[-1]
+
+
+def _arity(m: re.Match[str]) -> str:
+    fn = _short(m["fn"])
+    if m["takes"] is None:
+        return (f"the index map {fn} takes more arguments than the grid has axes: an index map receives one "
+                "index per grid axis")
+    takes, given = m["takes"], m["given"]
+    return (f"the index map {fn} takes {takes} argument{'s' * (takes != '1')}, but the grid has {given} "
+            f"{'axis' if given == '1' else 'axes'}: an index map receives one index per grid axis")
+
+
+# One table: the first pattern that matches wins, so the specific ones come before the general ones.
+PATTERNS: tuple[Pattern, ...] = (
+    _p("not-implemented", r"^NotImplementedError\b",
+       "this function is still the stub: it raises NotImplementedError",
+       "replace `raise NotImplementedError` with your code", QUICKSTART),
+    _p("index-map-arity", r"^TypeError: (?P<fn>\S*(?:<lambda>|map)\S*)\(\) (?:takes (?P<takes>\d+) positional "
+                           r"arguments? but (?P<given>\d+) were given|missing (?P<missing>\d+) required positional)",
+       _arity,
+       "write each index map with one parameter per grid axis, e.g. lambda i, j, k: (i, k) for a 3-D grid",
+       GRID_DOCS),
+    _p("kernel-arity", r"^TypeError: (?P<fn>\S+)\(\) (?:takes (?P<takes>\d+) positional arguments? but "
+                        r"(?P<given>\d+) were given|missing (?P<missing>\d+) required positional argument)",
+       lambda m: (f"the kernel {_short(m['fn'])}() is called with one ref per input, per output and per scratch "
+                  "buffer, and its parameters do not match that list"),
+       "give the kernel one parameter per input, then per output, then per scratch_shapes entry, in that order",
+       GRID_DOCS),
+    _p("index-map-rank", r"^ValueError: Index map function (?P<fn>\S+) .*?must return (?P<want>\d+) values to match "
+                          r"block_shape=.*?Currently returning (?P<got>\d+) values",
+       "the index map {fn} returns {got} block indices, but its block shape has {want} dimensions",
+       "return one block index per dimension of the block shape, e.g. lambda i: (i, 0) for a (rows, d) block",
+       GRID_DOCS),
+    _p("out-of-bounds-block", r"Out-of-bounds block index (?P<index>\(.*?\)) for (?P<what>input|output) "
+                               r"\"?(?P<ref>[\w\[\]]+)\"? in iteration (?P<it>\(.*?\)).*?has shape (?P<shape>\(.*?\))",
+       "at grid step {it} the index map of {what} {ref} asks for block {index}, which lies outside the array "
+       "of shape {shape}",
+       "block index times block shape must stay inside the array: check the grid (m // bm, not m) and "
+       "which grid index each index map returns where", GRID_DOCS),
+    _p("revisited-output-block", r"Revisited block .*? of output (?P<out>\d+) in iteration (?P<it>\(.*?\))\. The "
+                                  r"block was previously visited in iterations (?P<first>\(.*?\))",
+       "a block of output {out} is written from grid step {first}, left, and visited again at step {it} "
+       "(a revisited output block): its index map ignores a grid axis that is not the last one (K outermost?)",
+       "put the reduction axis (K) last in the grid, so each output block's visits are consecutive",
+       MATMUL_DOCS),
+    _p("block-rank", r"Block shape for (?P<arg>\S+) \(= (?P<block>.*?)\) must have the same number of "
+                      r"dimensions as the array shape (?P<shape>\(.*?\))",
+       "the BlockSpec of {arg} has a block shape with a different number of dimensions than its array "
+       "{shape}",
+       "give the block shape one entry per array dimension, e.g. (bm, bn) for a 2-D array", GRID_DOCS),
+    _p("tpu-tiling", r"requires that the last two dimensions of your block shape are divisible by 8 and 128",
+       "on a TPU the last two dimensions of a block must be multiples of (8, 128) (or the whole array "
+       "dimension), and this BlockSpec's are not",
+       "choose blocks whose last two sizes are multiples of 8 and 128 (16 and 128 for bf16), or the full "
+       "dimension", TPU_DOCS),
+    _p("store-dtype", r"Invalid dtype for `swap`\. Ref dtype: (?P<ref>\w+)\. Value dtype: (?P<val>\w+)",
+       "the kernel stores a {val} value into a {ref} ref",
+       "cast when storing: o_ref[...] = value.astype(o_ref.dtype)", QUICKSTART),
+    _p("store-shape", r"Invalid shape for `swap`\. Ref shape: (?P<ref>\(.*?\))\..*?Value shape: (?P<val>\(.*?\))",
+       "the kernel stores a {val} value into a {ref} block; the kernel line is where it shows, but the "
+       "usual bug is a BlockSpec: the in and out block shapes disagree",
+       "compare the block shapes of in_specs and out_specs (and the transpose of a block, if you take one)",
+       GRID_DOCS),
+    _p("ref-as-array", r"TransformedRefs cannot be abstractified|'AbstractRef' object has no attribute|"
+                        r"requires ndarray or scalar arguments, got <class '[\w.]*Tracer'>",
+       "a ref is used as an array (x_ref.T, x_ref + y_ref, jnp.exp(x_ref)): a ref is a window onto memory, "
+       "not its values",
+       "read the block first: x_ref[...].T, x_ref[...] + y_ref[...]", QUICKSTART),
+    _p("old-blockspec-order", r"^TypeError: 'function' object is not iterable",
+       "a BlockSpec got its index map where its block shape belongs: the pre-2024 argument order "
+       "BlockSpec(index_map, block_shape) from old tutorials",
+       "write pl.BlockSpec(block_shape, index_map), e.g. pl.BlockSpec((bm, bn), lambda i, j: (i, j))", GRID_DOCS),
+    _p("in-specs-count", r"Pytree for `in_specs` and `inputs` do not match.*?`in_specs` is a \w+ of length "
+                          r"(?P<specs>\d+) but `inputs` is a \w+ of length (?P<inputs>\d+)",
+       "in_specs has {specs} BlockSpec(s) but the pallas_call is given {inputs} inputs",
+       "one BlockSpec per input, in the order of the arguments", GRID_DOCS),
+    _p("grid-not-int", r"Grid must be a tuple of integers or jax.Array, got (?P<grid>\(.*?\))",
+       "the grid {grid} holds a non-integer",
+       "divide with // (m // bm), not /", GRID_DOCS),
+    _p("program-id-axis", r"Axis (?P<axis>\d+) is out of bounds for grid (?P<grid>\(.*?\))",
+       "pl.program_id({axis}) or pl.num_programs({axis}) asks for a grid axis the grid {grid} does not have",
+       "grid axes count from 0: a 3-D grid has axes 0, 1 and 2", GRID_DOCS),
+    _p("python-if-on-traced", r"TracerBoolConversionError|Attempted boolean conversion of traced array",
+       "a Python `if` (or `and`/`or`) on a value only known while the kernel runs, such as pl.program_id",
+       "use @pl.when(condition) on a nested function, or jnp.where", GRID_DOCS),
+    _p("dot-shape", r"dot_general requires contracting dimensions to have the same shape, got (?P<a>\(.*?\)) and "
+                     r"(?P<b>\(.*?\))",
+       "a jnp.dot inside the kernel multiplies blocks whose inner sizes differ ({a} vs {b})",
+       "the A block is (bm, bk) and the B block (bk, bn): check both BlockSpecs' block shapes", GRID_DOCS),
+    _p("out-shape", r"Invalid out_shape type",
+       "out_shape is not a jax.ShapeDtypeStruct",
+       "write out_shape=jax.ShapeDtypeStruct(shape, dtype)", QUICKSTART),
+)
+
+_CELL = re.compile(r"^<ipython-input-|/ipykernel_\d+/|\.ipynb$")
+_LIBRARY = re.compile(r"[\\/](site-packages|dist-packages|pallas_course|lib[\\/]python\d[\d.]*)[\\/]|^<frozen ")
+
+
+def _cap(text: str, limit: int = MAX_LINE) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _innermost(exc: BaseException) -> tuple[str, str]:
+    """(type name, message) of the error that matters: interpret mode runs the kernel in a host callback
+    whose JaxRuntimeError carries the real error (an IndexError, a RuntimeError) as its traceback's last line."""
+    text = str(exc).strip()
+    lines = [l for l in text.splitlines() if l.strip()]
+    if lines and "CpuCallback error" in lines[0]:
+        for line in reversed(lines):
+            m = re.match(r"^(\w+(?:\.\w+)*): (.*)$", line.strip())
+            if m and not line.startswith(" "):
+                return m[1].rsplit(".", 1)[-1], m[2]
+    return type(exc).__name__, text
+
+
+def _student_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the student's own code: a notebook cell, else any frame outside the libraries."""
+    frames: list[traceback.FrameSummary] = []
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:      # the cause chain too: JAX re-raises with a filtered traceback
+        seen.add(id(e))
+        frames = traceback.extract_tb(e.__traceback__) + frames
+        e = e.__cause__ or e.__context__
+    cells = [f for f in frames if _CELL.search(f.filename or "")]
+    if cells:
+        return cells[-1]
+    own = [f for f in frames if not _LIBRARY.search(f.filename or "")]
+    return own[-1] if own else None
+
+
+def _where(frame: traceback.FrameSummary | None) -> str:
+    if frame is None:
+        return ""
+    name = frame.filename or ""
+    place = "your cell" if _CELL.search(name) and not name.endswith(".ipynb") else name.rsplit("/", 1)[-1]
+    src = f": {_cap(frame.line, 120)}" if frame.line else ""
+    return f"  at {place}, line {frame.lineno} (in {frame.name}){src}"
+
+
+def _last_meaningful_line(type_name: str, message: str) -> str:
+    lines = [l.strip() for l in message.splitlines() if l.strip() and not l.startswith("  File ")]
+    skip = ("For simplicity, JAX has removed", "-----", "The above exception", "Traceback (most recent")
+    lines = [l for l in lines if not l.startswith(skip)]
+    return _cap(f"{type_name}: {lines[0]}" if lines else type_name)
+
+
+def explain(exc: BaseException) -> Explanation:
+    """Two or three lines a student can act on; the full traceback stays in `raw`."""
+    raw = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    type_name, message = _innermost(exc)
+    subject = f"{type_name}: {message}" if message else type_name
+    where = _where(_student_frame(exc))
+    for pattern in PATTERNS:
+        m = pattern.regex.search(subject)
+        if m:
+            lines = [_cap(f"✗ {pattern.what(m)}", 400)]
+            if where:
+                lines.append(where)
+            lines.append(f"  fix: {pattern.fix} · docs: {pattern.docs}")
+            return Explanation(pattern.kind, "\n".join(lines), raw)
+    lines = [f"✗ {_last_meaningful_line(type_name, message)}"]
+    if where:
+        lines.append(where)
+    return Explanation("unknown", "\n".join(lines), raw)

@@ -1,0 +1,151 @@
+"""`pallas_course.errors.explain`: real Pallas errors (wrong kernels run under TPU interpret mode, as the
+course runs them) become two or three lines naming the mistake, the student's line, the fix and the docs."""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from pallas_course.errors import explain
+from pallas_course.runtime import interpret_params
+
+X = jnp.ones((256, 256), jnp.float32)
+OUT = jax.ShapeDtypeStruct(X.shape, X.dtype)
+
+
+def copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+
+def _call(kernel: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    return pl.pallas_call(kernel, out_shape=OUT, **kw)(*args)
+
+
+def _rows(block: tuple[int, ...] = (128, 256), index_map: Callable[..., Any] = lambda i: (i, 0)) -> pl.BlockSpec:
+    return pl.BlockSpec(block, index_map)
+
+
+def _k_outermost_kernel(a_ref, b_ref, o_ref):
+    @pl.when(pl.program_id(0) == 0)
+    def _init():
+        o_ref[...] = jnp.zeros_like(o_ref)
+    o_ref[...] += a_ref[...] @ b_ref[...]
+
+
+def _kernel(body: str) -> Callable[..., Any]:
+    namespace = {"jnp": jnp, "pl": pl}
+    source = f"def student_kernel(x_ref, o_ref):\n    {body}\n"
+    exec(compile(source, "/tmp/ipykernel_1/cell.py", "exec"), namespace)   # noqa: S102 - a notebook cell's kernel
+    return namespace["student_kernel"]
+
+
+B128 = pl.BlockSpec((128, 128), lambda i, j: (i, j))
+CASES: dict[str, tuple[Callable[[], Any], str, str]] = {
+    # name: (wrong kernel, kind, regex the summary's first line must match)
+    "index map takes 1 index on a 2-D grid": (
+        lambda: _call(copy_kernel, X, grid=(2, 2), in_specs=[pl.BlockSpec((128, 128), lambda i: (i, 0))], out_specs=B128),
+        "index-map-arity", r"index map <lambda> takes 1 argument, but the grid has 2 axes"),
+    "index map one block past the edge": (
+        lambda: _call(copy_kernel, X, grid=(2, 2), in_specs=[pl.BlockSpec((128, 128), lambda i, j: (i, j + 1))],
+                      out_specs=B128),
+        "out-of-bounds-block", r"at grid step \(0, 1\) the index map of input x_ref asks for block \(0, 2\)"),
+    "K outermost": (
+        lambda: pl.pallas_call(_k_outermost_kernel, grid=(2, 2, 2), out_shape=OUT,
+                               in_specs=[pl.BlockSpec((128, 128), lambda k, i, j: (i, k)),
+                                         pl.BlockSpec((128, 128), lambda k, i, j: (k, j))],
+                               out_specs=pl.BlockSpec((128, 128), lambda k, i, j: (i, j)))(X, X),
+        "revisited-output-block", r"visited again at step \(1, 0, 0\) \(a revisited output block\)"),
+    "1-D block on a 2-D array": (
+        lambda: _call(copy_kernel, X, grid=(2,), in_specs=[_rows((128,), lambda i: (i,))], out_specs=_rows()),
+        "block-rank", r"different number of dimensions than its array \(256, 256\)"),
+    "index map returns one index for a 2-D block": (
+        lambda: _call(copy_kernel, X, grid=(2,), in_specs=[_rows(index_map=lambda i: (i,))], out_specs=_rows()),
+        "index-map-rank", r"returns 1 block indices, but its block shape has 2 dimensions"),
+    "store a bf16 value into an f32 ref": (
+        lambda: _call(_kernel("o_ref[...] = x_ref[...].astype(jnp.bfloat16)"), X),
+        "store-dtype", r"stores a bfloat16 value into a float32 ref"),
+    "in and out blocks disagree": (
+        lambda: _call(copy_kernel, X, grid=(2, 2), in_specs=[pl.BlockSpec((128, 256), lambda i, j: (i, 0))],
+                      out_specs=B128),
+        "store-shape", r"stores a \(128, 256\) value into a \(128, 128\) block.*usual bug is a BlockSpec"),
+    ".T on a ref": (lambda: _call(_kernel("o_ref[...] = x_ref.T"), X), "ref-as-array", r"a ref is used as an array"),
+    "jnp.exp of a ref": (lambda: _call(_kernel("o_ref[...] = jnp.exp(x_ref)"), X), "ref-as-array", r"ref is used as an"),
+    "pre-2024 BlockSpec argument order": (
+        lambda: _call(copy_kernel, X, grid=(2,), in_specs=[pl.BlockSpec(lambda i: (i, 0), (128, 256))],
+                      out_specs=_rows()),
+        "old-blockspec-order", r"pre-2024 argument order BlockSpec\(index_map, block_shape\)"),
+    "kernel takes too few refs": (lambda: _call(copy_kernel, X, X), "kernel-arity", r"one ref per input, per output"),
+    "one BlockSpec for two inputs": (
+        lambda: _call(lambda x_ref, y_ref, o_ref: None, X, X, grid=(2,), in_specs=[_rows()], out_specs=_rows()),
+        "in-specs-count", r"in_specs has 1 BlockSpec\(s\) but the pallas_call is given 2 inputs"),
+    "grid from / instead of //": (
+        lambda: _call(copy_kernel, X, grid=(256 / 128,), in_specs=[_rows()], out_specs=_rows()),
+        "grid-not-int", r"the grid \(2.0,\) holds a non-integer"),
+    "program_id of a missing axis": (
+        lambda: _call(_kernel("o_ref[...] = x_ref[...] * pl.program_id(1)"), X, grid=(2,), in_specs=[_rows()],
+                      out_specs=_rows()),
+        "program-id-axis", r"pl.program_id\(1\)"),
+    "a Python if on program_id": (
+        lambda: _call(_kernel("if pl.program_id(0) == 0: o_ref[...] = x_ref[...]"), X, grid=(2,),
+                      in_specs=[_rows()], out_specs=_rows()),
+        "python-if-on-traced", r"a Python `if`"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_real_pallas_error_is_named(name: str) -> None:
+    wrong, kind, first_line = CASES[name]
+    with pytest.raises(Exception) as failure:
+        with pltpu.force_tpu_interpret_mode(interpret_params()):
+            jax.block_until_ready(wrong())
+    pltpu.reset_tpu_interpret_mode_state()
+    explanation = explain(failure.value)
+    lines = explanation.summary.splitlines()
+    assert explanation.kind == kind, explanation.summary
+    assert 2 <= len(lines) <= 3, explanation.summary
+    assert re.search(first_line, lines[0]), lines[0]
+    # the student's own line: the kernel body's cell, else the pallas_call in this file
+    assert re.search(r"^  at (your cell, line 2 \(in student_kernel\)|test_errors.py, line \d+ \(in )", lines[1]), lines[1]
+    assert "https://docs.jax.dev/en/latest/pallas/" in lines[-1]
+    assert "Traceback (most recent call last)" in explanation.raw
+
+
+def test_tpu_tiling_rule_from_the_tpu_lowering() -> None:
+    """The (8, 128) rule is checked when lowering for a TPU (which a CPU can do), not by interpret mode."""
+    fn = lambda x: _call(copy_kernel, x, grid=(2,), in_specs=[_rows((128, 100))], out_specs=_rows((128, 100)))
+    with pytest.raises(ValueError) as failure:
+        jax.jit(fn).trace(X).lower(lowering_platforms=("tpu",))
+    explanation = explain(failure.value)
+    assert explanation.kind == "tpu-tiling"
+    assert "multiples of (8, 128)" in explanation.summary and "tpu/details.html" in explanation.summary
+
+
+def test_stub() -> None:
+    def add(x, y):
+        raise NotImplementedError
+    with pytest.raises(NotImplementedError) as failure:
+        add(X, X)
+    explanation = explain(failure.value)
+    assert explanation.kind == "not-implemented"
+    assert explanation.summary.splitlines()[1].endswith("(in add): raise NotImplementedError")
+
+
+def test_notebook_cell_frame_wins() -> None:
+    """In Jupyter the student's line is in a cell file (/tmp/ipykernel_*/...py), even below library frames."""
+    code = compile("def add(x, y):\n    return x.nope\nadd(1, 2)\n", "/tmp/ipykernel_123/456.py", "exec")
+    with pytest.raises(AttributeError) as failure:
+        exec(code, {})   # noqa: S102
+    lines = explain(failure.value).summary.splitlines()
+    assert lines == ["✗ AttributeError: 'int' object has no attribute 'nope'",
+                     "  at your cell, line 2 (in add)"]
+
+
+def test_unknown_error_is_its_last_meaningful_line_capped() -> None:
+    explanation = explain(RuntimeError("x" * 1000 + "\n  File 'a.py', line 3\n"))
+    assert explanation.kind == "unknown"
+    assert len(explanation.summary.splitlines()[0]) <= 242
