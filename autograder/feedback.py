@@ -10,13 +10,13 @@ which never hold test source.
 from __future__ import annotations
 
 import copy
-import html
 import re
 from pathlib import Path
 
 from nbformat import NotebookNode
 
-from autograder.results import SubmissionResult
+from autograder import untrusted
+from autograder.results import SubmissionResult, TestResult
 
 BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 _HIDDEN = re.compile(rf"^[ \t]*{re.escape(BEGIN)}.*?^[ \t]*{re.escape(END)}[^\n]*\n?", re.S | re.M)
@@ -61,35 +61,47 @@ def _title(r: SubmissionResult) -> str:
     return f"{r.lab or 'unknown lab'} · {r.submission}"
 
 
+def _verdict(t: TestResult) -> str:
+    """"passed", "PARTIAL 2.7/3 · why" or "FAIL · why" (the message still to be escaped by the caller)."""
+    if t.status == "passed":
+        return "passed"
+    if t.status == "partial":
+        return f"PARTIAL {t.points:g}/{t.max_points:g} · {t.message}"
+    return f"FAIL · {t.message}"
+
+
 def to_markdown(r: SubmissionResult) -> str:
-    lines = [f"# Feedback: {_title(r)}", "",
+    """Test and question names are course.yml's ids; everything else here is escaped as student text."""
+    md = untrusted.for_markdown
+    lines = [f"# Feedback: {md(_title(r))}", "",
              f"**Autograded score: {r.score:g} / {r.max_score:g}**", ""]
     if r.error:
-        lines += [f"> {r.error}", ""]
+        lines += [f"> {md(r.error)}", ""]
+    if r.failed:
+        lines += [f"> Not handled: {md(r.failed)}", ""]
+    if r.timestamp:
+        lines += [f"Submitted: {md(r.timestamp)}", ""]
     if r.tests:
         lines += ["| test | points | result |", "|---|---:|---|"]
         for t in r.tests:
-            result = "passed" if t.passed else t.message
-            lines.append(f"| {t.name} | {t.points:g} / {t.max_points:g} | {_md_cell(result)} |")
+            lines.append(f"| {t.name} | {t.points:g} / {t.max_points:g} | {md(_verdict(t))} |")
         lines.append("")
     if r.written:
         lines += ["## Written answers (graded by hand)", "", "| question | points | status |", "|---|---:|---|"]
-        lines += [f"| {w.name} | – / {w.max_points:g} | {w.status} |" for w in r.written]
+        lines += [f"| {w.name} | – / {w.max_points:g} | {md(w.status)} |" for w in r.written]
         lines.append("")
+    if r.ignored:
+        lines += ["## Not graded", ""] + [f"- {md(i.name)}: {md(i.reason)}" for i in r.ignored] + [""]
     if r.notes:
-        lines += ["## Notes", ""] + [f"- {_md_cell(n)}" for n in r.notes] + [""]
+        lines += ["## Notes", ""] + [f"- {md(n)}" for n in r.notes] + [""]
     return "\n".join(lines)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def to_html(r: SubmissionResult) -> str:
-    e = html.escape
+    e = untrusted.for_html
     rows = "".join(
-        f"<tr class=\"{'pass' if t.passed else 'fail'}\"><td>{e(t.name)}</td><td>{t.points:g} / {t.max_points:g}</td>"
-        f"<td>{'passed' if t.passed else e(t.message)}</td></tr>" for t in r.tests)
+        f"<tr class=\"{t.status}\"><td>{e(t.name)}</td><td>{t.points:g} / {t.max_points:g}</td>"
+        f"<td>{e(_verdict(t))}</td></tr>" for t in r.tests)
     written = "".join(f"<tr><td>{e(w.name)}</td><td>– / {w.max_points:g}</td><td>{e(w.status)}</td></tr>"
                       for w in r.written)
     parts = [
@@ -97,35 +109,59 @@ def to_html(r: SubmissionResult) -> str:
         f"<title>Feedback: {e(_title(r))}</title>",
         "<style>body{font:15px/1.45 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
         "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.35rem .5rem;"
-        "text-align:left;vertical-align:top}td:nth-child(2){white-space:nowrap}.pass td:last-child{color:#176f2c}"
-        ".fail td:last-child{color:#a3161a}.error{border-left:4px solid #a3161a;padding:.2rem .8rem}</style>",
+        "text-align:left;vertical-align:top}td:nth-child(2){white-space:nowrap}.passed td:last-child{color:#176f2c}"
+        ".partial td:last-child{color:#8a5a00}.failed td:last-child{color:#a3161a}"
+        ".error{border-left:4px solid #a3161a;padding:.2rem .8rem;white-space:pre-wrap}</style>",
         "</head><body>",
         f"<h1>Feedback: {e(_title(r))}</h1>",
         f"<p><strong>Autograded score: {r.score:g} / {r.max_score:g}</strong></p>",
     ]
     if r.error:
         parts.append(f"<p class=\"error\">{e(r.error)}</p>")
+    if r.failed:
+        parts.append(f"<p class=\"error\">Not handled: {e(r.failed)}</p>")
+    if r.timestamp:
+        parts.append(f"<p>Submitted: {e(r.timestamp)}</p>")
     if r.tests:
         parts.append(f"<table><thead><tr><th>test</th><th>points</th><th>result</th></tr></thead><tbody>{rows}"
                      "</tbody></table>")
     if r.written:
         parts.append("<h2>Written answers (graded by hand)</h2><table><thead><tr><th>question</th><th>points</th>"
                      f"<th>status</th></tr></thead><tbody>{written}</tbody></table>")
+    if r.ignored:
+        parts.append("<h2>Not graded</h2><ul>" + "".join(f"<li>{e(i.name)}: {e(i.reason)}</li>" for i in r.ignored)
+                     + "</ul>")
     if r.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in r.notes) + "</ul>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
 
+MAX_NAME_BYTES = 200   # a path component (255 bytes on most file systems) with room for ".html"
+
+
+def _safe_part(part: str) -> str:
+    """One path component that the file system takes: a name whose replacement characters made it too
+    long is cut and given a short hash, so two long names stay apart."""
+    data = part.encode("utf-8")
+    if len(data) <= MAX_NAME_BYTES:
+        return part
+    import hashlib
+
+    return data[:MAX_NAME_BYTES - 13].decode("utf-8", "ignore") + "-" + hashlib.sha256(data).hexdigest()[:12]
+
+
 def feedback_stem(out_dir: Path, r: SubmissionResult) -> Path:
+    """feedback/<submission without .ipynb>, inside feedback/ whatever the label holds (no .., no /)."""
     label = r.submission[:-len(".ipynb")] if r.submission.endswith(".ipynb") else r.submission
-    return out_dir / "feedback" / label.lstrip("/")
+    parts = [_safe_part(p) for p in Path(label).parts if p not in ("/", "..", ".", "")]
+    return out_dir / "feedback" / Path(*(parts or ["submission"]))
 
 
 def write_feedback(r: SubmissionResult, out_dir: Path) -> tuple[Path, Path]:
     stem = feedback_stem(out_dir, r)
     stem.parent.mkdir(parents=True, exist_ok=True)
     md, page = stem.with_name(stem.name + ".md"), stem.with_name(stem.name + ".html")
-    md.write_text(to_markdown(r) + "\n")
-    page.write_text(to_html(r))
+    md.write_text(to_markdown(r) + "\n", encoding="utf-8")
+    page.write_text(to_html(r), encoding="utf-8")
     return md, page
