@@ -7,6 +7,11 @@ nbgrader's layout (`<student>/<assignment>/<notebook>.ipynb`); a test cell's sco
 a written answer left as handed out scores 0 with the comment "No response.", an answered one waits for a
 grader (`needs_manual_grade`); an assignment's max score counts every lab of the stage, tests and written
 answers alike.
+
+Both count one result per (student, lab), chosen by `one_per_student_lab` (so they always agree), take the
+submission time from the validated `timestamp` of the record (autograder.discover), and handle each
+submission on its own: one that cannot be exported is recorded in `failures` and the others go on.
+Student strings go into the CSV through `untrusted.for_csv` (no spreadsheet formulas).
 """
 from __future__ import annotations
 
@@ -15,10 +20,12 @@ import shutil
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import nbformat
 
+from autograder import untrusted
+from autograder.report import Failures
 from autograder.results import SubmissionResult
 from pallas_course.manifest import manifest
 
@@ -47,50 +54,70 @@ def assignment_max_score() -> float:
                  + sum(w.points for lab in manifest().labs for w in lab.written))
 
 
-def _timestamp(root: Path | None, label: str) -> str:
-    if root is None:
-        return ""
-    stamp = (root / label).parent / "timestamp.txt"
-    try:
-        return stamp.read_text().strip()
-    except OSError:
-        return ""
+def _timestamp(root: Path | None, r: SubmissionResult) -> str:
+    """The record's validated timestamp; without one (results not from `course grade`), timestamp.txt beside
+    the submission, validated the same way."""
+    if r.timestamp or root is None:
+        return r.timestamp or ""
+    from autograder.discover import read_timestamp
+
+    return read_timestamp((root / r.submission).parent).value or ""
 
 
-def write_nbgrader_csv(results: Sequence[SubmissionResult], path: Path, *, root: Path | None = None) -> Path:
+def one_per_student_lab(results: Sequence[SubmissionResult]) -> tuple[list[SubmissionResult], list[str]]:
+    """The results to export, one per (student, lab): the file named as the lab if there is one, else the
+    first by path. Returns them and one line per result left out."""
+    chosen: dict[tuple[str, str], SubmissionResult] = {}
+    for r in sorted(results, key=lambda r: (Path(r.submission).name != _lab_file(r.lab), r.submission)):
+        if r.lab is None:
+            continue
+        chosen.setdefault((_student_id(r.submission), r.lab), r)
+    kept = {id(r) for r in chosen.values()}
+    notes = [f"{r.submission}: not exported, {chosen[(_student_id(r.submission), r.lab)].submission} is this "
+             f"student's {r.lab}" for r in results if r.lab is not None and id(r) not in kept]
+    return [r for r in results if id(r) in kept], notes
+
+
+def _lab_file(lab_id: str | None) -> str | None:
+    return Path(manifest().lab(lab_id).notebook).name if lab_id else None
+
+
+def write_nbgrader_csv(results: Sequence[SubmissionResult], path: Path, *, root: Path | None = None,
+                       failures: Failures | None = None) -> Path:
     """One row per student (the assignment is the stage), nbgrader export's columns; written answers count
     0 until graded by hand, as in nbgrader before manual grading."""
+    failures = failures or Failures()
     stage = manifest().stage.id
     raw: dict[str, float] = defaultdict(float)
     stamps: dict[str, str] = {}
-    for r in results:
-        if r.lab is None:
-            continue
-        student = _student_id(r.submission)
-        raw[student] += r.score
-        stamps[student] = max(stamps.get(student, ""), _timestamp(root, r.submission))
+    for r in one_per_student_lab(results)[0]:
+        with failures.guard(r.submission, "nbgrader-grades.csv"):
+            student = _student_id(r.submission)
+            stamp = _timestamp(root, r)
+            raw[student] += r.score
+            stamps[student] = max(stamps.get(student, ""), stamp)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
+    c = untrusted.for_csv
+    with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(NBGRADER_COLUMNS)
         for student in sorted(raw):
-            w.writerow([stage, "", stamps[student], student, "", "", "", raw[student], 0.0, max(0.0, raw[student]),
-                        assignment_max_score()])
+            w.writerow([stage, "", c(stamps[student]), c(student), "", "", "", raw[student], 0.0,
+                        max(0.0, raw[student]), assignment_max_score()])
     return path
 
 
 def merge_into_gradebook(results: Sequence[SubmissionResult], gradebook: Path, *, instructor_dir: Path,
-                         root: Path | None = None) -> list[str]:
+                         root: Path | None = None, failures: Failures | None = None) -> list[str]:
     """Record autograde scores in `gradebook` (an nbgrader gradebook.db) as `nbgrader autograde` would, and
     copy each executed notebook to `autograded/<student>/<assignment>/` beside it. Returns one line per
     submission left out (not in nbgrader's layout, not a lab)."""
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.utils import compute_checksum, determine_grade, is_grade, is_solution, is_task
-
-    from autograder.grade import safe_relpath
 
     stage = manifest().stage.id
-    skipped: list[str] = []
+    failures = failures or Failures()
+    results, skipped = one_per_student_lab(results) if results else ([], [])
+    skipped = list(skipped)
     if not gradebook.exists():
         raise GradebookError(f"{gradebook}: no such gradebook; nbgrader creates it with "
                              f"`nbgrader generate_assignment {stage}`")
@@ -103,47 +130,62 @@ def merge_into_gradebook(results: Sequence[SubmissionResult], gradebook: Path, *
             raise GradebookError(f"{gradebook} has no assignment {stage!r}: run `nbgrader generate_assignment "
                                  f"{stage}` in the course folder first") from None
         for r in results:
-            student = student_of(r.submission)
-            if student is None or r.lab is None:
-                skipped.append(f"{r.submission}: not <student>/{stage}/<notebook>.ipynb or not a lab; not merged")
-                continue
-            lab = manifest().lab(r.lab)
-            notebook_id = Path(lab.notebook).stem
             try:
-                gb.find_notebook(notebook_id, stage)
-            except MissingEntry:
-                skipped.append(f"{r.submission}: {gradebook} has no notebook {notebook_id!r} in {stage!r} "
-                               f"(re-run `nbgrader generate_assignment {stage}`); not merged")
-                continue
-            gb.update_or_create_student(student)
-            stamp = _timestamp(root, r.submission)
-            if stamp:
-                gb.update_or_create_submission(stage, student, timestamp=stamp)
-            else:
-                gb.update_or_create_submission(stage, student)
-            executed = instructor_dir / safe_relpath(r.submission)
-            nb = nbformat.read(executed, as_version=4) if executed.exists() else None
-            if nb is not None:
-                for cell in nb.cells:
-                    gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                    if not gid:
-                        continue
-                    if is_grade(cell):
-                        grade = gb.find_grade(gid, notebook_id, stage, student)
-                        grade.auto_score = determine_grade(cell)[0]
-                        grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-                    if is_solution(cell) or is_task(cell):
-                        comment = gb.find_comment(gid, notebook_id, stage, student)
-                        unchanged = cell.metadata.nbgrader.get("checksum") == compute_checksum(cell)
-                        comment.auto_comment = "No response." if unchanged and not is_task(cell) else None
-                dest = course_root / "autograded" / student / stage / f"{notebook_id}.ipynb"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(executed, dest)
-            else:   # unreadable submission: the tests as scored, written answers as unanswered
-                scores = {t.name: t.points for t in r.tests} | {w.name: 0.0 for w in r.written}
-                for name, points in scores.items():
-                    grade = gb.find_grade(name, notebook_id, stage, student)
-                    grade.auto_score = points
-                    grade.needs_manual_grade = grade.manual_score is not None
-            gb.db.commit()
+                _merge_one(gb, r, stage, course_root, instructor_dir, root, skipped, gradebook)
+            except Exception as e:  # noqa: BLE001 - one submission's failure must not stop the merge
+                gb.db.rollback()
+                failures.add(r.submission, "the gradebook merge", e)
     return skipped
+
+
+def _merge_one(gb: Any, r: SubmissionResult, stage: str, course_root: Path, instructor_dir: Path, root: Path | None,
+               skipped: list[str], gradebook: Path) -> None:
+    """One submission into the gradebook, committed on its own."""
+    from nbgrader.api import MissingEntry
+    from nbgrader.utils import compute_checksum, determine_grade, is_grade, is_solution, is_task
+
+    from autograder.grade import safe_relpath
+
+    student = student_of(r.submission)
+    if student is None or r.lab is None:
+        skipped.append(f"{r.submission}: not <student>/{stage}/<notebook>.ipynb or not a lab; not merged")
+        return
+    lab = manifest().lab(r.lab)
+    notebook_id = Path(lab.notebook).stem
+    try:
+        gb.find_notebook(notebook_id, stage)
+    except MissingEntry:
+        skipped.append(f"{r.submission}: {gradebook} has no notebook {notebook_id!r} in {stage!r} "
+                       f"(re-run `nbgrader generate_assignment {stage}`); not merged")
+        return
+    gb.update_or_create_student(student)
+    stamp = _timestamp(root, r)
+    if stamp:
+        gb.update_or_create_submission(stage, student, timestamp=stamp)
+    else:
+        gb.update_or_create_submission(stage, student)
+    executed = instructor_dir / safe_relpath(r.submission)
+    nb = nbformat.read(executed, as_version=4) if executed.exists() else None
+    if nb is not None:
+        for cell in nb.cells:
+            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if not gid:
+                continue
+            if is_grade(cell):
+                grade = gb.find_grade(gid, notebook_id, stage, student)
+                grade.auto_score = determine_grade(cell)[0]
+                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+            if is_solution(cell) or is_task(cell):
+                comment = gb.find_comment(gid, notebook_id, stage, student)
+                unchanged = cell.metadata.nbgrader.get("checksum") == compute_checksum(cell)
+                comment.auto_comment = "No response." if unchanged and not is_task(cell) else None
+        dest = course_root / "autograded" / student / stage / f"{notebook_id}.ipynb"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(executed, dest)
+    else:   # unreadable submission: the tests as scored, written answers as unanswered
+        scores = {t.name: t.points for t in r.tests} | {w.name: 0.0 for w in r.written}
+        for name, points in scores.items():
+            grade = gb.find_grade(name, notebook_id, stage, student)
+            grade.auto_score = points
+            grade.needs_manual_grade = grade.manual_score is not None
+    gb.db.commit()
