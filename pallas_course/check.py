@@ -6,22 +6,70 @@ the largest error and the first wrong block.
 """
 from __future__ import annotations
 
+import html
+import platform
+import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from pallas_course.errors import explain
 
 DEFAULT_BLOCK = 128
 
 
 class CheckFailure(AssertionError):
-    """A kernel's output is not what it should be; the message says how and where."""
+    """A kernel's output is not what it should be; the message says how and where (first lines first)."""
+
+    raw: str = ""            # the full traceback of the error behind it, when there was one
+    kind: str = ""           # a stable id: an errors.explain kind, or a Mismatch kind
 
 
 @dataclass(frozen=True)
 class Mismatch:
-    kind: str                 # "shape", "dtype", "nan" or "values"
+    kind: str                 # "type", "shape", "dtype", "nan" or "values"
     message: str
+    cause: str = ""           # for "nan": "never-written", "never-written-at-all" or "computed"
+
+
+# Interpret mode fills memory nobody wrote with np.nan, a NaN whose sign bit is clear; a NaN computed on an x86
+# CPU (inf - inf, 0 / 0, inf / inf, e.g. an exp that overflowed) is the x86 default NaN, sign bit set. ARM
+# computes positive NaNs, so there the sign cannot tell the two apart and the message names both causes.
+_SIGNED_DEFAULT_NAN = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+NEVER_WRITTEN_AT_ALL = ("no value of the output was ever written: the kernel never stores into its output ref. "
+                        "Store with o_ref[...] = value; `o_ref = value` only rebinds the name (and writes nothing)")
+NEVER_WRITTEN = ("under TPU interpret mode memory that nobody wrote reads as NaN, so these blocks were never "
+                 "written: does the grid cover every output block (n // block, not one short), is the "
+                 "accumulator initialised, and does each index map point where you think?")
+COMPUTED = ("the kernel computed these NaNs (an exp that overflowed to inf, then inf / inf; 0 / 0; "
+            "sqrt of a negative): they are not unwritten memory. Keep intermediate values in range, e.g. subtract "
+            "each row's max before jnp.exp")
+
+
+def _nan_cause(a: np.ndarray, nan: np.ndarray) -> str:
+    negative = np.signbit(a[nan])
+    if _SIGNED_DEFAULT_NAN and negative.any():
+        return "computed"
+    if np.isinf(a).any():
+        return "computed"
+    if not _SIGNED_DEFAULT_NAN:
+        return "unknown"
+    return "never-written-at-all" if nan.all() else "never-written"
+
+
+def _nan_message(name: str, a: np.ndarray, nan: np.ndarray, blocks: list[tuple[int, ...]], shape: tuple[int, ...],
+                 blk: tuple[int, ...]) -> str:
+    head = f"{name}: {int(nan.sum())} of {a.size} values are NaN; {_blocks_phrase(blocks, shape, blk)}. "
+    cause = _nan_cause(a, nan)
+    if cause == "computed":
+        return head + COMPUTED
+    if cause == "never-written-at-all":
+        return f"{name}: all {a.size} values are NaN: {NEVER_WRITTEN_AT_ALL}"
+    if cause == "never-written":
+        return head + NEVER_WRITTEN[0].upper() + NEVER_WRITTEN[1:]
+    return head + ("Either the kernel never wrote them (" + NEVER_WRITTEN + ") or it computed them (" + COMPUTED + ")")
 
 
 def _as_f64(x: Any) -> np.ndarray:
@@ -77,10 +125,7 @@ def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int
     nan = np.isnan(a) & ~np.isnan(e)
     if nan.any():
         blocks = _blocks_of(nan, blk)
-        return Mismatch("nan", (
-            f"{name}: {int(nan.sum())} of {a.size} values are NaN; {_blocks_phrase(blocks, a_shape, blk)}. "
-            "Under TPU interpret mode memory that nobody wrote reads as NaN: does the grid cover every output "
-            "block, is the accumulator initialised, and does each index map point where you think?"))
+        return Mismatch("nan", _nan_message(name, a, nan, blocks, a_shape, blk), cause=_nan_cause(a, nan))
     with np.errstate(invalid="ignore"):
         err = np.abs(a - e)
         bad = ~(err <= (tol if atol is None else atol) + tol * np.abs(e)) & ~(np.isnan(a) & np.isnan(e))
@@ -101,14 +146,89 @@ def max_error(actual: Any, expected: Any) -> float:
     return float(np.max(np.abs(_as_f64(actual) - _as_f64(expected)), initial=0.0))
 
 
-def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Sequence[int] | None = None) -> None:
-    """Print a one-line pass, or raise CheckFailure explaining what is wrong and where.
+PASSED = "visible checks passed; the grade also tests other shapes and dtypes"
 
-    `tol` is both the absolute and the relative tolerance (0 means exact). `block` is the block shape
-    used to name the first wrong block; it defaults to 128 on each of the last two dims.
+
+def tolerance_phrase(tol: float, atol: float | None = None) -> str:
+    """How `compare` reads `tol` and `atol`, in words: |actual - expected| <= atol + tol * |expected|."""
+    if tol == 0 and not atol:
+        return "exact"
+    if atol is None:
+        return f"tol {tol:g}, absolute and relative: |error| <= {tol:g} + {tol:g}·|expected|"
+    return f"tol {tol:g} relative (absolute floor {atol:g})"
+
+
+def _run_under_course_mode(thunk: Callable[[], Any]) -> Any:
+    """Call the student's code the way the grade does: under TPU interpret mode wherever the course interprets
+    (so a pallas_call that forgot interpret=INTERP is checked like the grade checks it)."""
+    import jax
+
+    from pallas_course.runtime import course_mode
+
+    with course_mode():
+        return jax.block_until_ready(thunk())
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a student reads first for a failed cell: a CheckFailure's own lines, else the explanation."""
+    if isinstance(exc, CheckFailure):
+        return str(exc)
+    return explain(exc).summary
+
+
+def show(exc: BaseException) -> None:
+    """Display a failure: the two or three lines first, the raw traceback folded (HTML <details> in Jupyter)."""
+    summary = failure_text(exc)
+    raw = getattr(exc, "raw", None) or explain(exc).raw
+    try:
+        from IPython import get_ipython
+        from IPython.display import HTML, display
+        in_notebook = get_ipython() is not None and "IPKernelApp" in get_ipython().config
+    except ImportError:
+        in_notebook = False
+    if in_notebook:
+        display(HTML(f"<pre>{html.escape(summary)}</pre><details><summary>full traceback</summary>"
+                     f"<pre>{html.escape(raw)}</pre></details>"))
+    else:
+        print(summary, file=sys.stderr)
+        print("── full traceback ──\n" + raw, file=sys.stderr)
+
+
+def _suspect(actual: Any, suspects: Mapping[str, Any] | None, tol: float, atol: float | None) -> str | None:
+    for label, wrong in (suspects or {}).items():
+        if compare(actual, wrong, tol=tol, atol=atol) is None:
+            return label
+    return None
+
+
+def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Sequence[int] | None = None,
+          atol: float | None = None, suspects: Mapping[str, Any] | None = None) -> None:
+    """Print a one-line pass, or raise CheckFailure whose first lines say what is wrong and where.
+
+    `actual` is the output, or better a zero-argument function producing it (`lambda: add(x, y)`): then it runs
+    here under the grade's TPU interpret mode, and an error it raises becomes a short explanation (the raw
+    traceback stays on the exception, `.raw`). `tol` is both the absolute and the relative tolerance (0 means
+    exact) unless `atol` gives the absolute part. `suspects` maps a named mistake to the output that mistake
+    would give: a failure that matches one says so first. `block` names the first wrong block (default 128 on
+    each of the last two dims).
     """
-    mismatch = compare(actual, expected, tol=tol, block=block, name=name)
+    if callable(actual):
+        try:
+            actual = _run_under_course_mode(actual)
+        except CheckFailure:
+            raise
+        except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
+            explanation = explain(exc)
+            failure = CheckFailure(f"{name}: {explanation.summary.removeprefix('✗ ')}")
+            failure.raw = explanation.raw
+            failure.kind = explanation.kind
+            raise failure from None
+    mismatch = compare(actual, expected, tol=tol, block=block, name=name, atol=atol)
     if mismatch is not None:
-        raise CheckFailure(mismatch.message)
-    print(f"✓ {name}: matches, max error {max_error(actual, expected):.3g} (tol {tol:g}), shape "
-          f"{tuple(actual.shape)} {np.dtype(actual.dtype)}")
+        named = _suspect(actual, suspects, tol, atol) if mismatch.kind in ("values", "nan") else None
+        message = mismatch.message if named is None else f"{name}: this is what {named} gives. {mismatch.message}"
+        failure = CheckFailure(message)
+        failure.kind = mismatch.kind if named is None else "suspect"
+        raise failure
+    print(f"✓ {name}: matches (max error {max_error(actual, expected):.3g}, {tolerance_phrase(tol, atol)}), "
+          f"shape {tuple(actual.shape)} {np.dtype(actual.dtype)}; {PASSED}")

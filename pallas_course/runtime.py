@@ -7,9 +7,11 @@ races, and unwritten output memory (read as NaN).
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 from jax.experimental.pallas import tpu as pltpu
@@ -59,9 +61,64 @@ def detect(mode: str | None = None) -> Runtime:
                    f"no TPU here ({backend}: {kind}): kernels run in TPU interpret mode on the CPU")
 
 
+_COURSE_INTERPRET: Any = None     # what setup() decided: TPU interpret params, or None where kernels compile
+
+
+@contextlib.contextmanager
+def course_mode() -> Iterator[None]:
+    """Run under the course's TPU interpret mode where it interprets (what the grade always forces)."""
+    if _COURSE_INTERPRET is None:
+        yield
+        return
+    with pltpu.force_tpu_interpret_mode(_COURSE_INTERPRET):
+        try:
+            yield
+        except Exception:
+            pltpu.reset_tpu_interpret_mode_state()
+            raise
+
+
+class _DropCallbackTraceback(logging.Filter):
+    """Interpret mode logs a 14-line traceback to stderr for every error raised inside a kernel, before the
+    error itself arrives; the error is explained where it is raised, so that log line is noise here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "io_callback failed" not in record.getMessage()
+
+
+def _install_notebook_display() -> None:
+    """In IPython, show any failing cell as the short explanation with the traceback folded."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or os.environ.get(MODE_ENV):     # a grading kernel keeps IPython's own error display
+        return
+    from pallas_course.check import CheckFailure, failure_text, show
+
+    def handler(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> None:
+        show(value)
+        # Still an error output (one line), so the cell counts as failed for Jupyter, papermill and nbgrader.
+        first = failure_text(value).splitlines()[0]
+        shell.showtraceback((CheckFailure, CheckFailure(first), None), exception_only=True)
+
+    shell.set_custom_exc((Exception,), handler)
+
+
 def setup(mode: str | None = None, *, quiet: bool = False) -> Any:
-    """The set-up cell's one call: returns the `interpret=` value for every pallas_call."""
+    """The set-up cell's one call: returns the `interpret=` value for every pallas_call.
+
+    Where kernels are interpreted, TPU interpret mode is also switched on for every pallas_call, as the
+    grade does: a call that forgets `interpret=INTERP` runs (and is checked) exactly as it will be graded.
+    """
+    global _COURSE_INTERPRET
     runtime = detect(mode)
+    _COURSE_INTERPRET = None if runtime.compiled else runtime.interpret
+    if _COURSE_INTERPRET is not None:
+        pltpu.set_tpu_interpret_mode(_COURSE_INTERPRET)
+    logging.getLogger("jax._src.callback").addFilter(_DropCallbackTraceback())
+    _install_notebook_display()
     if not quiet:
         print(f"Pallas from Zero · {runtime.reason}")
     return runtime.interpret
