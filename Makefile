@@ -17,3 +17,10 @@ bench-batch:
 .PHONY: bench-grading
 bench-grading:
 	python -m autograder.bench_grading
+
+# The course on today's JAX (what Colab runs): a Debian trixie root from Debian's packages (Python 3.13) with
+# the newest jax 0.12.x from PyPI; runs every solution notebook, the demo and the fast tests there and writes
+# compat/newest-jax.json. Needs root; ~1 GB of downloads the first time (the root is kept and reused).
+.PHONY: check-newest-jax
+check-newest-jax:
+	compat/newest_jax.sh

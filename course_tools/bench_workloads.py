@@ -233,7 +233,7 @@ def _first_line(err: BaseException) -> str:
 def run_case(case: Case, *, warmup: int, n: int, run_id: str, provenance: Any,
              clock: Callable[[], float] | None = None) -> Any:
     """Check `case` once against its reference, then time it; a failure becomes a skipped record with the reason."""
-    from .bench import make_record, time_fn
+    from pallas_course.bench import make_record, time_fn
 
     def record(timing: Any, reason: str | None = None) -> Any:
         return make_record(timing, workload=case.workload, impl=case.impl, dtype=case.dtype, shape=case.shape,
@@ -272,7 +272,7 @@ def run_bench(cases: list[Case], *, out_file: Any, warmup: int, n: int,
     Appending per case keeps what was measured if a long TPU run is interrupted. `progress` wraps the case
     list (the CLI passes a progress bar). Returns the records.
     """
-    from .bench import append_records, collect_provenance, new_run_id
+    from pallas_course.bench import append_records, collect_provenance, new_run_id
 
     run_id = new_run_id()
     records = []

@@ -24,9 +24,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .chips import Chip, chip as chip_named
+from pallas_course.chips import Chip, chip as chip_named
 from .gate_spec import EstimateAssumptions, Gate, MatmulCriterion, SoftmaxCriterion
-from .kernel_trace import BlockInfo, PallasCallInfo
+from pallas_course.kernel_trace import BlockInfo, PallasCallInfo
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _trace_one(workload: str, dtype: str, shape: tuple[tuple[str, int], ...],
     import jax.numpy as jnp
 
     from . import bench_workloads as w
-    from .kernel_trace import trace
+    from pallas_course.kernel_trace import trace
 
     s, cfg = dict(shape), dict(config)
     dt = jnp.dtype(dtype)

@@ -3,7 +3,7 @@
 PASS or FAIL comes only from records of a compiled run on one of the gate's TPU chips, at the criterion's
 dtype and shape, taken at or after the kernel's last change. Kernel and baseline must come from the same
 run (same chip, same commit, same session). Anything else is listed as ignored, with the reason, and the
-criterion stays QUEUED with an `est.` row from the kernel model (pallas_course.estimate).
+criterion stays QUEUED with an `est.` row from the kernel model (course_tools.estimate).
 """
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .bench import BenchRecord, read_records
-from .chips import chip_for_device_kind
+from pallas_course.bench import BenchRecord, read_records
+from pallas_course.chips import chip_for_device_kind
 from .estimate import estimate_criterion, shape_label
 from .gate_spec import Gate, MatmulCriterion, SoftmaxCriterion, gate as gate_named
-from .manifest import REPO_ROOT
+from pallas_course.manifest import REPO_ROOT
 
 Status = Literal["PASS", "FAIL", "QUEUED"]
 
@@ -206,7 +206,7 @@ def evaluate_criterion(gate: Gate, c: MatmulCriterion | SoftmaxCriterion, record
 def evaluate(gate: Gate | str = "GATE-01", records_dir: Path | str | None = None, *,
              records: list[BenchRecord] | None = None, freshness: Freshness | None = None) -> GateResult:
     """The gate's result from the records in `records_dir` (default: the checkout's bench/), or `records`."""
-    from .bench import default_out_dir
+    from pallas_course.bench import default_out_dir
 
     gate = gate_named(gate) if isinstance(gate, str) else gate
     directory = Path(records_dir) if records_dir is not None else default_out_dir()

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from pallas_course.schedule import DISPLAY
+
 # interpret=True runs the kernels on CPU; the notebooks set it from the backend.
 INTERP = True
 
@@ -114,19 +116,7 @@ SIZES: dict[str, dict[str, int]] = {
 }
 
 
-def _matmul_expression(point: tuple[int, ...], ins: Sequence[str], outs: Sequence[str], first: bool) -> str:
-    # first visit of the output block is the k == 0 step: _init zeroes it, then the dot accumulates
-    (a, b), (c,) = ins, outs
-    return f"{c} = 0; {c} += {a}·{b}" if first else f"{c} += {a}·{b}"
-
-
-# How the chapter names each kernel's operands in pictures (inputs then outputs) and writes its compute.
-DISPLAY: dict[str, tuple[tuple[str, ...], Callable | None]] = {
-    "matmul": (("A", "B", "C"), _matmul_expression),
-    "transpose": (("X", "O"), None),
-    "softmax": (("X", "O"), None),
-    "layernorm": (("X", "G", "B", "O"), None),
-}
+# How the chapter names each kernel's operands and writes its compute: pallas_course.schedule.DISPLAY.
 
 
 def _example_args(name: str, sizes: dict[str, int], dtype: Any) -> tuple[tuple[Any, ...], dict[str, int]]:
@@ -146,7 +136,7 @@ def _example_args(name: str, sizes: dict[str, int], dtype: Any) -> tuple[tuple[A
 
 def trace_reference(name: str, dtype: Any = jnp.float32, **sizes: int):
     """The one pallas_call `name` launches at `sizes` (abstract trace: nothing runs)."""
-    from .kernel_trace import trace
+    from pallas_course.kernel_trace import trace
 
     if name not in KERNELS:
         raise KeyError(f"no reference kernel {name!r}; choose one of {', '.join(KERNELS)}")
@@ -156,8 +146,8 @@ def trace_reference(name: str, dtype: Any = jnp.float32, **sizes: int):
 
 def reference_schedule(name: str, depth: int = 2, dtype: Any = jnp.float32, **sizes: int):
     """The pipeline schedule of reference kernel `name`, traced at `sizes`, with the chapter's names and lines."""
-    from .kernel_lines import code_map
-    from .schedule import schedule
+    from pallas_course.kernel_lines import code_map
+    from pallas_course.schedule import schedule
 
     info = trace_reference(name, dtype, **sizes)
     wrapper, kernel = KERNELS[name]

@@ -4,6 +4,7 @@ Everything that needs labs, points, written questions, chips or gates reads them
 """
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,13 @@ class LabSpec(_Strict):
     kernels: list[str]
     tests: list[TestSpec]
     written: list[WrittenSpec]
+    # The day this lab's model code (its `site:show` cells) goes public on the student site; None: never.
+    reveal: dt.date | None = None
+    # Extras of the student wheel this lab's set-up cell installs (LAB·1.5: "reading", tokamax).
+    helpers_extras: list[str] = []
+
+    def revealed(self, today: dt.date) -> bool:
+        return self.reveal is not None and today >= self.reveal
 
     @property
     def max_score(self) -> float:
@@ -87,13 +95,27 @@ class LabSpec(_Strict):
         raise KeyError(f"{self.id} has no test {test_id!r}; it has {[t.id for t in self.tests]}")
 
 
+class ReleaseInfo(_Strict):
+    """Where `course release` is published: a GitHub repository holding the release folder as its root."""
+
+    github: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")     # owner/name
+    branch: str = "main"
+
+    def raw_url(self, path: str) -> str:
+        return f"https://raw.githubusercontent.com/{self.github}/{self.branch}/{path}"
+
+    def colab_url(self, path: str) -> str:
+        return f"https://colab.research.google.com/github/{self.github}/blob/{self.branch}/{path}"
+
+
 class Manifest(_Strict):
     course: CourseInfo
     stage: StageInfo
     labs: list[LabSpec]
-    # Chips and gates are validated by their own modules (pallas_course.chips, pallas_course.gates).
+    # Chips and gates are validated by their own modules (pallas_course.chips, course_tools.gates).
     chips: dict[str, dict[str, Any]]
     gates: list[dict[str, Any]]
+    release: ReleaseInfo | None = None
 
     def lab(self, lab_id: str) -> LabSpec:
         for lab in self.labs:

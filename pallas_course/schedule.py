@@ -267,3 +267,18 @@ def blocks_by_operand(s: "Schedule") -> dict[str, list[str]]:
             if t.block not in row:
                 row.append(t.block)
     return out
+
+
+def _matmul_expression(point: tuple[int, ...], ins: Sequence[str], outs: Sequence[str], first: bool) -> str:
+    # first visit of the output block is the k == 0 step: _init zeroes it, then the dot accumulates
+    (a, b), (c,) = ins, outs
+    return f"{c} = 0; {c} += {a}·{b}" if first else f"{c} += {a}·{b}"
+
+
+# How the chapter names each kernel's operands in pictures (inputs then outputs) and writes its compute.
+DISPLAY: dict[str, tuple[tuple[str, ...], Callable | None]] = {
+    "matmul": (("A", "B", "C"), _matmul_expression),
+    "transpose": (("X", "O"), None),
+    "softmax": (("X", "O"), None),
+    "layernorm": (("X", "G", "B", "O"), None),
+}

@@ -68,12 +68,12 @@ from typing import Any, Literal
 import yaml
 
 from pallas_course.manifest import REPO_ROOT
+from pallas_course.notebooks import SHOW_TAG
 
 DATA_PATH = Path(__file__).with_name("walks.yml")
 Mark = Literal["algorithm", "schedule", "blank"]
 MARKS: tuple[str, ...] = ("algorithm", "schedule")
-_SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
-SHOW_TAG = "site:show"
+
 # A line that only closes brackets (and may carry a comment) says nothing of its own.
 _CLOSING_ONLY = re.compile(r"[)\]}\s,:]*(#.*)?")
 
@@ -203,26 +203,14 @@ def closing_only(text: str) -> bool:
     return _CLOSING_ONLY.fullmatch(text.strip()) is not None
 
 
-def _def_text(source: str, name: str) -> str | None:
-    """`def name` in `source`, from its first decorator to its last line, or None."""
-    tree = ast.parse(source)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            return "\n".join(source.split("\n")[start - 1:node.end_lineno])
-    return None
-
-
 def notebook_lines(path: Path, functions: list[str]) -> list[str]:
     """The `site:show` cells of the notebook at `path` that define `functions`, joined by one blank line."""
-    import nbformat
+    from pallas_course import notebooks
 
-    nb = nbformat.read(path, as_version=4)
-    shown = ["\n".join(l for l in c.source.split("\n") if l.strip() not in _SOLUTION_MARKERS)
-             for c in nb.cells if c.cell_type == "code" and SHOW_TAG in c.get("metadata", {}).get("tags", [])]
+    shown = notebooks.shown_sources(notebooks.read(path))
     parts = []
     for name in functions:
-        found = [t for t in (_def_text(src, name) for src in shown) if t is not None]
+        found = [t for t in (notebooks.def_text(src, name) for src in shown) if t is not None]
         if not found:
             raise LookupError(f"{path.name} has no {SHOW_TAG!r} cell defining {name}()")
         parts.append(found[0].rstrip("\n"))

@@ -35,7 +35,7 @@ _BUILT: dict[str, Path] = {}
 def built_site(tmp_path_factory) -> Path:
     """The site, built from this checkout into a temporary folder: its index.html (built once per run, even
     though each test module that imports this fixture registers its own copy of it)."""
-    from pallas_course.site.build import build
+    from course_tools.site.build import build
 
     if "index" not in _BUILT:
         _BUILT["index"] = build(tmp_path_factory.mktemp("site")).index

@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from pallas_course.bench import read_records
-from pallas_course.cli import app
+from course_tools.cli import app
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures"

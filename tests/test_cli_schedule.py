@@ -7,7 +7,7 @@ import xml.dom.minidom
 
 from typer.testing import CliRunner
 
-from pallas_course.cli import app
+from course_tools.cli import app
 
 runner = CliRunner()
 SEED = ["--m", "128", "--n", "128", "--k", "512", "--bm", "128", "--bn", "128", "--bk", "128"]

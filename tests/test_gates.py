@@ -1,4 +1,4 @@
-"""pallas_course.gates and .estimate: PASS/FAIL only from TPU records, QUEUED with a worked estimate otherwise."""
+"""course_tools.gates and .estimate: PASS/FAIL only from TPU records, QUEUED with a worked estimate otherwise."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,10 +9,10 @@ import pytest
 
 from pallas_course.bench import Provenance, Timing, make_record, read_records
 from pallas_course.chips import chip
-from pallas_course.estimate import (estimate_criterion, fetch_count, model_pallas_call, traced_call,
+from course_tools.estimate import (estimate_criterion, fetch_count, model_pallas_call, traced_call,
                                     unfused_softmax_bytes, xla_matmul_s)
-from pallas_course.gate_spec import gate
-from pallas_course.gates import GitFreshness, evaluate, render_text
+from course_tools.gate_spec import gate
+from course_tools.gates import GitFreshness, evaluate, render_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 G = gate("GATE-01")
@@ -118,7 +118,7 @@ def test_stale_records_stay_queued():
     def stale(record, path):
         return f"stale: {path} changed after {record.provenance.course_commit[:7]}"
     c = evaluate(G, records=read_records(FIXTURES / "gate01-pass"), freshness=stale).criteria[0]
-    assert c.status == "QUEUED" and c.ignored[0].count == 4 and "pallas_course/bench_workloads.py" in c.ignored[0].reason
+    assert c.status == "QUEUED" and c.ignored[0].count == 4 and "course_tools/bench_workloads.py" in c.ignored[0].reason
 
 
 def test_kernel_without_baseline_from_same_run_stays_queued():

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autograder.demo import demo_submissions
-from pallas_course.cli import app
+from course_tools.cli import app
 from pallas_course.manifest import manifest
 from tests.nbgrader_course import generated_course, nbgrader
 

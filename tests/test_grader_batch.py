@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import autograder.batch as batch
 from autograder.demo import filled_in
 from autograder.store import Store, grader_fingerprint, new_record
-from pallas_course.cli import app
+from course_tools.cli import app
 from pallas_course.manifest import manifest
 
 runner = CliRunner()

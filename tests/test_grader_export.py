@@ -13,7 +13,7 @@ from autograder.demo import demo_submissions
 from autograder.export import NBGRADER_COLUMNS, assignment_max_score
 from autograder.feedback import REMOVED, sanitize, to_html, to_markdown
 from autograder.results import SubmissionResult, TestResult, WrittenResult
-from pallas_course.cli import app
+from course_tools.cli import app
 from pallas_course.manifest import manifest
 from tests.nbgrader_course import generated_course, nbgrader
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from autograder.execute import execute
 from autograder.sandbox import Limits, landlock_abi
-from pallas_course.cli import app
+from course_tools.cli import app
 from pallas_course.manifest import REPO_ROOT, manifest
 from tests import hostile
 from tests.nbgrader_course import generated_course, nbgrader

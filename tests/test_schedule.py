@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental.pallas import tpu as pltpu
 
-from pallas_course import kernel_trace, reference_kernels
-from pallas_course.reference_kernels import reference_schedule
+from course_tools import reference_kernels
+from pallas_course import kernel_trace
+from course_tools.reference_kernels import reference_schedule
 from pallas_course.schedule import schedule
 
 SEED = {"m": 128, "n": 128, "k": 512, "bm": 128, "bn": 128, "bk": 128}

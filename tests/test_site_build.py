@@ -15,11 +15,11 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from pallas_course.cli import app
+from course_tools.cli import app
 from pallas_course.manifest import manifest
-from pallas_course.site import content as content_mod
-from pallas_course.site.build import SiteError, build, gather
-from pallas_course.site.notebook_cells import shown_cells, strip_markers
+from course_tools.site import content as content_mod
+from course_tools.site.build import SiteError, build, gather
+from course_tools.site.notebook_cells import shown_cells, strip_markers
 from site_browser import built_site  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,7 +160,7 @@ def test_frames_fall_back_to_reference_kernels_when_the_lab_is_missing(tmp_path)
     (root / "solutions/stage-1/lab-1.2-tiled-matmul.ipynb").unlink()
     result = build(tmp_path / "out", root=root)
     page = result.index.read_text()
-    assert "pallas_course/reference_kernels.py (reference copy: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not " \
+    assert "course_tools/reference_kernels.py (reference copy: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not " \
            "exist yet)" in page
     assert result.frames == {"ex02": 6, "ex07": 9, "ex12": 6}
     assert any("reference_kernels.py" in n for n in result.notes)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pallas_course.legality import BlockSpecError, check_block, fmt_bytes, fmt_mib, sandbox_budget
-from pallas_course.site.sandbox_data import legality_data
+from course_tools.site.sandbox_data import legality_data
 from site_browser import browser, built_site, open_page  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent

@@ -39,8 +39,8 @@ def bench(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from pallas_course.bench import BenchRecordError, collect_provenance, default_out_dir, record_file_name
-    from pallas_course.bench_workloads import mode_note, plan, run_bench
-    from pallas_course.gate_spec import gate
+    from course_tools.bench_workloads import mode_note, plan, run_bench
+    from course_tools.gate_spec import gate
     from pallas_course.manifest import ManifestError
 
     console = Console(stderr=True)

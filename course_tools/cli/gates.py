@@ -24,7 +24,7 @@ def gates(
     Examples:  course gates    ·    course gates --json > site/_data/gates.json    ·    course gates --records tests/fixtures/gate01-pass
     """
     from pallas_course.bench import BenchRecordError
-    from pallas_course.gates import evaluate, render_text
+    from course_tools.gates import evaluate, render_text
     from pallas_course.manifest import ManifestError
 
     if records is not None and not records.is_dir():

@@ -46,7 +46,9 @@ def grade(
     on Linux, no access to solutions/ or other submissions), under forced TPU interpret mode, after its
     set-up and hidden-test cells are restored from solutions/. Results are stored per submission as they
     arrive: a re-run grades only what changed, and an interrupted run loses nothing graded.
-    Exits 0 whenever grading ran, whatever the scores.
+    Exits 0 when every submission was handled, whatever the scores; 3 when some could not be (a grader or
+    report failure, a link or special file refused): each says why in results.json ('failed'), and the
+    others are graded and written as usual.
 
     Examples:
 
@@ -71,21 +73,28 @@ def grade(
     if scheduler is None:
         start_workers(jobs)   # first: the workers' imports then overlap with the imports below
     from autograder.demo import demo_submissions
-    from autograder.grade import SubmissionNotFound, find_submissions
+    from autograder.discover import SubmissionNotFound, find_submissions
     from autograder.grade_command import GradeOptions, run_grade
+    from autograder.untrusted import plain
 
     if demo:
         paths = [demo_submissions()]
     elif not paths:
         raise fail("give at least one notebook or folder to grade, or --demo")
     try:
-        notebooks = find_submissions(paths)
+        found = find_submissions(paths)
         options = GradeOptions(out=out, jobs=jobs, force=force, scheduler=scheduler, timeout_s=timeout,
                                cell_timeout_s=cell_timeout, memory_mb=memory, gradebook=gradebook)
-        run = run_grade(notebooks, paths, options, quiet=as_json)
+        run = run_grade(found, paths, options, quiet=as_json)
     except (SubmissionNotFound, ValueError, RuntimeError) as e:
-        raise fail(str(e)) from None
+        raise fail(plain(e)) from None
     if as_json:
         sys.stdout.write(run.json_text + "\n")
     else:
         run.print()
+    if run.error:
+        raise fail(plain(run.error))
+    if run.exit_code:
+        typer.echo(f"{run.unhandled} submission(s) could not be handled; each says why in "
+                   f"{out / 'results.json'} ('failed')", err=True)
+        raise typer.Exit(code=run.exit_code)

@@ -31,7 +31,7 @@ def build(
 
         course site build --out /tmp/pfz-site      # e.g. to publish from a static host
     """
-    from pallas_course.site.build import DEFAULT_OUT, SiteError, build as build_site
+    from course_tools.site.build import DEFAULT_OUT, SiteError, build as build_site
 
     try:
         result = build_site(out or DEFAULT_OUT)

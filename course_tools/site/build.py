@@ -2,7 +2,7 @@
 
 Sources, each read where it lives: course.yml (stage, labs, deliverables, weeks), site/content/ (our words),
 the labs' source notebooks (`site:show` cells; the matmul solution's pallas_call for the frames),
-pallas_course.legality and chips (EX·09's constants), pallas_course.gates (GATE 01, the data behind
+pallas_course.legality and chips (EX·09's constants), course_tools.gates (GATE 01, the data behind
 `course gates --json`). The output is `index.html` with its styles inline and its ES modules carried in an
 import map as data: URLs, so the page opens from disk (file://, where browsers refuse to fetch module
 files) as well as from any static host, and fetches nothing at run time.
@@ -166,7 +166,7 @@ def _lab_for_kernel(m: Manifest, kernel: str) -> LabSpec:
 def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
     """Everything the template needs, computed from the sources under `root` and `assets`."""
     from pallas_course.bench import BenchRecordError
-    from pallas_course.gates import evaluate
+    from course_tools.gates import evaluate
     from pallas_course.manifest import ManifestError
 
     try:

@@ -1,11 +1,11 @@
 """The frames EX·02, EX·07 and EX·12 play: the schedule model run on the lab solution's real pallas_call.
 
 The lab's source notebook (course.yml `source:`) is executed for its definitions
-(autograder.notebook_code.load), its wrapper is traced abstractly at the chapter's sizes
+(pallas_course.notebooks.load), its wrapper is traced abstractly at the chapter's sizes
 (pallas_course.kernel_trace: nothing runs), and pallas_course.schedule turns the traced grid and BlockSpecs
 into frames at 2 buffers and at 1. Lines come from the notebook's own `site:show` cells
 (pallas_course.kernel_lines). Only when the lab is not written yet (no notebook, no such function, or a stub
-that raises) do the frames come from pallas_course.reference_kernels, and the page says so.
+that raises) do the frames come from course_tools.reference_kernels, and the page says so.
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from pallas_course import reference_kernels
+from course_tools import reference_kernels
 from pallas_course.kernel_lines import code_map
 from pallas_course.kernel_trace import PallasCallInfo, trace
 from pallas_course.manifest import LabSpec
-from pallas_course.schedule import Schedule, schedule
+from pallas_course.schedule import DISPLAY, Schedule, schedule
 
 from .notebook_cells import Mark, cell_defining, function_from_cell, listing_marks, shown_cells
 
@@ -59,7 +59,7 @@ def _matmul_args(sizes: dict[str, int], dtype: Any) -> tuple[tuple[Any, ...], di
 
 
 def _load_namespace(path: Path) -> dict[str, Any]:
-    from autograder.notebook_code import load
+    from pallas_course.notebooks import load
 
     with contextlib.redirect_stdout(io.StringIO()):     # the set-up cell announces its mode
         return load(path)
@@ -68,7 +68,7 @@ def _load_namespace(path: Path) -> dict[str, Any]:
 def matmul_schedules(root: Path, lab: LabSpec, dtype: Any = np.float32) -> LabSchedules:
     """EX·02/07/12's matmul, from `lab`'s source notebook under `root` (reference_kernels if not written)."""
     sizes = dict(reference_kernels.SIZES["matmul"])
-    names, expression = reference_kernels.DISPLAY["matmul"]
+    names, expression = DISPLAY["matmul"]
     args, kwargs = _matmul_args(sizes, dtype)
     path = root / lab.source
     reason = None
@@ -99,7 +99,7 @@ def matmul_schedules(root: Path, lab: LabSpec, dtype: Any = np.float32) -> LabSc
         code = code_map(reference_kernels.matmul_kernel, reference_kernels.matmul)
         k_len = code.lines.index("")
         marks = tuple(["alg"] * k_len + ["plain"] + ["sch"] * (len(code.lines) - k_len - 1))
-        origin = "pallas_course/reference_kernels.py"
+        origin = "course_tools/reference_kernels.py"
     return LabSchedules(
         kernel="matmul_kernel", wrapper="matmul", sizes=sizes, dtype=np.dtype(dtype).name, info=info,
         depth2=schedule(info, 2, names=names, expression=expression, code=code),

@@ -16,9 +16,9 @@ from typing import Any, Callable, Literal
 
 import nbformat
 
+from pallas_course.notebooks import SHOW_TAG, strip_markers
+
 Mark = Literal["alg", "sch", "plain"]
-SHOW_TAG = "site:show"
-_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 _GRID_QUERY = re.compile(r"\bpl\.(program_id|num_programs)\s*\(")
 
 
@@ -35,10 +35,6 @@ class ShownCell:
 
     def defines(self, name: str) -> bool:
         return re.search(rf"^def {re.escape(name)}\(", self.source, re.M) is not None
-
-
-def strip_markers(source: str) -> str:
-    return "\n".join(line for line in source.split("\n") if line.strip() not in _MARKERS)
 
 
 def line_marks(lines: list[str], role: Mark) -> tuple[Mark, ...]:
@@ -69,7 +65,7 @@ def cell_defining(cells: list[ShownCell], name: str) -> ShownCell | None:
 def function_from_cell(cell: ShownCell, name: str, namespace: dict[str, Any], label: str) -> Callable:
     """`name` as defined by `cell`'s text, compiled so that `inspect.getsource` returns that text.
 
-    The notebook's definitions run once, in `namespace` (autograder.notebook_code.load); this re-compiles the
+    The notebook's definitions run once, in `namespace` (pallas_course.notebooks.load); this re-compiles the
     shown cell under its own file name in linecache, so kernel_lines can read line numbers from what the page
     prints, not from the .ipynb file.
     """

@@ -1,7 +1,7 @@
 // BlockSpec legality and the VMEM budget, in the page: a line-for-line mirror of pallas_course/legality.py
 // (check_block, sandbox_budget, fmt_bytes, fmt_mib). Pure functions, no DOM: the sandbox module calls them,
 // and tests/test_site_legality.py runs them (in node and in Chromium) against the Python rules on a shared
-// table of cases. Every constant comes in through `data` (pallas_course/site/sandbox_data.py).
+// table of cases. Every constant comes in through `data` (course_tools/site/sandbox_data.py).
 
 export class BlockSpecError extends Error {}
 

@@ -1,0 +1,66 @@
+"""Imports point one way: course_tools -> autograder -> pallas_course. A student's wheel holds pallas_course
+alone, so it must import nothing else of ours; the grader must not reach up into the instructor tools."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Each part and the parts it may import (itself included).
+ALLOWED = {
+    "pallas_course": {"pallas_course"},
+    "autograder": {"autograder", "pallas_course"},
+    "course_tools": {"course_tools", "autograder", "pallas_course"},
+}
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) for every import in `path`, relative ones resolved, lazy ones included."""
+    package = _module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            found.append((node.lineno, ".".join([*base, node.module] if node.module else base)))
+    return found
+
+
+def back_edges(parts: dict[str, set[str]] = ALLOWED, root: Path = ROOT) -> list[str]:
+    edges = []
+    for part, allowed in parts.items():
+        for path in sorted((root / part).rglob("*.py")):
+            for line, module in _imports(path, root):
+                top = module.split(".")[0]
+                if top in parts and top not in allowed:
+                    edges.append(f"{path.relative_to(root)}:{line} imports {module} ({part} may import "
+                                 f"{', '.join(sorted(allowed))})")
+    return edges
+
+
+def test_no_part_imports_a_part_above_it() -> None:
+    assert back_edges() == []
+
+
+def test_the_walk_finds_a_back_edge(tmp_path: Path) -> None:
+    """The check itself: a lazy, relative-free import from the student package into the grader is caught."""
+    (tmp_path / "pallas_course").mkdir()
+    (tmp_path / "pallas_course" / "__init__.py").write_text("")
+    (tmp_path / "pallas_course" / "x.py").write_text("def f():\n    from autograder.grade import grade\n")
+    assert back_edges(ALLOWED, tmp_path) == [
+        "pallas_course/x.py:2 imports autograder.grade (pallas_course may import pallas_course)"]
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_every_part_is_a_package(part: str) -> None:
+    assert (ROOT / part / "__init__.py").is_file()
