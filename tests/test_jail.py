@@ -1,0 +1,341 @@
+"""The jail student code runs in (autograder/jail.py): what it cannot see, reach or exhaust.
+
+Each test runs a tiny Python script inside a fresh jail. Without bwrap or user namespaces the tests skip
+and say why; under CI (CI=true) they fail instead, since CI must prove the jail."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import jail
+from autograder.jail import JailLimits
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = JailLimits(memory_mb=256, pids=64, cpu_s=30, file_mb=16, tmpfs_mb=32)
+
+
+def _need(problem: str | None) -> None:
+    if problem is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must be able to jail student code: {problem}")
+    pytest.skip(problem)
+
+
+NO_JAIL_NEEDED = {"test_no_jail_runs_a_plain_process_with_the_given_environment_and_limits",
+                  "test_without_bwrap_jail_problem_says_so_and_start_refuses",
+                  "test_python_binds_are_the_environment_folders_never_the_repository_or_root"}
+
+
+@pytest.fixture(autouse=True)
+def jail_available(request: pytest.FixtureRequest) -> None:
+    if request.function.__name__ not in NO_JAIL_NEEDED:
+        _need(jail.jail_problem())
+
+
+@pytest.fixture
+def cgroups() -> None:
+    _need(None if jail._cgroups_writable() else "no permission to make cgroups here (memory and pids limits)")
+
+
+def run(script: str, *, limits: JailLimits = SMALL, binds: list | None = None, env: dict | None = None,
+        jailed: bool = True, timeout: float = 30, stdin: bytes = b"") -> tuple[str, str, str]:
+    """(stdout, stderr, ended) of `python -c script` in a fresh jail."""
+    with jail.start([sys.executable, "-c", script], binds=jail.python_binds() if binds is None else binds,
+                    env=env or {}, limits=limits, jailed=jailed) as j:
+        out, err = j.process.communicate(stdin, timeout=timeout)
+        j.wait()
+        return out.decode(), err.decode(), j.ended() or ""
+
+
+def test_the_jail_sees_nothing_of_the_repository_root_or_the_graders_environment(monkeypatch):
+    monkeypatch.setenv("COURSE_SECRET_FOR_TEST", "hunter2")
+    script = f"""
+import os
+for p in [{str(REPO / "solutions")!r}, {str(REPO / "autograder")!r}, {str(REPO / "autograder/keys")!r},
+          {str(REPO / "course.yml")!r}, "/root/.bashrc", "/home", "/work/main/grades", "/etc/passwd", "/sys"]:
+    try:
+        open(p).read() if os.path.isfile(p) else os.listdir(p)
+        print("READ", p)
+    except OSError:
+        pass
+print(sorted(os.listdir("/root")), sorted(os.listdir("/root/.pyenv")))
+print("hunter2" in repr(dict(os.environ)), sorted(os.environ))
+"""
+    out, err, ended = run(script, env={"GIVEN": "1"})
+    assert (ended, err) == ("exit 0", "")
+    reads, listing, env_line = out.splitlines()[:-2], out.splitlines()[-2], out.splitlines()[-1]
+    assert reads == []
+    assert listing == "['.pyenv'] ['versions']"   # /root is only the path down to the bound Python
+    assert env_line.startswith("False ") and "'GIVEN'" in env_line and "COURSE_SECRET" not in env_line
+
+
+def test_python_binds_are_the_environment_folders_never_the_repository_or_root():
+    binds = jail.python_binds()
+    assert sys.prefix in binds or os.path.realpath(sys.prefix) in binds
+    for wide in ("/", "/root", str(REPO)):
+        assert wide not in binds
+    assert not any(REPO.is_relative_to(b) for b in binds)
+
+
+def test_proc_shows_only_the_jail_and_no_host_sockets(tmp_path):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "grader.sock"))
+    server.listen()
+    script = f"""
+import os
+print(sorted(p for p in os.listdir("/proc") if p.isdigit()), os.getpid())
+print(os.path.exists("/proc/{os.getpid()}/cmdline"), os.path.exists("/proc/{os.getppid()}/environ"))
+print(open("/proc/net/unix").read().count("\\n"), "grader.sock" in open("/proc/net/unix").read())
+"""
+    try:
+        out, err, ended = run(script)
+    finally:
+        server.close()
+    assert ended == "exit 0", err
+    assert out.splitlines() == ["['1', '2'] 2", "False False", "1 False"]   # pid 1 is bwrap's reaper
+
+
+def test_no_network_tcp_udp_or_host_unix_sockets(tmp_path):
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(str(tmp_path / "s"))
+    unix.listen()
+    script = f"""
+import socket
+for family, address in [(socket.AF_INET, ("127.0.0.1", {tcp.getsockname()[1]})),
+                        (socket.AF_UNIX, {str(tmp_path / "s")!r})]:
+    try:
+        socket.socket(family).connect(address)
+        print("connected", address)
+    except OSError as e:
+        print(type(e).__name__)
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", {udp.getsockname()[1]}))
+try:
+    socket.create_connection(("pypi.org", 443), timeout=2)
+    print("internet")
+except OSError as e:
+    print(type(e).__name__)
+"""
+    try:
+        out, err, ended = run(script)
+        udp.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            udp.recv(16)
+    finally:
+        tcp.close(), udp.close(), unix.close()
+    assert ended == "exit 0", err
+    assert out.splitlines() == ["ConnectionRefusedError", "FileNotFoundError", "gaierror"]
+
+
+def test_runs_as_uid_65534_inside_and_on_the_host_with_no_capabilities():
+    script = """
+import os, sys
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(os.getuid(), os.getgid(), os.getgroups(), status["CapEff"].strip(), status["CapBnd"].strip())
+sys.stdout.flush()
+sys.stdin.read()
+"""
+    with jail.start([sys.executable, "-c", script], binds=jail.python_binds(), env={}, limits=SMALL) as j:
+        line = j.process.stdout.readline().decode()
+        host_uids = {int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+                     for pid in ([j.process.pid] + (j._cgroups.pids() if j._cgroups else []))}
+        j.process.stdin.close()
+        assert j.wait(10) == 0
+    assert line.split() == ["65534", "65534", "[]", "0000000000000000", "0000000000000000"]
+    assert host_uids == {65534} or os.geteuid() != 0
+
+
+def test_sysv_shared_memory_stays_in_the_jails_ipc_namespace():
+    key = 0x5EED0C0
+    script = f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.shmget({key}, 4096, 0o1000 | 0o600) >= 0)   # IPC_CREAT
+print(open("/proc/sysvipc/shm").read().count("\\n"))
+"""
+    out, err, ended = run(script)
+    assert (ended, out.split()) == ("exit 0", ["True", "2"]), err   # header + its own segment only
+    host = Path("/proc/sysvipc/shm").read_text().split("\n")[1:]
+    assert not any(line.split() and line.split()[0] == str(key) for line in host)
+
+
+def test_a_fork_bomb_stops_at_the_pids_limit_and_the_grader_is_fine(cgroups):
+    script = """
+import os, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print(n, type(e).__name__)
+"""
+    t = time.monotonic()
+    out, err, ended = run(script, limits=JailLimits(pids=24, memory_mb=512, cpu_s=30, file_mb=4, tmpfs_mb=4))
+    n, error = out.split()
+    assert (ended, error) == ("exit 0", "BlockingIOError"), err
+    assert 10 < int(n) < 24   # bwrap, its reaper and the script's own threads count too
+    assert time.monotonic() - t < 10   # the sleeping children died with the jail's main process
+    assert subprocess.run(["true"]).returncode == 0
+
+
+def test_a_setsid_child_does_not_outlive_the_main_process():
+    marker = f"course-jail-test-{os.getpid()}-{time.monotonic_ns()}"
+    script = f"""
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(60)   # {marker}
+    os._exit(0)
+time.sleep(0.3)
+"""
+    out, err, ended = run(script)
+    assert ended == "exit 0", err
+    time.sleep(0.2)
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
+    assert left == []
+
+
+def _cmdline_has(proc: Path, marker: str) -> bool:
+    try:
+        return marker.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+MEMORY_HOGS = {
+    "shared anonymous mmap": """
+import mmap
+m = mmap.mmap(-1, 512 * 2**20, flags=mmap.MAP_SHARED)
+for i in range(0, len(m), 4096):
+    m[i] = 1
+""",
+    "/dev/shm": """
+with open("/dev/shm/hog", "wb") as f:
+    for _ in range(512):
+        f.write(b"x" * 2**20)
+""",
+    "the /tmp tmpfs": """
+for i in range(32):
+    with open(f"/tmp/hog{i}", "wb") as f:
+        for _ in range(16):
+            f.write(b"x" * 2**20)
+""",
+}
+
+
+@pytest.mark.parametrize("how", MEMORY_HOGS)
+def test_memory_past_the_limit_ends_the_jail_with_memory_limit(how, cgroups):
+    limits = JailLimits(memory_mb=128, pids=64, cpu_s=30, file_mb=1024, tmpfs_mb=1024)
+    out, err, ended = run(MEMORY_HOGS[how], limits=limits)
+    assert ended == "memory limit (128 MB)", (out, err)
+
+
+def test_a_busy_loop_ends_with_cpu_time_limit():
+    out, err, ended = run("while True: pass", limits=JailLimits(cpu_s=1, pids=64, memory_mb=256))
+    assert ended == "CPU time limit (1 s)", err
+
+
+def test_tmpfs_size_and_file_size_limits():
+    script = """
+import os
+
+def fill(path, mb):
+    try:
+        with open(path, "wb") as f:
+            for _ in range(mb):
+                f.write(b"x" * 2**20)
+        return "ok"
+    except OSError as e:
+        return e.strerror
+print(fill("/tmp/big", 24))          # one file past file_mb
+os.remove("/tmp/big")
+print(fill("/tmp/a", 12), fill("/tmp/b", 12), fill("/tmp/c", 12))   # together past tmpfs_mb
+"""
+    out, err, ended = run(script, limits=JailLimits(memory_mb=256, pids=64, cpu_s=30, file_mb=16, tmpfs_mb=32))
+    assert ended == "exit 0", err
+    assert out.splitlines() == ["File too large", "ok ok No space left on device"]
+
+
+def test_writes_outside_tmp_fail():
+    script = f"""
+import os
+for path in ["/x", "/usr/x", "/dev/x", "/proc/x", {sys.prefix + "/x"!r}, {sys.base_prefix + "/x"!r}, "/root/x"]:
+    try:
+        open(path, "w").close()
+        print("WROTE", path)
+    except OSError:
+        pass
+open("/tmp/ok", "w").close(); open(os.environ["HOME"] + "/ok", "w").close()
+print(os.environ["HOME"], os.getcwd())
+"""
+    out, err, ended = run(script)
+    assert (ended, out.splitlines()) == ("exit 0", ["/tmp/home /tmp"]), err
+
+
+def test_jax_runs_a_pallas_call_in_tpu_interpret_mode_inside():
+    script = """
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+def double_plus_one(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2 + 1
+
+x = jnp.arange(8 * 128, dtype=jnp.float32).reshape(8, 128)
+y = pl.pallas_call(double_plus_one, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                   interpret=pltpu.InterpretParams())(x)
+print(bool(jnp.array_equal(y, x * 2 + 1)), jax.default_backend())
+"""
+    out, err, ended = run(script, env={"JAX_PLATFORMS": "cpu"}, timeout=120,
+                          limits=JailLimits(memory_mb=2048, pids=256, cpu_s=120, file_mb=16, tmpfs_mb=64))
+    assert (ended, out.split()) == ("exit 0", ["True", "cpu"]), err[-2000:]
+
+
+def test_how_it_ended_in_words():
+    assert run("raise SystemExit(3)")[2] == "exit 3"
+    assert run("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")[2] == "signal SIGSEGV"
+    with jail.start([sys.executable, "-c", "import time; time.sleep(60)"], binds=jail.python_binds(), env={},
+                    limits=SMALL) as j:
+        assert j.wait(0.2) is None and j.ended() is None
+        j.kill()
+        j.kill()   # idempotent
+        assert j.ended() == "killed by the grader"
+        assert all(not d.exists() for d in (j._cgroups.dirs.values() if j._cgroups else []))
+
+
+def test_no_jail_runs_a_plain_process_with_the_given_environment_and_limits(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_SECRET_FOR_TEST", "hunter2")
+    # PWD (the shell's) and LC_CTYPE (Python's locale coercion) describe the process itself
+    script = "import os; print(sorted(set(os.environ) - {'PWD', 'LC_CTYPE'}), os.getcwd()); raise SystemExit(4)"
+    with jail.start([sys.executable, "-c", script], binds=[], env={"GIVEN": "1"}, limits=SMALL, jailed=False,
+                    cwd=str(tmp_path)) as j:
+        out, err = j.process.communicate(timeout=30)
+        assert (j.wait(), j.ended()) == (4, "exit 4"), err
+    assert out.decode().split() == ["['GIVEN']", str(tmp_path)]
+    _, err, ended = run("while True: pass", jailed=False, limits=JailLimits(cpu_s=1))
+    assert ended == "CPU time limit (1 s)", err
+
+
+def test_without_bwrap_jail_problem_says_so_and_start_refuses(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    assert jail.jail_problem() == "bubblewrap is not installed (`apt-get install bubblewrap`)"
+    with pytest.raises(jail.JailUnavailable) as e:
+        jail.start(["true"], binds=[], env={}, limits=SMALL)
+    assert str(e.value) == (
+        "cannot jail student code: bubblewrap is not installed (`apt-get install bubblewrap`); `--no-jail` runs "
+        "student code as a plain process with the same limits but no namespaces: it can then read what the "
+        "grading user can, see its processes and use the network")
