@@ -274,6 +274,12 @@ def _data(path: Path = DATA_PATH) -> list[dict[str, Any]]:
 
 def _read_code(source: dict[str, Any], root: Path) -> tuple[int, list[str], str, str]:
     """(first line, lines, source path, origin) of a walk's code; raises LookupError when it can't be read."""
+    # A student release bakes a notebook walk's code in (`lines`), or says when it goes public (`withheld`):
+    # students have no solutions/ (course_tools.release).
+    if "withheld" in source:
+        raise LookupError(str(source["withheld"]))
+    if "lines" in source:
+        return 1, [str(line) for line in source["lines"]], source["notebook"], str(source["origin"])
     if "notebook" in source:
         path = root / source["notebook"]
         if not path.exists():

@@ -9,6 +9,7 @@ files) as well as from any static host, and fetches nothing at run time.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
@@ -116,6 +117,8 @@ class LabView:
     spec: LabSpec
     cells: list[ShownCell]
     exists: bool
+    shown_from: str = ""                # the notebook the cells come from (the stubs until the reveal date)
+    withheld: str | None = None         # student mode, before the reveal date: when the model code appears
 
     @property
     def anchor(self) -> str:
@@ -163,8 +166,17 @@ def _lab_for_kernel(m: Manifest, kernel: str) -> LabSpec:
     raise SiteError(f"course.yml: no lab lists kernel {kernel!r} under `kernels:`; the instruments draw its schedule")
 
 
-def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
-    """Everything the template needs, computed from the sources under `root` and `assets`."""
+def withheld_note(lab: LabSpec) -> str:
+    when = f"on {lab.reveal.isoformat()}" if lab.reveal else "when your instructor publishes it"
+    return f"{lab.code}'s model code appears here {when}; until then this shows the cells you fill in."
+
+
+def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | None = None) -> dict[str, Any]:
+    """Everything the template needs, computed from the sources under `root` and `assets`.
+
+    `public_on` builds the student site as of that day: a lab's `site:show` code (its cells, its walks, the
+    EX·12 listing) appears only from its `reveal` date in course.yml; before it, the stubs students fill in.
+    None builds the instructor's page, with every solution."""
     from pallas_course.bench import BenchRecordError
     from course_tools.gates import evaluate
     from pallas_course.manifest import ManifestError
@@ -177,16 +189,24 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
         content = content_mod.load(assets / CONTENT_FILE, {lab.code for lab in m.labs})
     except content_mod.ContentError as e:
         raise SiteError(str(e)) from None
+    hidden = {lab.code for lab in m.labs if public_on is not None and not lab.revealed(public_on)}
     labs = []
     for lab in m.labs:
-        path = root / lab.source
-        labs.append(LabView(lab, shown_cells(path) if path.exists() else [], path.exists()))
+        shown = lab.notebook if lab.code in hidden else lab.source
+        path = root / shown
+        labs.append(LabView(lab, shown_cells(path) if path.exists() else [], path.exists(), shown,
+                            withheld_note(lab) if lab.code in hidden else None))
     by_code = {lab.code: lab for lab in m.labs}
 
     try:
         sched = matmul_schedules(root, _lab_for_kernel(m, "matmul"))
     except LabTraceError as e:
         raise SiteError(str(e)) from None
+    listing = _listing(sched.listing, sched.marks)
+    matmul_lab = _lab_for_kernel(m, "matmul")
+    if matmul_lab.code in hidden:       # the schedule stays; the model code's text goes until its reveal date
+        listing = [{**row, "text": ""} for row in listing]
+        listing[0]["text"] = f"# {withheld_note(matmul_lab)}"
     ex = content.instruments
     origin_note = sched.origin + (f" (reference copy: {sched.fallback})" if sched.fallback else "")
     instruments = {
@@ -196,7 +216,7 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
         "ex07": {"meta": ex["ex07"], "frames": [frame_view(sched.depth1, f, sched.unit) for f in sched.depth1.frames],
                  "note": _fill(ex["ex07"].note)},
         "ex12": {"meta": ex["ex12"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
-                 "listing": _listing(sched.listing, sched.marks), "note": _fill(ex["ex12"].note, notebook=origin_note)},
+                 "listing": listing, "note": _fill(ex["ex12"].note, notebook=origin_note)},
     }
     for key in ("ex02", "ex07", "ex12"):
         instruments[key]["idle"] = sum(f["idle"] for f in instruments[key]["frames"])
@@ -218,6 +238,11 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS) -> dict[str, Any]:
     # to that lab, not the chapter page. It carries no marks (students write them; the key is grader-side only,
     # autograder/keys/tokamax_reading.yml), so nothing here could publish the key.
     for spec in content.walks:
+        if spec.lab in hidden:
+            walk = Walk(spec.id, spec.code, spec.title, (), (), (), by_code[spec.lab].notebook, None,
+                        missing=f"{spec.lab}'s model code appears here on {by_code[spec.lab].reveal}")
+            walks.append({"walk": walk, "listing": [], "steps": []})
+            continue
         try:
             walk = build_walk(root, spec, by_code[spec.lab].source)
         except ValueError as e:     # walks.yml malformed (pallas_course.walks.WalkDataError)
@@ -265,10 +290,12 @@ def render(ctx: dict[str, Any], assets: Path = ASSETS) -> str:
     return env.get_template("page.html.j2").render(**ctx, css=Markup(css), import_map=Markup(import_map(assets)))
 
 
-def build(out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS) -> BuildResult:
-    """Build the site into `out` (created if needed); returns what was written and where each part came from."""
+def build(out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS,
+          public_on: dt.date | None = None) -> BuildResult:
+    """Build the site into `out` (created if needed); returns what was written and where each part came from.
+    `public_on`: the student site as of that day (see gather)."""
     t0 = time.perf_counter()
-    ctx = gather(root, assets)
+    ctx = gather(root, assets, public_on)
     html = render(ctx, assets)
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
@@ -285,6 +312,7 @@ def build(out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS
     return BuildResult(
         index=index, bytes=len(html.encode()), seconds=time.perf_counter() - t0,
         frames={k: len(ctx["instruments"][k]["frames"]) for k in ("ex02", "ex07", "ex12")},
-        labs={lab.spec.code: (f"{lab.spec.source}, {len(lab.cells)} site:show cells" if lab.exists
-                              else f"{lab.spec.source} not written yet") for lab in ctx["labs"]},
+        labs={lab.spec.code: (f"{lab.shown_from}, {len(lab.cells)} site:show cells"
+                              + (f" (stubs: reveal {lab.spec.reveal})" if lab.withheld else "") if lab.exists
+                              else f"{lab.shown_from} not written yet") for lab in ctx["labs"]},
         walks=walks, gate=f"{ctx['gate'].title} {ctx['gate'].status}", notes=notes)
