@@ -4,23 +4,41 @@ Outputs under `out`: results.json and results.csv (the JSON contract of `course 
 nbgrader-grades.csv (`nbgrader export`'s columns), feedback/<submission>.md and .html, executed/ (notebooks
 safe to hand back: no hidden tests), instructor/ (the whole executed notebooks), submissions/ (one record per
 submission; see autograder.store). With a gradebook: the scores merged into it (autograder.export).
+
+No submission can stop the batch: what is found is decided by autograder.discover (links and special files
+refused, extra notebooks ignored, timestamps validated), and a failure while showing or writing one
+submission is recorded in its `failed` field (report.Failures) while the others go on. `GradeRun.unhandled`
+counts the submissions that could not be handled; the command exits with `EXIT_UNHANDLED` when there are any.
+
+A notebook whose path is not plain text (bytes that are not UTF-8, control characters) is graded from a
+copy under `out/.staged/`, named as shown (U+FFFD for each such byte), so every label, record key and
+report path is text.
 """
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
+from rich.text import Text
 
+from autograder import untrusted
 from autograder.batch import Outcome, run_batch, summary_rows
-from autograder.export import merge_into_gradebook, write_nbgrader_csv
-from autograder.feedback import write_feedback
-from autograder.report import BatchProgress, print_summary, print_table, to_json, write_reports
-from autograder.results import SubmissionResult
+from autograder.discover import Discovery, Skipped
+from autograder.export import GradebookError, merge_into_gradebook, one_per_student_lab, write_nbgrader_csv
+from autograder.feedback import feedback_stem, write_feedback
+from autograder.report import (BatchProgress, Failures, handled_line, print_summary, print_table, to_json,
+                               write_reports)
+from autograder.results import IgnoredFile, SubmissionResult
 from autograder.sandbox import Limits, sandbox_status
 
-TABLES_UP_TO = 10   # print one table per submission for batches this small; the summary always
+TABLES_UP_TO = 10      # print one table per submission for batches this small; the summary always
+EXIT_UNHANDLED = 3     # some submissions could not be handled (each says why in results.json)
+GRADER_FAILED = "the grader failed"   # how autograder.batch starts the error of a grader failure
+STAGED = ".staged"
 
 
 @dataclass(frozen=True)
@@ -41,50 +59,165 @@ class GradeOptions:
 @dataclass
 class GradeRun:
     outcomes: list[Outcome]
+    results: list[SubmissionResult] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def results(self) -> list[SubmissionResult]:
-        return [o.result for o in self.outcomes]
+    failures: Failures = field(default_factory=Failures)
+    refused: int = 0
+    ignored: int = 0
+    error: str | None = None     # a problem of the whole run (the gradebook), reported after the rest
 
     @property
     def json_text(self) -> str:
         return to_json(self.results)
 
+    @property
+    def unhandled(self) -> int:
+        return sum(r.failed is not None for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_UNHANDLED if self.unhandled else 0
+
     def print(self, console: Console | None = None) -> None:
         console = console or Console()
-        if len(self.outcomes) <= TABLES_UP_TO:
-            print_table(self.results, console)
-        print_summary(summary_rows(self.outcomes), sandbox=sandbox_status(), console=console)
+        if len(self.results) <= TABLES_UP_TO:
+            print_table(self.results, console, self.failures)
+        print_summary(summary_rows(self.outcomes), sandbox=sandbox_status(), console=console,
+                      failed=self.unhandled, refused=self.refused, ignored=self.ignored)
         for note in self.notes:
-            console.print(f"  {note}", highlight=False)
-        console.print("wrote " + " and ".join(str(p) for p in self.written[:2]), highlight=False, soft_wrap=True)
+            console.print(Text(f"  {untrusted.plain(note)}"))
+        console.print(Text("wrote " + " and ".join(str(p) for p in self.written[:2])), soft_wrap=True)
         if len(self.written) > 2:
-            console.print("  also: " + ", ".join(str(p) for p in self.written[2:]), highlight=False, soft_wrap=True)
+            console.print(Text("  also: " + ", ".join(str(p) for p in self.written[2:])), soft_wrap=True)
 
 
 def _root(given: Sequence[Path]) -> Path | None:
     return given[0] if len(given) == 1 and given[0].is_dir() else None
 
 
-def run_grade(notebooks: list[Path], given: Sequence[Path], options: GradeOptions, *, quiet: bool = False) -> GradeRun:
-    """Grade `notebooks` (found under `given`) and write the reports; progress on stderr unless `quiet`."""
-    root = _root(given)
-    progress = BatchProgress(Console(stderr=True, quiet=quiet))
+def _batch_label(path: Path, root: Path | None) -> str:
+    """The label autograder.batch gives `path` (grade.submission_label's rule)."""
+    return str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+
+
+def _stage(path: Path, label: str, staging: Path) -> Path:
+    """A copy of `path` at `staging/<label>`, the label's parts kept inside `staging`."""
+    parts = [p for p in Path(label).parts if p not in ("/", "..", ".", "")] or ["submission.ipynb"]
+    dest = staging.joinpath(*parts)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, dest, follow_symlinks=False)
+    return dest
+
+
+def _grade(found: Discovery, options: GradeOptions, progress: BatchProgress,
+           failures: Failures) -> list[Outcome]:
+    root = found.root
+    plain, odd = [], []
+    for path in found.notebooks:
+        (plain if _batch_label(path, root) == found.label(path) else odd).append(path)
+    batches: list[tuple[list[Path], Path | None]] = [(plain, root)] if plain else []
+    if odd:
+        staging = options.out / STAGED
+        shutil.rmtree(staging, ignore_errors=True)
+        staged = []
+        for path in odd:
+            try:
+                staged.append(_stage(path, found.label(path), staging))
+            except OSError as e:
+                failures.add(found.label(path), "copying the notebook to grade it", e)
+        batches.append((staged, staging))
+    outcomes: list[Outcome] = []
+    for paths, batch_root in batches:
+        outcomes += run_batch(paths, out_dir=options.out, root=batch_root, jobs=options.jobs, force=options.force,
+                              limits=options.limits(), scheduler=options.scheduler, on_plan=progress.planned,
+                              on_outcome=progress.advance)
+    return outcomes
+
+
+def _folders(label: str) -> list[str]:
+    return [str(p) for p in Path(label).parents]
+
+
+def _attach(found: Discovery, outcomes: list[Outcome], failures: Failures) -> list[Outcome]:
+    """Each result with its timestamp, its grader failure, and the files of its folder not graded; a file
+    not graded with no result beside it becomes a result of its own (score 0, the reason)."""
+    by_label = {found.label(p): p for p in found.notebooks}
+    by_folder: dict[str, list[int]] = {}
+    for i, o in enumerate(outcomes):
+        by_folder.setdefault(str(Path(o.result.submission).parent), []).append(i)
+    extra: dict[int, list[IgnoredFile]] = {}
+    alone: list[Skipped] = []
+    for s in found.skipped:
+        near = next((by_folder[f] for f in _folders(s.label) if f in by_folder), None)
+        if near is None:
+            alone.append(s)
+        for i in near or []:
+            extra.setdefault(i, []).append(IgnoredFile(name=s.label, reason=s.reason))
+    out = []
+    for i, o in enumerate(outcomes):
+        r = o.result
+        update: dict = {"ignored": [*r.ignored, *extra.get(i, [])]}
+        path = by_label.get(r.submission)
+        stamp = found.timestamps.get(path) if path is not None else None
+        if stamp is not None:
+            update["timestamp"] = stamp.value
+            if stamp.problem:
+                update["notes"] = [*r.notes, stamp.problem]
+        if r.error and r.error.startswith(GRADER_FAILED) and not r.failed:
+            update["failed"] = r.error
+        out.append(Outcome(o.label, SubmissionResult.model_validate(r.model_copy(update=update).model_dump()),
+                           o.reused, o.seconds))
+    for label, lines in failures.by_submission.items():   # notebooks that never reached the batch
+        if label not in {o.result.submission for o in out}:
+            out.append(Outcome(label, _not_graded(label, "; ".join(lines), failed=True), False, 0.0))
+    for s in alone:
+        out.append(Outcome(s.label, _not_graded(s.label, s.reason, failed=s.refused), False, 0.0))
+    return out
+
+
+def _not_graded(label: str, why: str, *, failed: bool) -> SubmissionResult:
+    from autograder.discover import lab_file_names
+    from pallas_course.manifest import manifest
+
+    lab_id = lab_file_names().get(Path(label).name)
+    top = manifest().lab(lab_id).autograded_max if lab_id else 0
+    return SubmissionResult(submission=label, lab=lab_id, score=0, max_score=top, tests=[],
+                            error=f"not graded: {why}", failed=f"not graded: {why}" if failed else None)
+
+
+def run_grade(found: Discovery | list[Path], given: Sequence[Path], options: GradeOptions, *,
+              quiet: bool = False) -> GradeRun:
+    """Grade what `found` holds (a Discovery, or the notebooks themselves, found under `given`) and write
+    the reports; progress on stderr unless `quiet`."""
+    if not isinstance(found, Discovery):
+        found = Discovery(_root(given), notebooks=list(found))
+    failures = Failures()
+    progress = BatchProgress(Console(stderr=True, quiet=quiet), failures)
     with progress:
-        outcomes = run_batch(notebooks, out_dir=options.out, root=root, jobs=options.jobs, force=options.force,
-                             limits=options.limits(), scheduler=options.scheduler, on_plan=progress.planned,
-                             on_outcome=progress.advance)
-    run = GradeRun(outcomes)
-    results = run.results
-    json_path, csv_path = write_reports(results, options.out)
-    run.written += [json_path, csv_path, write_nbgrader_csv(results, options.out / "nbgrader-grades.csv", root=root)]
-    for r in results:
-        write_feedback(r, options.out)
-    run.written.append(options.out / "feedback")
+        outcomes = _grade(found, options, progress, failures)
+    outcomes = _attach(found, outcomes, failures)
+    run = GradeRun(outcomes, [o.result for o in outcomes], failures=failures,
+                   refused=sum(s.refused for s in found.skipped), ignored=sum(not s.refused for s in found.skipped))
+    out, root = options.out, found.root
+    out.mkdir(parents=True, exist_ok=True)
+    for r in run.results:
+        with failures.guard(r.submission, f"the feedback page ({feedback_stem(out, r).name})"):
+            write_feedback(r, out)
+    nbgrader_csv = write_nbgrader_csv(run.results, out / "nbgrader-grades.csv", root=root, failures=failures)
+    run.notes += one_per_student_lab(run.results)[1]
     if options.gradebook is not None:
-        run.notes += merge_into_gradebook(results, options.gradebook, instructor_dir=options.out / "instructor",
-                                          root=root)
+        try:
+            run.notes += [n for n in merge_into_gradebook(run.results, options.gradebook,
+                                                          instructor_dir=out / "instructor", root=root,
+                                                          failures=failures)
+                          if n not in run.notes]
+        except GradebookError as e:
+            run.error = str(e)
+    run.results = failures.apply(run.results)
+    run.outcomes = [Outcome(o.label, r, o.reused, o.seconds) for o, r in zip(run.outcomes, run.results)]
+    json_path, csv_path = write_reports(run.results, out, failures)
+    run.written += [json_path, csv_path, nbgrader_csv, out / "feedback"]
+    if options.gradebook is not None and run.error is None:
         run.written.append(options.gradebook)
     return run

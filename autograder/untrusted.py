@@ -32,7 +32,15 @@ _SURROGATES = re.compile(r"[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 
+_CUT_MARK = re.compile(r"… \[cut: (\d+) more characters\]\Z")
+
+
 def _cut(text: str, cap: int, more: int = 0) -> str:
+    """At most `cap` characters and the marker; a text cut before is not cut again (records are cleaned
+    each time they are read), its count kept."""
+    mark = _CUT_MARK.search(text)
+    if mark:
+        text, more = text[:mark.start()], more + int(mark.group(1))
     if len(text) <= cap and not more:
         return text
     return text[:cap] + CUT.format(n=max(0, len(text) - cap) + more)
