@@ -1,6 +1,6 @@
 """Grade a class: many submissions, in parallel, resumably.
 
-Each submission's notebook runs in its own sandboxed kernel (`autograder.execute`); the grading around it
+Each submission's notebook runs in its own jail, its hidden tests outside it (`autograder.engine`); the grading around it
 (restore, papermill, scoring) runs in a worker process: one of `jobs` local processes, or a task on a Dask
 cluster. Each result is stored as soon as it arrives (`autograder.store`), so a killed run loses nothing
 already graded and a re-run grades only what is new or changed.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from autograder.results import SubmissionResult
-from autograder.sandbox import Limits, landlock_abi
+from autograder.sandbox import Limits
 from autograder.store import (Store, changed_files, files_snapshot, grader_files, grader_fingerprint,
                               new_record, sha256_file, write_atomic)
 
@@ -229,7 +229,8 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
         outcomes[o.label] = o
         if on_outcome:
             on_outcome(o)
-    guard_files = files_snapshot(grader_files()) if landlock_abi() == 0 else None
+    # Without a jail (--no-jail) a notebook can write the grader's files: stop the batch if one changes.
+    guard_files = None if limits.jailed else files_snapshot(grader_files())
 
     def done(o: Outcome) -> None:
         outcomes[o.label] = o
@@ -240,7 +241,7 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
             if changed:
                 raise GraderModified(
                     f"grader files changed during the batch ({', '.join(changed[:5])}): a submission may have "
-                    "written outside its folder (this machine has no Landlock sandbox). Restore them (git "
+                    "written outside its folder (graded with --no-jail). Restore them (git "
                     "checkout -- <files>), then re-run with --force; results so far are in "
                     f"{store.dir}")
 

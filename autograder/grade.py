@@ -1,7 +1,7 @@
 """Grade submissions: find them, read them, restore the instructor's cells, execute, score.
 
-Each submission runs in a fresh, sandboxed papermill kernel in a scratch folder (autograder.execute); a
-broken one gets a score of 0 and a reason, and never stops the rest of the batch. autograder.batch runs
+Each submission's cells run in a fresh jail and its hidden tests outside it (autograder.engine); a broken
+one gets a score of 0 and a reason, and never stops the rest of the batch. autograder.batch runs
 many of these in parallel and resumably.
 """
 from __future__ import annotations
@@ -9,14 +9,13 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.execute import execute
+from autograder.engine import execute
 from autograder.feedback import sanitize
 from autograder.restore import restore
 from autograder.results import SubmissionResult, TestResult
@@ -145,13 +144,8 @@ def grade_one(path: Path, *, label: str | None = None, keep: Path | None = None,
     source = nbformat.read(REPO_ROOT / lab.source, as_version=4)
     release = nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
     notes = restore(nb, source, release)
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        run = execute(copy.deepcopy(nb), Path(tmp), limits=limits)
-    if run.stopped and not run.replied:
-        # Not one cell finished: the kernel did not start (a busy machine, a port taken by another
-        # process) or died in the first cell. Once more, so a machine's hiccup is not a student's 0.
-        with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-            run = execute(copy.deepcopy(nb), Path(tmp), limits=limits)
+    limits = limits or Limits()
+    run = execute(copy.deepcopy(nb), lab, limits=limits, cell_timeout_s=limits.cell_timeout_s, jailed=limits.jailed)
     limit_output(run.notebook)
     for where, notebook in ((keep, sanitize(run.notebook) if keep else None), (keep_full, run.notebook)):
         if where is not None:

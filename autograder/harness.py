@@ -1,51 +1,27 @@
 """What every hidden check stands on: run a student's function safely, look at what it launched,
 compare against a float64 NumPy reference, and fail with one clear sentence.
 
-Hidden test cells stay thin (`lab_1_1.add_f32(add)`); everything here runs in the notebook's kernel
-under nbgrader and under `course grade` alike, so both paths give the same score.
+Hidden test cells stay thin (`lab_1_1.add_f32(add)`). The checks run in the grader's process, never in the
+notebook's: the student's functions arrive as `autograder.student.StudentFunction` proxies into the jail,
+and only plain data comes back (autograder.engine runs them, for `course grade` and nbgrader alike).
 """
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
-import warnings
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from autograder.guard import verify as _verify_environment
+from autograder.jail_agent.calls import quiet  # noqa: F401 - the checks' name for it (LAB·1.4's models)
+from autograder.student import LocalFunction, StudentError, StudentFunction
 from pallas_course.check import compare
-from pallas_course.kernel_trace import PallasCallInfo, Trace, trace
+from pallas_course.kernel_trace import PallasCallInfo, Trace
 
 
 class TestFailure(AssertionError):
     """A hidden test failed; the message is what the student reads next to the lost points."""
 
     __test__ = False   # not a pytest test class
-
-
-def untampered(test: str) -> None:
-    """Fail `test` if the notebook replaced a library or grader function the checks rely on (see
-    autograder/guard.py; a no-op outside a grading kernel)."""
-    _verify_environment(lambda message: TestFailure(f"{test}: {message}"))
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Silence Python warnings and absl logging: nbgrader scores a test cell 0 if it writes to stderr."""
-    absl = logging.getLogger("absl")
-    jax_log = logging.getLogger("jax")
-    levels = absl.level, jax_log.level
-    absl.setLevel(logging.ERROR)
-    jax_log.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        absl.setLevel(levels[0])
-        jax_log.setLevel(levels[1])
 
 
 def fresh_seed() -> int:
@@ -64,48 +40,47 @@ def as_f64(x: Any) -> np.ndarray:
     return np.asarray(x).astype(np.float64)
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    # Interpret mode runs the kernel in a callback: the real error (an out-of-bounds block index, a revisited
-    # output block) is the last line of the traceback wrapped in "CpuCallback error", not the first line.
-    if text and "CpuCallback error" in text[0] and len(text) > 1 and ": " in text[-1]:
-        return text[-1].strip()
-    return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
+def student_function(fn: Any) -> StudentFunction:
+    """The student's function as the checks reach it: already a proxy under grading; a plain function
+    (the tests of the checks) is called in this process by the same code the jail runs."""
+    return fn if isinstance(fn, StudentFunction) else LocalFunction(fn)
+
+
+def _failure(test: str, label: str, e: StudentError) -> TestFailure:
+    if e.not_implemented:
+        return TestFailure(f"{test}: {label} is not implemented yet ({e.text})")
+    if e.phase == "trace":
+        return TestFailure(f"{test}: {label} raised {e.text} while being traced")
+    return TestFailure(f"{test}: {label} raised {e.text}")
+
+
+def _runnable(args: Sequence[Any]) -> bool:
+    """Concrete arrays (not jax.ShapeDtypeStruct): the traced computation can also be executed."""
+    return not any(type(a).__name__ == "ShapeDtypeStruct" for a in args)
 
 
 def call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run the student's `fn` under forced TPU interpret mode; any exception becomes a TestFailure.
-
-    Forcing the mode here (not only in the set-up cell) means a kernel graded on any machine runs
-    with the checks for revisited output blocks and unwritten memory, whatever `interpret=` it passed.
-    """
-    import jax
-    from jax.experimental.pallas import tpu as pltpu
-
-    from pallas_course.runtime import interpret_params
-
-    untampered(test)
-    with quiet():
-        try:
-            with pltpu.force_tpu_interpret_mode(interpret_params()):
-                return jax.block_until_ready(fn(*args, **kwargs))
-        except NotImplementedError as e:
-            raise TestFailure(f"{test}: {label} is not implemented yet ({_first_line(e)})") from None
-        except Exception as e:  # noqa: BLE001 - any crash in student code is a lost test, with its reason
-            pltpu.reset_tpu_interpret_mode_state()
-            raise TestFailure(f"{test}: {label} raised {_first_line(e)}") from None
+    """What the student's `fn` returns for these inputs (run in the jail under forced TPU interpret mode, from
+    the very computation `traced` reports); any error of the student's becomes a TestFailure."""
+    try:
+        answer = student_function(fn).invoke(args, kwargs, run=True)
+    except StudentError as e:
+        raise _failure(test, label, e) from None
+    if answer.error is not None:
+        raise _failure(test, label, answer.error)
+    return answer.result
 
 
 def traced(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
-    """Trace the student's `fn` abstractly; a failure to trace is a TestFailure with its reason."""
-    untampered(test)
-    with quiet():
-        try:
-            return trace(fn, *args, **kwargs)
-        except NotImplementedError as e:
-            raise TestFailure(f"{test}: {label} is not implemented yet ({_first_line(e)})") from None
-        except Exception as e:  # noqa: BLE001
-            raise TestFailure(f"{test}: {label} raised {_first_line(e)} while being traced") from None
+    """What the student's `fn` launches for these inputs, traced once; with concrete inputs the same traced
+    computation is also run, and `call` with the same inputs returns its values."""
+    try:
+        answer = student_function(fn).invoke(args, kwargs, run=_runnable(args))
+    except StudentError as e:
+        raise _failure(test, label, e) from None
+    if answer.structure is None:
+        raise TestFailure(f"{test}: {label} was given no arrays, so there is nothing to trace")
+    return answer.structure
 
 
 def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, outside_min_size: int = 0,
@@ -135,7 +110,6 @@ def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, o
 
 def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: float = 0.0,
                  block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None) -> None:
-    untampered(test)
     mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol)
     if mismatch is not None:
         where = f" [inputs from seed {seed}]" if seed is not None else ""

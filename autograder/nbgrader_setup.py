@@ -1,13 +1,10 @@
 """nbgrader's configuration, derived from course.yml (nbgrader_config.py at the root calls `configure`)."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from autograder.execute import CELL_TIMEOUT_S, GRADING_MODE
-from autograder.guard import KERNEL_ARGUMENTS
+from autograder.sandbox import CELL_TIMEOUT_S
 from pallas_course.manifest import REPO_ROOT, manifest
-from pallas_course.runtime import MODE_ENV
 
 # What nbgrader puts where a solution region was. A clear error beats a silent `pass`.
 CODE_STUB = '# YOUR CODE HERE\nraise NotImplementedError("not written yet: replace this line with your code")'
@@ -24,11 +21,11 @@ def configure(c: Any) -> None:
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.text_stub = TEXT_STUB
     c.OverwriteCells.add_missing_cells = True   # a deleted hidden-test cell comes back and runs
-    c.Execute.timeout = CELL_TIMEOUT_S
-    c.Execute.interrupt_on_timeout = True
-    # The tamper guard starts with every kernel, as under `course grade` (autograder/guard.py): a hidden test
-    # after a notebook that replaced numpy, jax or the grader's checks scores 0 on both paths.
-    c.Execute.extra_arguments = list(KERNEL_ARGUMENTS)
-    # Same forced TPU interpret mode as `course grade` (the kernel inherits this environment), so both
-    # paths give the same score. The hidden checks force it again around every call they make.
-    os.environ[MODE_ENV] = GRADING_MODE
+    # Autograde runs through the course's engine, as `course grade` does (autograder/nbgrader_engine.py): the
+    # notebook's cells in a jail, its hidden tests outside it. Execute is replaced; nbgrader's other steps stay.
+    from nbgrader.converters.autograde import Autograde
+
+    steps = list(Autograde.autograde_preprocessors.default_value)
+    steps[steps.index(next(p for p in steps if p.__name__ == "Execute"))] = "autograder.nbgrader_engine.JailedExecute"
+    c.Autograde.autograde_preprocessors = steps
+    c.JailedExecute.timeout = CELL_TIMEOUT_S

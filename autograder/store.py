@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict
 from autograder.results import SubmissionResult
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
 
-# What decides a score, besides the lab's own files (see lab_files).
-SCORING_FILES = ("autograder/grade.py", "autograder/restore.py", "autograder/score.py", "autograder/execute.py",
-                 "autograder/sandbox.py", "autograder/guard.py", "autograder/harness.py", "course.yml")
+# What decides a score, besides the lab's own files (see lab_files): the grader's code (the benchmarks and
+# the report writers aside: they decide no score), the student helpers the jail runs, course.yml.
+NOT_SCORING = ("bench_batch.py", "bench_grading.py")
 
 
 class Record(BaseModel):
@@ -49,7 +49,10 @@ def sha256_file(path: Path) -> str:
 
 
 def lab_files(lab: LabSpec | None) -> list[Path]:
-    files = [REPO_ROOT / f for f in SCORING_FILES] + sorted((REPO_ROOT / "pallas_course").glob("*.py"))
+    import autograder
+
+    grader = [p for d in autograder.__path__ for p in sorted(Path(d).rglob("*.py")) if p.name not in NOT_SCORING]
+    files = grader + sorted((REPO_ROOT / "pallas_course").glob("*.py")) + [REPO_ROOT / "course.yml"]
     if lab is not None:
         module = REPO_ROOT / (lab.grader.replace(".", "/") + ".py")
         files += [REPO_ROOT / lab.source, REPO_ROOT / lab.notebook, module]

@@ -1,0 +1,295 @@
+"""The grader's handle on a student's code: a jailed agent process, and proxies for the functions in it.
+
+The hidden checks receive `StudentFunction`s instead of functions. Calling one sends the inputs (drawn here,
+outside the jail) to the agent as .npy bytes, and gets back plain data: the structure of the traced
+computation (as `kernel_trace.from_data` rebuilds it) and the values of executing that same computation.
+`LocalFunction` does the same work in this process, with the same code and the same wire round trip: the
+tests of the checks use it against mutants; grading never does.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from autograder.jail_agent import wire
+from pallas_course.kernel_trace import MalformedTrace, Trace, from_data
+
+AGENT_DIR = Path(__file__).resolve().parent / "jail_agent"
+JAIL_AGENT_ROOT = "/opt/course-grader"   # where the agent's folder appears in the jail (its PYTHONPATH)
+STDERR_KEEP = 64 * 1024     # the tail of the jail's stderr kept for diagnosis; the rest is drained and dropped
+
+
+class StudentGone(RuntimeError):
+    """The jailed process ended (exit, crash, limit) or stopped answering: `why` says which, in words."""
+
+    def __init__(self, why: str, *, silent: bool = False) -> None:
+        super().__init__(why)
+        self.why = why
+        self.silent = silent     # True: it stopped answering (a hang), rather than ended
+
+
+class BadAnswer(RuntimeError):
+    """The jail answered with data that does not follow the wire format (a broken or forged agent)."""
+
+
+@dataclass(frozen=True)
+class Invocation:
+    structure: Trace | None
+    result: Any
+    error: "StudentError | None" = None     # the traced computation failed to run (the structure stands)
+
+
+@dataclass(frozen=True)
+class StudentError(Exception):
+    """The student's function raised; fields as the agent described it (data, not an exception object)."""
+
+    phase: str          # "trace", "run" or "call"
+    ename: str
+    text: str           # the error's one line that matters
+    not_implemented: bool
+    explanation: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _encode_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, list[bytes]]:
+    blobs: list[bytes] = []
+    return wire.encode(list(args), blobs), wire.encode(dict(kwargs), blobs), blobs
+
+
+def _key(enc_args: Any, enc_kwargs: Any, blobs: list[bytes]) -> str:
+    h = hashlib.sha256(json.dumps([enc_args, enc_kwargs]).encode())
+    for b in blobs:
+        h.update(hashlib.sha256(b).digest())
+    return h.hexdigest()
+
+
+def _error(err: Any) -> StudentError:
+    if not isinstance(err, dict):
+        raise BadAnswer("a failed call without an error description")
+    text = err.get("text")
+    explanation = err.get("explanation")
+    return StudentError(phase=str(err.get("phase", "run"))[:20], ename=str(err.get("ename", "Error"))[:100],
+                        text=str(text)[:2000] if text else "an error without a message",
+                        not_implemented=err.get("not_implemented") is True,
+                        explanation=str(explanation)[:2000] if explanation else None)
+
+
+def _answer(header: dict[str, Any], blobs: list[bytes]) -> Invocation:
+    """An agent's reply to a call, checked: raises StudentError for the student's error, BadAnswer for junk."""
+    if header.get("ok") is not True:
+        raise _error(header.get("error"))
+    try:
+        structure = None if header.get("structure") is None else from_data(header["structure"])
+        result = wire.decode(header.get("result"), blobs)
+    except (MalformedTrace, wire.WireError) as e:
+        raise BadAnswer(f"malformed answer ({e})") from None
+    error = None if header.get("error") is None else _error(header["error"])
+    return Invocation(structure, result, error)
+
+
+class StudentFunction:
+    """A student's function the checks may trace and run; subclasses say where it runs."""
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._cache: dict[str, Invocation] = {}
+
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool) -> Invocation:
+        raise NotImplementedError
+
+    def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool) -> Invocation:
+        """Trace (and if `run`, execute) the function on these inputs. The same inputs are answered once: the
+        structure check and the value check of one case see one traced computation."""
+        enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
+        key = _key(enc_args, enc_kwargs, blobs)
+        cached = self._cache.get(key + ":run") or (None if run else self._cache.get(key + ":trace"))
+        if cached is not None:
+            return cached
+        answer = self._send(enc_args, enc_kwargs, blobs, run)
+        self._cache[key + (":run" if run else ":trace")] = answer
+        return answer
+
+    def __repr__(self) -> str:
+        return f"<the student's {self.name}>"
+
+
+class LocalFunction(StudentFunction):
+    """A function of this process, called exactly as the jail calls one (tests of the checks only)."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
+        super().__init__(name or getattr(fn, "__name__", "function"))
+        self.fn = fn
+
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool) -> Invocation:
+        from autograder.jail_agent.calls import CallFailed, invoke
+
+        args, kwargs = wire.decode(enc_args, blobs), wire.decode(enc_kwargs, blobs)
+        try:
+            answer = invoke(self.fn, list(args), dict(kwargs), run=run)
+        except CallFailed as e:
+            return _answer({"ok": False, "error": e.info}, [])
+        out_blobs: list[bytes] = []
+        header = json.loads(json.dumps({"ok": True, "structure": answer["structure"],
+                                        "result": wire.encode(answer["result"], out_blobs),
+                                        "error": answer.get("error")}))
+        return _answer(header, out_blobs)
+
+
+class RemoteFunction(StudentFunction):
+    """A function defined in the jailed notebook."""
+
+    def __init__(self, name: str, session: "Session") -> None:
+        super().__init__(name)
+        self.session = session
+
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool) -> Invocation:
+        header, out_blobs = self.session.request(
+            {"op": "call", "name": self.name, "args": enc_args, "kwargs": enc_kwargs, "run": run,
+             "timeout_s": self.session.call_timeout_s()}, blobs, timeout=self.session.call_timeout_s() + 10)
+        return _answer(header, out_blobs)
+
+
+# ------------------------------------------------------------------------------------------- the session
+
+def jail_env() -> dict[str, str]:
+    """The jail's whole environment: nothing of the grader's (no tokens, no paths to its files)."""
+    env = {"HOME": "/tmp/home", "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/home/.ipython", "MPLCONFIGDIR": "/tmp/home/.mpl",
+           "XDG_CACHE_HOME": "/tmp/home/.cache", "XDG_CONFIG_HOME": "/tmp/home/.config", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": JAIL_AGENT_ROOT, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+           "JAX_PLATFORMS": "cpu", "PALLAS_COURSE_MODE": "tpu-interpret", "PYTHONUNBUFFERED": "1",
+           "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "agg"}
+    return env
+
+
+class Session:
+    """One notebook's jailed agent: start it, run cells, look names up, call functions, end it."""
+
+    def __init__(self, *, limits: Any, cell_timeout_s: float, deadline: float, jailed: bool = True) -> None:
+        from autograder import jail
+
+        self.cell_timeout_s_ = float(cell_timeout_s)
+        self.deadline = deadline
+        self._stderr_tail = bytearray()
+        self.jail = jail.start([sys.executable, "-m", "jail_agent.agent"], binds=agent_binds(), env=jail_env(),
+                               limits=limits, cwd="/tmp", jailed=jailed)
+        proc = self.jail.process
+        self.reader = wire.Reader(proc.stdout.fileno())
+        self._drain = threading.Thread(target=self._drain_stderr, args=(proc.stderr,), daemon=True)
+        self._drain.start()
+        hello, _ = self._read(timeout=min(120.0, self._left()))
+        if hello.get("ready") is not True:
+            raise BadAnswer("the agent did not start")
+
+    # ---- plumbing
+    def _drain_stderr(self, stream: Any) -> None:
+        for chunk in iter(lambda: stream.read(65536), b""):
+            self._stderr_tail += chunk
+            del self._stderr_tail[:-STDERR_KEEP]
+
+    def _left(self) -> float:
+        return max(0.1, self.deadline - time.monotonic())
+
+    def call_timeout_s(self) -> float:
+        return min(self.cell_timeout_s_, self._left())
+
+    def _gone(self, silent: bool) -> StudentGone:
+        if silent:
+            self.jail.kill()
+            why = self.jail.ended() or "killed by the grader"
+            return StudentGone(why, silent=True)
+        self.jail.wait(timeout=5)
+        return StudentGone(self.jail.ended() or "ended", silent=False)
+
+    def _read(self, timeout: float) -> tuple[dict[str, Any], list[bytes]]:
+        try:
+            header, blobs = self.reader.read(timeout=min(timeout, self._left()))
+        except wire.PeerSilent:
+            raise self._gone(silent=True) from None
+        except wire.PeerGone:
+            raise self._gone(silent=False) from None
+        except wire.WireError as e:
+            self.jail.kill()
+            raise BadAnswer(str(e)) from None
+        if not isinstance(header, dict):
+            raise BadAnswer("a reply that is not a mapping")
+        return header, blobs
+
+    def request(self, header: dict[str, Any], blobs: list[bytes] | None = None, *,
+                timeout: float) -> tuple[dict[str, Any], list[bytes]]:
+        try:
+            self.jail.process.stdin.write(wire.pack(header, blobs))
+            self.jail.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._gone(silent=False) from None
+        return self._read(timeout)
+
+    # ---- what the engine asks
+    def run_cell(self, source: str) -> tuple[list[dict[str, Any]], int | None]:
+        header, _ = self.request({"op": "run_cell", "source": source, "timeout_s": self.call_timeout_s()},
+                                 timeout=self.call_timeout_s() + 10)
+        outputs = header.get("outputs")
+        if not isinstance(outputs, list):
+            raise BadAnswer("a cell reply without outputs")
+        count = header.get("execution_count")
+        return outputs, count if isinstance(count, int) and not isinstance(count, bool) else None
+
+    def argument(self, name: str) -> Any:
+        """What a hidden test receives for `name`: a RemoteFunction, the value as data, or NameError."""
+        header, blobs = self.request({"op": "lookup", "name": name}, timeout=30)
+        kind = header.get("kind")
+        if kind == "callable":
+            return RemoteFunction(name, self)
+        if kind == "value":
+            try:
+                return wire.decode(header.get("value"), blobs)
+            except wire.WireError as e:
+                raise BadAnswer(f"malformed value ({e})") from None
+        if kind == "missing":
+            raise NameError(f"name '{name}' is not defined")
+        raise BadAnswer("a lookup reply of no known kind")
+
+    def stderr_tail(self) -> str:
+        return bytes(self._stderr_tail).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        try:
+            if self.jail.process.poll() is None:
+                self.jail.process.stdin.close()
+                self.jail.wait(timeout=2)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.jail.kill()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def agent_binds() -> list[str | tuple[str, str]]:
+    """What the jail sees, read-only: Python and its packages, the student helpers, the agent. Nothing else
+    of the repository: not solutions/, autograder/ (but the agent), keys, grades/, the gradebook."""
+    from autograder import jail
+    from pallas_course.manifest import MANIFEST_PATH
+    import pallas_course
+
+    helpers = Path(pallas_course.__file__).resolve().parent
+    return [*jail.python_binds(), str(helpers), str(MANIFEST_PATH.resolve()),
+            (str(AGENT_DIR), f"{JAIL_AGENT_ROOT}/jail_agent")]
+
+
