@@ -99,20 +99,27 @@ def _tool(name: str) -> str:
     return shutil.which(name, path=SYSTEM_PATH) or name
 
 
-def _as_nobody() -> list[str]:
-    """The prefix that makes a root grader's jail run as uid 65534 on the host too."""
-    if os.geteuid() != 0:
-        return []
-    return [_tool("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+# Runs after setpriv set the parent-death signal: if the grader died before that, stop here (PPID is no
+# longer the grader), since no signal would ever come. bwrap re-arms the signal for its own processes.
+_GUARD = '[ "$PPID" = "$1" ] || exit 125; shift; exec "$@"'
+
+
+def _guarded(*, drop_root: bool = True) -> list[str]:
+    """setpriv: a root grader's jail becomes uid 65534 on the host too (no supplementary groups); every
+    jail gets SIGKILL when the grader's thread that started it ends."""
+    drop = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if drop_root and os.geteuid() == 0 else []
+    return [_tool("setpriv"), *drop, "--pdeathsig=KILL", "--", "/bin/sh", "-c", _GUARD, "course-jail",
+            str(os.getpid())]
 
 
 @lru_cache(maxsize=4)
 def _probe(bwrap: str, euid: int) -> str | None:
     """Run a trivial jail once: user namespaces can be off (sysctl, AppArmor) even where bwrap exists."""
     del euid   # part of the cache key: dropping to 65534 needs root
-    if os.geteuid() == 0 and not shutil.which("setpriv"):
-        return "setpriv (util-linux) is missing, so a root grader cannot drop to uid 65534"
-    cmd = [*_as_nobody(), bwrap, *_bwrap_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+    missing = [tool for tool in ("setpriv", "prlimit", "unshare") if not shutil.which(tool, path=SYSTEM_PATH)]
+    if missing:
+        return f"{', '.join(missing)} (util-linux) missing"
+    cmd = [*_guarded(), bwrap, *_bwrap_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
            "--", "/bin/true"]
     try:
         done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
@@ -419,11 +426,11 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
             staged = {h: f"{stage}/{i}" for i, h in enumerate(unreachable)}
             wrapper_env["COURSE_JAIL_STAGE"] = stage
             prefix = [_tool("unshare"), "--mount", "--propagation", "private", *prefix, *unreachable]
-        cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None), *_as_nobody(),
+        cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None), *_guarded(),
                *_bwrap_args(binds, env, limits, cwd, staged), *argv]
         popen_env, popen_cwd = {"PATH": SYSTEM_PATH, **wrapper_env}, "/"
     else:
-        cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None), *argv]
+        cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None), *_guarded(drop_root=False), *argv]
         popen_env, popen_cwd = {**env, **wrapper_env}, cwd   # the wrapper unsets its own variables
     try:
         process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -204,9 +204,7 @@ time.sleep(0.3)
 """
     out, err, ended = run(script)
     assert ended == "exit 0", err
-    time.sleep(0.2)
-    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
-    assert left == []
+    assert _wait_for(lambda: not _marked(marker), timeout=2)
 
 
 def _cmdline_has(proc: Path, marker: str) -> bool:
@@ -339,3 +337,54 @@ def test_without_bwrap_jail_problem_says_so_and_start_refuses(monkeypatch):
         "cannot jail student code: bubblewrap is not installed (`apt-get install bubblewrap`); `--no-jail` runs "
         "student code as a plain process with the same limits but no namespaces: it can then read what the "
         "grading user can, see its processes and use the network")
+
+
+def test_the_jail_dies_with_the_grader():
+    marker = f"course-jail-test-{os.getpid()}-{time.monotonic_ns()}"
+    grader = f"""
+import sys, time
+sys.path.insert(0, {str(REPO)!r})
+from autograder import jail
+marker = sys.stdin.readline().strip()   # not in this process's own command line
+j = jail.start([sys.executable, "-c", "import time; time.sleep(60)  # " + marker], binds=jail.python_binds(),
+               env={{}}, limits=jail.JailLimits())
+print(*[str(d) for d in (j._cgroups.dirs.values() if j._cgroups else [])], j._stage or "", flush=True)
+time.sleep(60)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", grader], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc.stdin.write(marker + "\n")
+    proc.stdin.flush()
+    leftovers = proc.stdout.readline().split()
+    try:
+        # the jailed Python runs (bwrap's own processes carry the marker in their arguments too)
+        assert _wait_for(lambda: len(_marked(marker)) == 3), "the jailed process never started"
+        proc.kill()   # the grader dies without cleaning up
+        proc.wait()
+        assert _wait_for(lambda: not _marked(marker)), "the jail outlived the grader"
+    finally:
+        proc.kill()
+        for d in leftovers:   # what a killed grader cannot remove: empty cgroups, an empty folder
+            _wait_for(lambda: _rmdir(d))
+
+
+def _marked(marker: str) -> list[Path]:
+    return [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
+
+
+def _wait_for(condition, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _rmdir(path: str) -> bool:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
