@@ -232,3 +232,23 @@ def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Seq
         raise failure
     print(f"✓ {name}: matches (max error {max_error(actual, expected):.3g}, {tolerance_phrase(tol, atol)}), "
           f"shape {tuple(actual.shape)} {np.dtype(actual.dtype)}; {PASSED}")
+
+
+def check_one_kernel(name: str, fn: Callable[..., Any], *args: Any, outside_min_size: int = 0, **kwargs: Any) -> None:
+    """The grade's structural rule, visible: `fn(*args)` launches one pallas_call and computes nothing outside
+    it (work on operands smaller than `outside_min_size` elements, such as a (d,) scale, is allowed)."""
+    from pallas_course.kernel_trace import trace
+
+    t = trace(fn, *args, **kwargs)
+    if not t.pallas_calls:
+        raise CheckFailure(f"{name}: launches no pallas_call; it computed with XLA "
+                           f"({', '.join(dict.fromkeys(t.outside)) or 'nothing'}). The work must happen inside a "
+                           "Pallas kernel")
+    if len(t.pallas_calls) > 1:
+        raise CheckFailure(f"{name}: launches {len(t.pallas_calls)} pallas_calls; this kernel should be one")
+    work = t.work_outside(outside_min_size)
+    if work:
+        raise CheckFailure(f"{name}: computes outside its kernel ({', '.join(dict.fromkeys(work))}); move that work "
+                           "into the kernel body (a cast too: cast the accumulator with .astype(o_ref.dtype) "
+                           "before the store) so the array makes one trip through HBM")
+    print(f"✓ {name}: one pallas_call, nothing computed outside it")
