@@ -15,11 +15,18 @@ The jail is Debian's bubblewrap (`bwrap`) plus one cgroup v1 group per jail and 
 Start-up chain (one process, each step exec'ing the next, so the cgroups hold everything from bwrap on):
 `[unshare --mount] sh -c WRAPPER` joins the cgroups (and, only when a bind source sits below a folder uid
 65534 cannot enter, such as /root/.pyenv below /root, re-binds it in a private mount namespace onto a
-tmpfs bwrap can reach) -> `prlimit` -> `setpriv` (root only: drop to 65534) -> `bwrap` -> the command.
+tmpfs bwrap can reach) -> `prlimit` -> `setpriv` (root: drop to 65534; arm the parent-death signal) ->
+`sh` guard (stop if the grader died before that) -> `bwrap` -> the command.
 
-The pipes are the caller's to drain: a jail that writes to stdout/stderr blocks when a pipe is full, and
-whatever is read must be capped by the reader (the jail can write without end; never `communicate()` it
-unbounded).
+For the caller:
+- Drain and cap the pipes. A jail that writes to stdout/stderr blocks when a pipe is full, and it can
+  write without end: read with a cap, never `communicate()` it unbounded.
+- Call start() from a thread that outlives the jail (the main thread, or a pool thread that stays): the
+  parent-death signal follows the *thread* that started the process, as Linux defines it.
+- The jail's command should exit when its stdin reaches EOF: if the grader dies in bwrap's first
+  milliseconds (before bwrap re-arms the signal for its own processes), that EOF is the only news it gets.
+  kill_orphans() (called by every start()) kills such a jail and removes a dead grader's cgroups.
+- Leave the jail with kill() or a `with` block, also after a normal exit: that frees its cgroups.
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ NOBODY = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "course-jail-"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+STAGE_DIR = "/tmp"   # mount points for re-bound folders (covered by a tmpfs in the jail's own namespace)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NO_JAIL_LOSES = ("`--no-jail` runs student code as a plain process with the same limits but no namespaces: "
                  "it can then read what the grading user can, see its processes and use the network")
@@ -229,6 +237,12 @@ class _Cgroups:
             self.remove()
             raise
 
+    @classmethod
+    def adopt(cls, controller: str, path: Path) -> _Cgroups:
+        group = cls.__new__(cls)
+        group.dirs = {controller: path}
+        return group
+
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs.values()]
 
@@ -276,6 +290,43 @@ class _Cgroups:
             else:
                 continue
             del self.dirs[controller]
+
+
+def _started(pid: int) -> str:
+    """When `pid` started (clock ticks since boot), so a reused pid is not taken for its grader."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "gone"
+
+
+def kill_orphans() -> int:
+    """Kill the jails of graders that died without cleaning up, and remove their cgroups; returns how many
+    jails. (die-with-parent covers a grader's death except in bwrap's first milliseconds, and nothing
+    removes a dead grader's cgroups.) start() calls it; jail groups are named after their grader's pid and
+    start time."""
+    found = 0
+    for controller in ("pids", "memory"):
+        try:
+            entries = list(os.scandir(_cgroup_dir(controller)))
+        except OSError:
+            continue
+        for entry in entries:
+            parts = entry.name[len(CGROUP_PREFIX):].split("-")
+            if not entry.name.startswith(CGROUP_PREFIX) or len(parts) != 3 or not parts[0].isdigit():
+                continue
+            if _started(int(parts[0])) == parts[1]:
+                continue   # its grader is alive
+            group = _Cgroups.adopt(controller, Path(entry.path))
+            found += controller == "pids" and bool(group.pids())
+            group.kill_all()
+            group.remove()
+            for stage in Path(STAGE_DIR).glob(f"{entry.name}-*"):   # empty once its mount namespace is gone
+                try:
+                    stage.rmdir()
+                except OSError:
+                    pass
+    return found
 
 
 # ------------------------------------------------------------------------------------------------ a jail
@@ -404,7 +455,8 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     problem = jail_problem() if jailed else None
     if problem is not None:
         raise JailUnavailable(f"cannot jail student code: {problem}; {NO_JAIL_LOSES}")
-    name = CGROUP_PREFIX + secrets.token_hex(6)
+    kill_orphans()
+    name = f"{CGROUP_PREFIX}{os.getpid()}-{_started(os.getpid())}-{secrets.token_hex(4)}"
     cgroups: _Cgroups | None = None
     if _cgroups_writable():
         try:
@@ -422,7 +474,7 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
         hosts = [b if isinstance(b, str) else b[0] for b in binds]
         unreachable = sorted({h for h in hosts if os.geteuid() == 0 and not _nobody_can_reach(h)})
         if unreachable:
-            stage = tempfile.mkdtemp(prefix=name + "-", dir="/tmp")
+            stage = tempfile.mkdtemp(prefix=name + "-", dir=STAGE_DIR)
             staged = {h: f"{stage}/{i}" for i, h in enumerate(unreachable)}
             wrapper_env["COURSE_JAIL_STAGE"] = stage
             prefix = [_tool("unshare"), "--mount", "--propagation", "private", *prefix, *unreachable]

@@ -363,8 +363,23 @@ time.sleep(60)
         assert _wait_for(lambda: not _marked(marker)), "the jail outlived the grader"
     finally:
         proc.kill()
-        for d in leftovers:   # what a killed grader cannot remove: empty cgroups, an empty folder
-            _wait_for(lambda: _rmdir(d))
+        jail.kill_orphans()   # what a killed grader cannot remove: its jail's cgroups
+        for d in leftovers:
+            _wait_for(lambda: _rmdir(d))   # the staging folder (an empty folder in /tmp)
+    assert not any(Path(d).exists() for d in leftovers if d.startswith("/sys/"))
+
+
+def test_kill_orphans_kills_the_jails_of_dead_graders_and_removes_their_cgroups(cgroups):
+    group = jail._cgroup_dir("pids") / f"{jail.CGROUP_PREFIX}{2**22 + 1}-0-test"   # no such grader pid
+    group.mkdir()
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        (group / "cgroup.procs").write_text(str(sleeper.pid))
+        assert jail.kill_orphans() == 1
+        assert sleeper.wait(5) == -9 and not group.exists()
+    finally:
+        sleeper.kill()
+        _rmdir(str(group))
 
 
 def _marked(marker: str) -> list[Path]:
