@@ -62,7 +62,7 @@ if [ -n "${COURSE_JAIL_STAGE:-}" ]; then
   mount -t tmpfs -o mode=0755,size=64k course-jail-stage "$COURSE_JAIL_STAGE"
   i=0
   while [ "$1" != "--" ]; do
-    mkdir "$COURSE_JAIL_STAGE/$i"
+    if [ -d "$1" ]; then mkdir "$COURSE_JAIL_STAGE/$i"; else : > "$COURSE_JAIL_STAGE/$i"; fi
     mount --rbind "$1" "$COURSE_JAIL_STAGE/$i"
     i=$((i + 1))
     shift

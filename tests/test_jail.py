@@ -110,10 +110,14 @@ def test_no_network_tcp_udp_or_host_unix_sockets(tmp_path):
     unix = socket.socket(socket.AF_UNIX)
     unix.bind(str(tmp_path / "s"))
     unix.listen()
+    abstract = socket.socket(socket.AF_UNIX)   # abstract names belong to the network namespace
+    abstract.bind(f"\0course-jail-test-{os.getpid()}")
+    abstract.listen()
     script = f"""
 import socket
 for family, address in [(socket.AF_INET, ("127.0.0.1", {tcp.getsockname()[1]})),
-                        (socket.AF_UNIX, {str(tmp_path / "s")!r})]:
+                        (socket.AF_UNIX, {str(tmp_path / "s")!r}),
+                        (socket.AF_UNIX, {abstract.getsockname()!r})]:
     try:
         socket.socket(family).connect(address)
         print("connected", address)
@@ -132,9 +136,9 @@ except OSError as e:
         with pytest.raises(TimeoutError):
             udp.recv(16)
     finally:
-        tcp.close(), udp.close(), unix.close()
+        tcp.close(), udp.close(), unix.close(), abstract.close()
     assert ended == "exit 0", err
-    assert out.splitlines() == ["ConnectionRefusedError", "FileNotFoundError", "gaierror"]
+    assert out.splitlines() == ["ConnectionRefusedError", "FileNotFoundError", "ConnectionRefusedError", "gaierror"]
 
 
 def test_runs_as_uid_65534_inside_and_on_the_host_with_no_capabilities():
@@ -403,3 +407,27 @@ def _rmdir(path: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_binds_are_read_only_and_reach_folders_uid_65534_could_not_enter(tmp_path):
+    hidden = tmp_path / "hidden"   # pytest's temp folders are 0700, like /root
+    (hidden / "pkg").mkdir(parents=True)
+    (hidden / "pkg" / "helper.py").write_text("VALUE = 42\n")
+    (hidden / "data.txt").write_text("course data")
+    hidden.chmod(0o700)
+    script = """
+import sys
+sys.path.insert(0, "/opt/course")
+import helper
+print(helper.VALUE, open("/opt/data.txt").read())
+for path in ["/opt/course/x", "/opt/data.txt"]:
+    try:
+        open(path, "w").close()
+        print("WROTE", path)
+    except OSError as e:
+        print(e.strerror)
+"""
+    binds = [*jail.python_binds(), (str(hidden / "pkg"), "/opt/course"), (str(hidden / "data.txt"), "/opt/data.txt")]
+    out, err, ended = run(script, binds=binds)
+    assert (ended, out.splitlines()) == ("exit 0", ["42 course data", "Read-only file system",
+                                                     "Read-only file system"]), err
