@@ -2,8 +2,8 @@
 
 The set-up cell of every lab calls `setup()` and passes the result as `interpret=INTERP` to each
 `pallas_call`. TPU interpret mode (`pltpu.InterpretParams`) is used off-TPU, not plain `interpret=True`,
-because it catches what plain interpretation hides: revisited output blocks (a K-outermost matmul),
-races, and unwritten output memory (read as NaN).
+because it catches what plain interpretation hides: revisited output blocks (a K-outermost matmul)
+and unwritten output memory (read as NaN). Race detection (`detect_races`) is off: no lab kernel issues DMAs.
 """
 from __future__ import annotations
 
