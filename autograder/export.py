@@ -57,10 +57,10 @@ def assignment_max_score() -> float:
 def _timestamp(root: Path | None, r: SubmissionResult) -> str:
     """The record's validated timestamp; without one (results not from `course grade`), timestamp.txt beside
     the submission, validated the same way."""
-    if r.timestamp or root is None:
-        return r.timestamp or ""
-    from autograder.discover import read_timestamp
+    from autograder.discover import parse_timestamp, read_timestamp
 
+    if r.timestamp or root is None:
+        return (parse_timestamp(r.timestamp).value or "") if r.timestamp else ""
     return read_timestamp((root / r.submission).parent).value or ""
 
 

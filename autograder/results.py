@@ -30,7 +30,7 @@ class TestResult(BaseModel):
     @classmethod
     def _partial_says_so(cls, data: object) -> object:
         """A test with some but not all of its points has partial credit; "no credit" would be untrue."""
-        if isinstance(data, dict) and data.get("message") in (NO_CREDIT, None, ""):
+        if isinstance(data, dict) and plain(data.get("message") or "").strip() in (NO_CREDIT, ""):
             try:
                 points, top = float(data["points"]), float(data["max_points"])
             except (KeyError, TypeError, ValueError):

@@ -41,6 +41,10 @@ def _cut(text: str, cap: int, more: int = 0) -> str:
     mark = _CUT_MARK.search(text)
     if mark:
         text, more = text[:mark.start()], more + int(mark.group(1))
+    return _cut_fresh(text, cap, more)
+
+
+def _cut_fresh(text: str, cap: int, more: int = 0) -> str:
     if len(text) <= cap and not more:
         return text
     return text[:cap] + CUT.format(n=max(0, len(text) - cap) + more)
@@ -51,10 +55,13 @@ def plain(text: object, cap: int = MAX_CHARS) -> str:
     characters plus the cut marker."""
     text = text if isinstance(text, str) else str(text)
     more = 0
+    mark = _CUT_MARK.search(text)
+    if mark:
+        text, more = text[:mark.start()], int(mark.group(1))
     if len(text) > 4 * cap:   # never clean 20 MB to keep 2 KB of it
-        more, text = len(text) - 4 * cap, text[:4 * cap]
+        more, text = more + len(text) - 4 * cap, text[:4 * cap]
     text = _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
-    return _cut(_SURROGATES.sub(REPLACEMENT, text), cap, more)
+    return _cut_fresh(_SURROGATES.sub(REPLACEMENT, text), cap, more)
 
 
 def name(path: str | bytes | os.PathLike) -> str:
