@@ -25,7 +25,7 @@ def configure(c: Any) -> None:
     # notebook's cells in a jail, its hidden tests outside it. Execute is replaced; nbgrader's other steps stay.
     from nbgrader.converters.autograde import Autograde
 
-    steps = list(Autograde.autograde_preprocessors.default_value)
+    steps: list[Any] = Autograde.class_traits()["autograde_preprocessors"].default()
     steps[steps.index(next(p for p in steps if p.__name__ == "Execute"))] = "autograder.nbgrader_engine.JailedExecute"
     c.Autograde.autograde_preprocessors = steps
     c.JailedExecute.timeout = CELL_TIMEOUT_S
