@@ -340,8 +340,8 @@ def _signal_name(number: int) -> str:
 
 class Jail:
     """A running jail. `process` has binary stdin/stdout/stderr pipes; drain and cap them (see the module
-    docstring). Use as a context manager, or call kill(): it ends everything in the jail and frees the
-    cgroups, also after a normal exit."""
+    docstring). Use as a context manager (its exit kills and closes the pipes), or call kill(): it ends
+    everything in the jail and frees the cgroups, also after a normal exit; the pipes stay readable."""
 
     def __init__(self, process: subprocess.Popen, *, limits: JailLimits, cgroups: _Cgroups | None,
                  stage: str | None, jailed: bool, note: str) -> None:
@@ -353,7 +353,6 @@ class Jail:
         self._stage = stage
         self._killed = False
         self._ended: str | None = None
-        self._oom_before_exit = 0
 
     # How the jail's main process ended, in words. bwrap exits 128+N when its command died of signal N.
     def _describe(self, code: int) -> str:
@@ -401,12 +400,6 @@ class Jail:
         if self._cgroups is not None:
             self._cgroups.kill_all()   # anything an unjailed process left behind
             self._cgroups.remove()
-        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
-            try:
-                if pipe is not None:
-                    pipe.close()
-            except OSError:
-                pass
         if self._stage is not None:
             try:
                 os.rmdir(self._stage)
@@ -419,6 +412,12 @@ class Jail:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
 
 
 def _rlimits(limits: JailLimits, *, cgroups: bool) -> list[str]:
@@ -451,20 +450,22 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     `binds`: host paths bound read-only into the jail at the same path, or (host, jail_path) pairs. `env` is
     the jail's whole environment (HOME and TMPDIR default to the tmpfs). jailed=False (the instructor's
     explicit --no-jail only): a plain subprocess with the same env and limits (cgroups and rlimits) in a
-    new session, without namespaces or binds; `cwd` is then a host folder."""
+    new session, without namespaces or binds; `cwd` is then a host folder.
+
+    The jail gets SIGKILL when the thread that called start() ends: call it from one that outlives the
+    jail. Raises JailUnavailable (jailed=True) where jail_problem() says no jail can be made."""
     problem = jail_problem() if jailed else None
     if problem is not None:
         raise JailUnavailable(f"cannot jail student code: {problem}; {NO_JAIL_LOSES}")
     kill_orphans()
     name = f"{CGROUP_PREFIX}{os.getpid()}-{_started(os.getpid())}-{secrets.token_hex(4)}"
     cgroups: _Cgroups | None = None
+    note = limits_note()
     if _cgroups_writable():
         try:
             cgroups = _Cgroups(name, limits)
-        except OSError:
-            cgroups = None
-    note = limits_note() if cgroups is not None or not _cgroups_writable() else \
-        "limits: cgroups could not be made for this jail, so rlimits only"
+        except OSError as e:
+            note = f"limits: this jail's cgroups could not be made ({e.strerror}), so rlimits only"
 
     wrapper_env = {"COURSE_JAIL_CGROUPS": " ".join(cgroups.procs_files() if cgroups else [])}
     staged: dict[str, str] = {}
