@@ -99,7 +99,16 @@ def test_feedback_escapes_html() -> None:
                          tests=[TestResult(name="t", points=0, max_points=1, passed=False, message="<script>x</script>")],
                          written=[WrittenResult(name="w", max_points=1, status="not answered")])
     assert "<script>" not in to_html(r) and "&lt;script&gt;" in to_html(r)
-    assert "<script>x</script>" in to_markdown(r)
+    assert "<script>" not in to_markdown(r) and "\\<script\\>x\\</script\\>" in to_markdown(r)
+
+
+def test_partial_credit_is_partial_everywhere() -> None:
+    """LAB·1.5's margin_marks gives partial credit: "PARTIAL 2.7/3", never "no credit" or a plain FAIL."""
+    t = TestResult(name="margin_marks", points=2.7, max_points=3, passed=False, message="no credit")
+    assert t.message == "partial credit: 2.7 of 3 points" and t.status == "partial"
+    r = SubmissionResult(submission="s.ipynb", lab=LAB, score=2.7, max_score=3, tests=[t])
+    assert "| margin_marks | 2.7 / 3 | PARTIAL 2.7/3 · partial credit: 2.7 of 3 points |" in to_markdown(r)
+    assert '<tr class="partial"><td>margin_marks</td><td>2.7 / 3</td><td>PARTIAL 2.7/3 · partial' in to_html(r)
 
 
 def test_sanitize_strips_hidden_tests_and_tracebacks() -> None:
