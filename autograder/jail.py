@@ -21,8 +21,9 @@ tmpfs bwrap can reach) -> `prlimit` -> `setpriv` (root: drop to 65534; arm the p
 For the caller:
 - Drain and cap the pipes. A jail that writes to stdout/stderr blocks when a pipe is full, and it can
   write without end: read with a cap, never `communicate()` it unbounded.
-- Call start() from a thread that outlives the jail (the main thread, or a pool thread that stays): the
-  parent-death signal follows the *thread* that started the process, as Linux defines it.
+- Call start() from a thread that outlives the jail (the main thread, or a pool thread that stays): Linux
+  documents the parent-death signal as following the *thread* that started the process (on the 6.18
+  kernel here a jail outlived its starting thread, but do not rely on it).
 - The jail's command should exit when its stdin reaches EOF: if the grader dies in bwrap's first
   milliseconds (before bwrap re-arms the signal for its own processes), that EOF is the only news it gets.
   kill_orphans() (called by every start()) kills such a jail and removes a dead grader's cgroups.
@@ -114,7 +115,7 @@ _GUARD = '[ "$PPID" = "$1" ] || exit 125; shift; exec "$@"'
 
 def _guarded(*, drop_root: bool = True) -> list[str]:
     """setpriv: a root grader's jail becomes uid 65534 on the host too (no supplementary groups); every
-    jail gets SIGKILL when the grader's thread that started it ends."""
+    jail gets SIGKILL when the grader (documented: its thread that started the jail) ends."""
     drop = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if drop_root and os.geteuid() == 0 else []
     return [_tool("setpriv"), *drop, "--pdeathsig=KILL", "--", "/bin/sh", "-c", _GUARD, "course-jail",
             str(os.getpid())]
@@ -452,8 +453,7 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     explicit --no-jail only): a plain subprocess with the same env and limits (cgroups and rlimits) in a
     new session, without namespaces or binds; `cwd` is then a host folder.
 
-    The jail gets SIGKILL when the thread that called start() ends: call it from one that outlives the
-    jail. Raises JailUnavailable (jailed=True) where jail_problem() says no jail can be made."""
+    Call it from a thread that outlives the jail (the parent-death signal may follow the thread). Raises JailUnavailable (jailed=True) where jail_problem() says no jail can be made."""
     problem = jail_problem() if jailed else None
     if problem is not None:
         raise JailUnavailable(f"cannot jail student code: {problem}; {NO_JAIL_LOSES}")
