@@ -453,7 +453,8 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     explicit --no-jail only): a plain subprocess with the same env and limits (cgroups and rlimits) in a
     new session, without namespaces or binds; `cwd` is then a host folder.
 
-    Call it from a thread that outlives the jail (the parent-death signal may follow the thread). Raises JailUnavailable (jailed=True) where jail_problem() says no jail can be made."""
+    Call it from a thread that outlives the jail (the parent-death signal may follow the thread). Raises
+    JailUnavailable (jailed=True) where jail_problem() says no jail can be made."""
     problem = jail_problem() if jailed else None
     if problem is not None:
         raise JailUnavailable(f"cannot jail student code: {problem}; {NO_JAIL_LOSES}")
