@@ -60,10 +60,9 @@ def run_visible(path: Path, edits: Mapping[str, str], *, mode: str = "tpu-interp
     namespace: dict[str, Any] = {"__name__": f"notebook:{path.stem}"}
     failure: str | None = None
     cells = visible_cells(path, edits)
-    # Checks before the first edited cell test unchanged code: skip them (fast), stop at the first failure.
-    first = min((i for i, (_, src) in enumerate(cells) if any(new in src for new in edits.values())), default=0)
-    for i, (role, src) in enumerate(cells):
-        if role == "check" and (i < first or failure is not None):
+    # Check cells also define inputs later cells use, so none is skipped before the first failure.
+    for role, src in cells:
+        if role == "check" and failure is not None:
             continue
         try:
             exec(compile(src, f"/tmp/ipykernel_0/{path.stem}.py", "exec"), namespace)   # noqa: S102
