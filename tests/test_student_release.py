@@ -1,0 +1,194 @@
+"""`course release`: what students get works on its own and gives nothing away.
+
+The scan and the site checks are fast. The end-to-end test (marked slow: a clean virtualenv from the student
+requirements, then every released notebook through papermill twice) installs nothing of this repository but
+the release's own wheel, and runs with the repository off the path.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from course_tools.release import NEVER_SHIPPED, build_release
+from pallas_course import notebooks
+from pallas_course.manifest import REPO_ROOT, manifest
+
+BEFORE = dt.date(2026, 12, 1)      # before every reveal date in course.yml
+AFTER = dt.date(2027, 1, 31)       # after every reveal date
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory):
+    return build_release(manifest().stage.id, tmp_path_factory.mktemp("release") / "stage-1", today=BEFORE)
+
+
+def _texts(root: Path) -> dict[str, str]:
+    """Every file of the release as text, the wheel's members included."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as z:
+                out |= {f"{path.name}!{n}": z.read(n).decode("utf-8", "replace") for n in z.namelist()}
+        elif path.is_file():
+            out[str(path.relative_to(root))] = path.read_text(errors="replace")
+    return out
+
+
+def _secrets() -> dict[str, str]:
+    """Lines only the instructor has: solution regions, hidden tests, keys, rubrics."""
+    secrets: dict[str, str] = {}
+    # What any generated stub holds is public by the instructor's choice (LAB·1.4 hands students LAB·1.2's
+    # matmul in a teaching cell): the scan looks for what no stub shows.
+    stub_text = "".join((REPO_ROOT / lab.notebook).read_text() for lab in manifest().labs)
+    for lab in manifest().labs:
+        for cell in notebooks.read(REPO_ROOT / lab.source).cells:
+            if notebooks.is_solution_cell(cell) or notebooks.is_test_cell(cell):
+                for line in notebooks.strip_markers(cell.source).split("\n"):
+                    line = line.strip()
+                    # A line long enough to be the answer's own and absent from the stub students get anyway.
+                    if len(line) >= 30 and not line.startswith("#") and json.dumps(line)[1:-1] not in stub_text:
+                        secrets[line] = f"{lab.code} solution/test cell"
+        for w in lab.written:
+            secrets |= {r: f"{lab.code} rubric" for r in w.rubric}
+    for key in (REPO_ROOT / "autograder" / "keys").glob("*.yml"):
+        for line in key.read_text().splitlines():
+            if len(line.strip()) >= 20 and not line.strip().startswith("#"):
+                secrets[line.strip()] = f"key {key.name}"
+    return secrets
+
+
+def test_release_holds_no_solution_hidden_test_key_or_rubric(release) -> None:
+    texts = _texts(release.out)
+    found = [f"{where}: {what} ({secret[:60]!r})" for secret, what in _secrets().items()
+             for where, text in texts.items() if secret in text]
+    assert not found, "\n".join(found[:20])
+    for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS"):
+        # (pallas_course/notebooks.py names the markers it strips; no notebook, page or data file holds one)
+        assert not [w for w, t in texts.items() if marker in t and not w.endswith(".py")]
+    assert not [w for w in texts if w.startswith(("autograder", "course_tools", "solutions")) or "!autograder/" in w]
+
+
+def test_release_layout_and_requirements(release) -> None:
+    names = sorted(p.name for p in (release.out / "labs").iterdir())
+    assert names == sorted(Path(lab.notebook).name for lab in manifest().labs)
+    reqs = (release.out / "requirements.txt").read_text()
+    for package in NEVER_SHIPPED:
+        assert f"\n{package}==" not in reqs.lower()
+    assert f"./wheels/{release.wheel.name}" in reqs and "tokamax==0.0.12" in reqs
+    with zipfile.ZipFile(release.wheel) as z:
+        tops = {n.split("/")[0] for n in z.namelist()}
+        public = yaml.safe_load(z.read("pallas_course/course.yml"))
+    assert tops == {"pallas_course", "pallas_from_zero-0.1.0.dist-info"}
+    assert all(not w["rubric"] for lab in public["labs"] for w in lab["written"])
+
+
+def test_released_notebooks_install_the_published_wheel_and_carry_a_badge(release) -> None:
+    m = manifest()
+    for lab in m.labs:
+        nb = nbformat.read(release.out / "labs" / Path(lab.notebook).name, as_version=4)
+        params = next(c for c in nb.cells if notebooks.is_parameters_cell(c)).source
+        extras = "[reading]" if lab.helpers_extras else ""
+        assert f'COURSE_PIP = "pallas-from-zero{extras} @ {release.wheel_url}"' in params
+        assert release.wheel_url.endswith(f"/wheels/{release.wheel.name}")
+        assert "git+https://github.com/pallas-from-zero/pallas-from-zero" not in json.dumps(nb)
+        assert nb.cells[0].source.startswith("[![Open In Colab]") and \
+            m.release.colab_url(f"labs/{Path(lab.notebook).name}") in nb.cells[0].source
+
+
+def test_student_site_withholds_code_until_the_reveal_date(release, tmp_path: Path) -> None:
+    from course_tools.site.build import build
+
+    before = (release.out / "site" / "index.html").read_text()
+    lab = manifest().labs[0]
+    assert f"{lab.code}&#39;s model code appears here on {lab.reveal}" in before
+    solution_line = "o_ref[...] = x_ref[...] + y_ref[...]"
+    assert solution_line not in before
+    build(tmp_path, public_on=AFTER)
+    assert solution_line in (tmp_path / "index.html").read_text()
+
+
+def test_walks_are_baked_or_withheld(release) -> None:
+    with zipfile.ZipFile(release.wheel) as z:
+        walks = yaml.safe_load(z.read("pallas_course/walks.yml"))["walks"]
+    matmul = next(w for w in walks if w["id"] == "matmul")
+    assert "lines" not in matmul["source"] and "2026-12-14" in matmul["source"]["withheld"]
+
+
+# ---------------------------------------------------------------------------------------- end to end
+
+def _fill(stub: nbformat.NotebookNode, solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The stub with each solution region replaced by the model answer, except answers that read the key."""
+    answers = {notebooks.grade_id(c): c.source for c in solution.cells if notebooks.is_solution_cell(c)}
+    for cell in stub.cells:
+        answer = answers.get(notebooks.grade_id(cell))
+        if cell.cell_type == "code" and answer is not None and "autograder" not in answer:
+            cell.source = notebooks.strip_markers(answer)
+    return stub
+
+
+def _errors(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    return [(o.get("ename", ""), o.get("evalue", "")) for c in nb.cells if c.cell_type == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+# Every cell runs, errors recorded in the output (papermill still raises at the end: read the output instead).
+_PAPERMILL = """import sys, papermill
+try:
+    papermill.execute_notebook(sys.argv[1], sys.argv[2], cwd=sys.argv[3], kernel_name="python3",
+                               allow_errors=True, execution_timeout=600, progress_bar=False)
+except papermill.PapermillExecutionError:
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_release_runs_in_a_clean_virtualenv(release, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env |= {"PATH": f"{venv / 'bin'}:{env['PATH']}", "JAX_PLATFORMS": "cpu", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    pip = lambda *a: subprocess.run([py, "-m", "pip", "install", "-q", *a], cwd=release.out, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=900)
+    run = pip("-r", "requirements.txt")
+    assert run.returncode == 0, run.stderr[-2000:]
+    # JupyterLab on the release: no nbgrader, so no server-extension error and no Formgrader menus.
+    probe = subprocess.run([py, "-c", "import importlib.util as u, pallas_course as p; "
+                            "print(u.find_spec('nbgrader'), u.find_spec('autograder'), p.__file__)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert probe.stdout.startswith("None None ") and str(venv) in probe.stdout, probe.stdout + probe.stderr
+    ext = subprocess.run([str(venv / "bin" / "jupyter"), "server", "extension", "list"], env=env,
+                         capture_output=True, text=True)
+    labext = subprocess.run([str(venv / "bin" / "jupyter"), "labextension", "list"], env=env,
+                            capture_output=True, text=True)
+    listing = ext.stdout + ext.stderr + labext.stdout + labext.stderr
+    assert "nbgrader" not in listing and "[E]" not in listing, listing
+    assert pip("papermill==2.7.0").returncode == 0      # the test's runner, not the student's
+
+    failures = []
+    for lab in manifest().labs:
+        released = release.out / "labs" / Path(lab.notebook).name
+        filled = tmp_path / f"filled-{released.name}"
+        nbformat.write(_fill(nbformat.read(released, as_version=4), notebooks.read(REPO_ROOT / lab.source)), filled)
+        for kind, path in (("stub", released), ("filled", filled)):
+            out = tmp_path / f"out-{kind}-{released.name}"
+            subprocess.run([py, "-c", _PAPERMILL, str(path), str(out), str(release.out / "labs")], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=1200)
+            errors = _errors(nbformat.read(out, as_version=4))
+            other = [e for e in errors if not (e[0] == "NotImplementedError" and "not written yet" in e[1])]
+            if other or (kind == "stub" and not errors):
+                failures.append(f"{kind} {released.name}: {other or 'no NotImplementedError'}")
+            if kind == "filled" and errors and not any("autograder" in c.source for c in
+                                                       notebooks.read(REPO_ROOT / lab.source).cells
+                                                       if notebooks.is_solution_cell(c)):
+                failures.append(f"filled {released.name}: {errors}")
+    assert not failures, "\n".join(failures)
