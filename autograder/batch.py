@@ -220,6 +220,10 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
     local worker processes (`jobs` > 1) or this process (`jobs` == 1).
     """
     limits = limits or Limits()
+    if limits.jailed and scheduler is None:
+        from autograder.jail import require_jail
+
+        require_jail()   # refuse the whole batch in one line, not each submission (Dask workers check their own)
     store = Store(out_dir)
     todo, reused = plan(paths, root, store, force=force)
     if on_plan:

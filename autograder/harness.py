@@ -49,9 +49,10 @@ def student_function(fn: Any) -> StudentFunction:
 def _failure(test: str, label: str, e: StudentError) -> TestFailure:
     if e.not_implemented:
         return TestFailure(f"{test}: {label} is not implemented yet ({e.text})")
-    if e.phase == "trace":
-        return TestFailure(f"{test}: {label} raised {e.text} while being traced")
-    return TestFailure(f"{test}: {label} raised {e.text}")
+    where = " while being traced" if e.phase == "trace" else ""
+    # the student helpers' explanation (pallas_course.errors: the mistake, their line, the fix), after the error
+    explained = f"\n{e.explanation}" if e.explanation and e.explanation not in e.text else ""
+    return TestFailure(f"{test}: {label} raised {e.text}{where}{explained}")
 
 
 def _runnable(args: Sequence[Any]) -> bool:

@@ -156,6 +156,13 @@ def jail_problem() -> str | None:
     return _probe(bwrap, os.geteuid())
 
 
+def require_jail() -> None:
+    """Raise JailUnavailable, in one line naming --no-jail and what it loses, where no jail can be made."""
+    problem = jail_problem()
+    if problem is not None:
+        raise JailUnavailable(f"cannot jail student code: {problem}; {NO_JAIL_LOSES}")
+
+
 def _cgroup_dir(controller: str) -> Path:
     """This process's own group of `controller` (jails nest below it, so an outer limit still holds)."""
     try:
@@ -455,9 +462,8 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
 
     Call it from a thread that outlives the jail (the parent-death signal may follow the thread). Raises
     JailUnavailable (jailed=True) where jail_problem() says no jail can be made."""
-    problem = jail_problem() if jailed else None
-    if problem is not None:
-        raise JailUnavailable(f"cannot jail student code: {problem}; {NO_JAIL_LOSES}")
+    if jailed:
+        require_jail()
     kill_orphans()
     name = f"{CGROUP_PREFIX}{os.getpid()}-{_started(os.getpid())}-{secrets.token_hex(4)}"
     cgroups: _Cgroups | None = None

@@ -53,6 +53,10 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
             cell.update(fresh)
         else:
             cell.metadata["nbgrader"] = copy.deepcopy(_nbg(src))
+            # tags too (e.g. a student's `skip-execution` on a test cell): a graded cell is the instructor's
+            cell.metadata["tags"] = list(src.get("metadata", {}).get("tags", []))
+            if not cell.metadata["tags"]:
+                del cell.metadata["tags"]
         if checksums.get(gid):
             cell.metadata["nbgrader"]["checksum"] = checksums[gid]
 
