@@ -24,7 +24,7 @@ from autograder.store import grader_fingerprint
 from autograder.untrusted import CUT, MAX_CHARS
 from course_tools.cli import app
 from pallas_course.manifest import REPO_ROOT, manifest
-from tests.nbgrader_course import generated_course
+from tests.small_gradebook import small_gradebook
 
 LAB = "lab-1.1-first-kernels"
 FILE = f"{LAB}.ipynb"
@@ -56,7 +56,8 @@ def _notebook(path: Path, **spec: Any) -> Path:
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    course = generated_course(tmp_path_factory.mktemp("course"))
+    course = tmp_path_factory.mktemp("course")
+    small_gradebook(course / "gradebook.db")
     sub = course / "submitted"
     for student in ORDINARY:
         _notebook(sub / student / STAGE / FILE)
@@ -157,3 +158,26 @@ def test_feedback_escapes_names_and_lists_what_was_ignored(batch) -> None:
     page = (feedback / "dan" / STAGE / f"{LAB}.html").read_text(encoding="utf-8")
     assert "<h2>Not graded</h2>" in page and "lab-1.1 copy.ipynb" in page
     assert (feedback / "ren\ufffde\ufffd" / STAGE / f"{LAB}.md").exists()
+
+
+def test_discovery_rules(tmp_path: Path) -> None:
+    """Links inside are refused, the folder named on the command line is followed; two names that show the
+    same: the second refused; a missing path or an empty folder is a one-line error."""
+    from autograder.discover import SubmissionNotFound, find_submissions
+
+    real = tmp_path / "real"
+    _notebook(real / "amy" / STAGE / FILE)
+    (real / "amy" / STAGE / "peek").symlink_to(REPO_ROOT / "solutions", target_is_directory=True)
+    _notebook(real / os.fsdecode(b"z\xff") / STAGE / FILE)
+    _notebook(real / os.fsdecode(b"z\xfe") / STAGE / FILE)
+    (tmp_path / "given").symlink_to(real, target_is_directory=True)
+    found = find_submissions([tmp_path / "given"])
+    assert [found.label(p) for p in found.notebooks] == [f"amy/{STAGE}/{FILE}", f"z\ufffd/{STAGE}/{FILE}"]
+    assert [(s.label, s.refused) for s in found.skipped] == [(f"amy/{STAGE}/peek", True),
+                                                            (f"z\ufffd/{STAGE}/{FILE}", True)]
+    assert "shows the same as" in found.skipped[1].reason
+    with pytest.raises(SubmissionNotFound, match="nope: no such file or folder"):
+        find_submissions([tmp_path / "nope"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SubmissionNotFound, match="empty: no .ipynb files in this folder"):
+        find_submissions([tmp_path / "empty"])

@@ -25,6 +25,7 @@ from autograder.feedback import feedback_stem, to_html, to_markdown, write_feedb
 from autograder.report import BatchProgress, Failures, csv_rows, print_table, to_json, write_csv
 from autograder.results import IgnoredFile, SubmissionResult, TestResult, WrittenResult
 from pallas_course.manifest import manifest
+from tests.small_gradebook import small_gradebook
 
 LAB = "lab-1.1-first-kernels"
 STAGE = manifest().stage.id
@@ -202,19 +203,7 @@ def test_timestamp_in_nbgraders_format() -> None:
 
 @pytest.fixture(scope="module")
 def gradebook(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A gradebook with the stage's assignment and LAB·1.1's cells, as generate_assignment records them."""
-    from nbgrader.api import Gradebook
-
-    path = tmp_path_factory.mktemp("course") / "gradebook.db"
-    with Gradebook(f"sqlite:///{path}") as gb:
-        gb.update_or_create_assignment(STAGE)
-        gb.update_or_create_notebook(LAB, STAGE)
-        for t in SPEC.tests:
-            gb.update_or_create_grade_cell(t.id, LAB, STAGE, max_score=t.points, cell_type="code")
-        for w in SPEC.written:
-            gb.update_or_create_grade_cell(w.id, LAB, STAGE, max_score=w.points, cell_type="markdown")
-            gb.update_or_create_solution_cell(w.id, LAB, STAGE)
-    return path
+    return small_gradebook(tmp_path_factory.mktemp("course") / "gradebook.db")
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
