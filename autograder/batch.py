@@ -27,14 +27,19 @@ from autograder.sandbox import Limits
 from autograder.store import (Store, changed_files, files_snapshot, grader_files, grader_fingerprint,
                               new_record, sha256_file, write_atomic)
 
-PRELOAD = ["autograder.batch", "autograder.grade", "papermill", "nbclient", "jupyter_client", "nbgrader.utils"]
+# What a worker imports before its first submission: the engine, jax (the checks draw inputs with it) and
+# every lab's checks (see start_workers).
+PRELOAD = ["autograder.batch", "autograder.grade", "autograder.engine", "jax.numpy", "jax.experimental.pallas",
+           "nbgrader.utils"]
 
 
 def start_workers(jobs: int) -> None:
     """Start the forkserver now, so its imports (the slow part of a worker's start) overlap with ours."""
     if jobs > 1:
+        from pallas_course.manifest import manifest
+
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
+        ctx.set_forkserver_preload(PRELOAD + [lab.grader for lab in manifest().labs if lab.grader])
         from multiprocessing import forkserver
 
         forkserver.ensure_running()
@@ -188,6 +193,14 @@ class _DaskPool:
 
 
 def _save(job: Job, payload: dict[str, Any], store: Store, out_dir: Path | None) -> Outcome:
+    """Store one graded payload; a failure while saving is that submission's, recorded, and the batch goes on."""
+    try:
+        return _store(job, payload, store, out_dir)
+    except Exception as e:  # noqa: BLE001 - a disk or record problem with one submission
+        return _failed(job, f"saving its results failed ({type(e).__name__}: {e})", store)
+
+
+def _store(job: Job, payload: dict[str, Any], store: Store, out_dir: Path | None) -> Outcome:
     result = SubmissionResult.model_validate(payload["result"])
     retry = False
     if payload.get("grader") != grader_fingerprint(result.lab):

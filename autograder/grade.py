@@ -23,30 +23,6 @@ from autograder.sandbox import Limits
 from autograder.score import score_tests, written_status
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
 
-SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git"}
-
-
-class SubmissionNotFound(FileNotFoundError):
-    """A path given to the grader does not exist or holds no notebooks."""
-
-
-def find_submissions(paths: Iterable[Path | str]) -> list[Path]:
-    """Notebooks named by `paths`: a notebook itself, or every notebook under a folder."""
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            found.append(path)
-        elif path.is_dir():
-            nbs = sorted(p for p in path.rglob("*.ipynb") if not SKIP_DIRS & set(p.parts))
-            if not nbs:
-                raise SubmissionNotFound(f"{path}: no .ipynb files in this folder")
-            found.extend(nbs)
-        else:
-            raise SubmissionNotFound(f"{path}: no such file or folder")
-    return found
-
-
 def _zero(lab: LabSpec | None, message: str) -> list[TestResult]:
     if lab is None:
         return []
@@ -186,4 +162,7 @@ def safe_relpath(label: str) -> Path:
 
 
 def submission_label(path: Path, root: Path | None) -> str:
-    return str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+    """The submission's name in every record and report: its path under `root`, always printable text."""
+    from autograder.untrusted import relative_name
+
+    return relative_name(path, root)

@@ -51,9 +51,11 @@ class GradeOptions:
     cell_timeout_s: int | None = None
     memory_mb: int = 4096
     gradebook: Path | None = None
+    jailed: bool = True
 
     def limits(self) -> Limits:
-        return Limits(wall_s=self.timeout_s, memory_mb=self.memory_mb, cell_s=self.cell_timeout_s)
+        return Limits(wall_s=self.timeout_s, memory_mb=self.memory_mb, cell_s=self.cell_timeout_s,
+                      jailed=self.jailed)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class GradeRun:
     refused: int = 0
     ignored: int = 0
     error: str | None = None     # a problem of the whole run (the gradebook), reported after the rest
+    jailed: bool = True          # False: graded with --no-jail (the summary says what that loses)
 
     @property
     def json_text(self) -> str:
@@ -83,7 +86,7 @@ class GradeRun:
         console = console or Console()
         if len(self.results) <= TABLES_UP_TO:
             print_table(self.results, console, self.failures)
-        print_summary(summary_rows(self.outcomes), sandbox=sandbox_status(), console=console,
+        print_summary(summary_rows(self.outcomes), sandbox=sandbox_status(self.jailed), console=console,
                       failed=self.unhandled, refused=self.refused, ignored=self.ignored)
         for note in self.notes:
             console.print(Text(f"  {untrusted.plain(note)}"))
@@ -197,7 +200,7 @@ def run_grade(found: Discovery | list[Path], given: Sequence[Path], options: Gra
     with progress:
         outcomes = _grade(found, options, progress, failures)
     outcomes = _attach(found, outcomes, failures)
-    run = GradeRun(outcomes, [o.result for o in outcomes], failures=failures,
+    run = GradeRun(outcomes, [o.result for o in outcomes], failures=failures, jailed=options.jailed,
                    refused=sum(s.refused for s in found.skipped), ignored=sum(not s.refused for s in found.skipped))
     out, root = options.out, found.root
     out.mkdir(parents=True, exist_ok=True)

@@ -65,8 +65,11 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
         points, _ = determine_grade(cell)
         points = float(points or 0)
         passed = points >= spec.points
+        message = "passed" if passed else _reason(cell)
+        if 0 < points < spec.points and message == "no credit":
+            message = f"partial credit: {points:g} of {spec.points:g} points"
         results.append(TestResult(name=spec.id, points=points, max_points=spec.points, passed=passed,
-                                  message="passed" if passed else _reason(cell)))
+                                  message=message))
     return results
 
 

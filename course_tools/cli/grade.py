@@ -39,6 +39,10 @@ def grade(
                                                       "this nbgrader gradebook.db (and copy the executed "
                                                       "notebooks to autograded/ beside it) for the "
                                                       "formgrader.")] = None,
+    no_jail: Annotated[bool, typer.Option("--no-jail", help="Grade without the jail, where none can be made "
+                                          "(macOS, no bubblewrap). Student code then runs as a plain process "
+                                          "with your rights: it can read solutions/, your files and the "
+                                          "network, and so forge its score. Only for trusted notebooks.")] = False,
 ) -> None:
     """Grade submissions against the hidden tests.
 
@@ -84,7 +88,8 @@ def grade(
     try:
         found = find_submissions(paths)
         options = GradeOptions(out=out, jobs=jobs, force=force, scheduler=scheduler, timeout_s=timeout,
-                               cell_timeout_s=cell_timeout, memory_mb=memory, gradebook=gradebook)
+                               cell_timeout_s=cell_timeout, memory_mb=memory, gradebook=gradebook,
+                               jailed=not no_jail)
         run = run_grade(found, paths, options, quiet=as_json)
     except (SubmissionNotFound, ValueError, RuntimeError) as e:
         raise fail(plain(e)) from None
