@@ -60,11 +60,14 @@ def _runnable(args: Sequence[Any]) -> bool:
     return not any(type(a).__name__ == "ShapeDtypeStruct" for a in args)
 
 
-def call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def call(test: str, label: str, fn: Callable[..., Any], *args: Any,
+         references: dict[str, list[Any]] | None = None, **kwargs: Any) -> Any:
     """What the student's `fn` returns for these inputs (run in the jail under forced TPU interpret mode, from
-    the very computation `traced` reports); any error of the student's becomes a TestFailure."""
+    the very computation `traced` reports); any error of the student's becomes a TestFailure. `references`:
+    the student's helpers `fn` calls answer from these values ({name: [[parameters, result], ...]}), so `fn`
+    is graded on its own."""
     try:
-        answer = student_function(fn).invoke(args, kwargs, run=True)
+        answer = student_function(fn).invoke(args, kwargs, run=True, references=references)
     except StudentError as e:
         raise _failure(test, label, e) from None
     if answer.error is not None:

@@ -107,18 +107,22 @@ class StudentFunction:
         self.name = name
         self._cache: dict[str, Invocation] = {}
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool) -> Invocation:
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
+              tables: dict[str, list[Any]] | None) -> Invocation:
         raise NotImplementedError
 
-    def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool) -> Invocation:
+    def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool,
+               references: dict[str, list[Any]] | None = None) -> Invocation:
         """Trace (and if `run`, execute) the function on these inputs. The same inputs are answered once: the
-        structure check and the value check of one case see one traced computation."""
+        structure check and the value check of one case see one traced computation. `references`: helpers
+        the function calls, answered from these reference values ({name: [[parameters, result], ...]})."""
         enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
-        key = _key(enc_args, enc_kwargs, blobs)
+        tables = json.loads(json.dumps(references)) if references else None
+        key = _key([enc_args, tables], enc_kwargs, blobs)
         cached = self._cache.get(key + ":run") or (None if run else self._cache.get(key + ":trace"))
         if cached is not None:
             return cached
-        answer = self._send(enc_args, enc_kwargs, blobs, run)
+        answer = self._send(enc_args, enc_kwargs, blobs, run, tables)
         self._cache[key + (":run" if run else ":trace")] = answer
         return answer
 
@@ -133,12 +137,13 @@ class LocalFunction(StudentFunction):
         super().__init__(name or getattr(fn, "__name__", "function"))
         self.fn = fn
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool) -> Invocation:
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
+              tables: dict[str, list[Any]] | None) -> Invocation:
         from autograder.jail_agent.calls import CallFailed, invoke
 
         args, kwargs = wire.decode(enc_args, blobs), wire.decode(enc_kwargs, blobs)
         try:
-            answer = invoke(self.fn, list(args), dict(kwargs), run=run)
+            answer = invoke(self.fn, list(args), dict(kwargs), run=run, tables=tables)
         except CallFailed as e:
             return _answer({"ok": False, "error": e.info}, [])
         out_blobs: list[bytes] = []
@@ -155,10 +160,12 @@ class RemoteFunction(StudentFunction):
         super().__init__(name)
         self.session = session
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool) -> Invocation:
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
+              tables: dict[str, list[Any]] | None) -> Invocation:
         header, out_blobs = self.session.request(
             {"op": "call", "name": self.name, "args": enc_args, "kwargs": enc_kwargs, "run": run,
-             "timeout_s": self.session.call_timeout_s()}, blobs, timeout=self.session.call_timeout_s() + 10)
+             "references": tables, "timeout_s": self.session.call_timeout_s()}, blobs,
+            timeout=self.session.call_timeout_s() + 10)
         return _answer(header, out_blobs)
 
 

@@ -259,7 +259,7 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
                  "other processes; writes the repository"), _with_cell(stub, PROBE)),
         (Hostile("network", 0, "not implemented yet", "TCP and UDP to the grader's host, a UNIX socket, the "
                  "workers' sockets"), _with_cell(stub, network)),
-        (Hostile("rewrite-tests", 0, "not implemented yet", "input and AST transformers that rewrite the test "
+        (Hostile("rewrite-tests", 0, "not implemented yet|launches no pallas_call", "input and AST transformers that rewrite the test "
                  "cells, a post_run_cell hook that clears errors, the checks' case lists emptied"),
          _with_cell(stub, REWRITE_TESTS)),
         (Hostile("skip-execution", 0, "not implemented yet", "the test cells tagged skip-execution"),

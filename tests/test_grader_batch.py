@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 import autograder.batch as batch
 from autograder.demo import filled_in
+from autograder.sandbox import Limits
 from autograder.store import Store, grader_fingerprint, new_record
 from course_tools.cli import app
 from pallas_course.manifest import manifest
@@ -164,15 +165,14 @@ def test_grader_failure_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without a sandbox, a grader file that changes during the batch stops it with a one-line reason."""
+    """Graded with --no-jail, a grader file that changes during the batch stops it with a one-line reason."""
     root = tmp_path / "submitted"
     paths = [_corrupt(root, s) for s in ("eve", "fay")]
     watched = tmp_path / "lab_1_1.py"
     watched.write_text("checks")
-    monkeypatch.setattr(batch, "landlock_abi", lambda: 0)
     monkeypatch.setattr(batch, "grader_files", lambda: [watched])
     with pytest.raises(batch.GraderModified, match="grader files changed during the batch"):
-        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root,
+        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, limits=Limits(jailed=False),
                         on_outcome=lambda o: watched.write_text("checks that always pass"))
 
 

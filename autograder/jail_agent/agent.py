@@ -194,7 +194,8 @@ class Agent:
         try:
             self._alarm(req.get("timeout_s"))
             try:
-                answer = invoke(fn, list(args), dict(kwargs), run=bool(req.get("run")))
+                tables = req.get("references") if isinstance(req.get("references"), dict) else None
+                answer = invoke(fn, list(args), dict(kwargs), run=bool(req.get("run")), tables=tables)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except CallFailed as e:

@@ -64,6 +64,57 @@ def describe_error(e: BaseException, phase: str) -> dict[str, Any]:
     return info
 
 
+def canonical_key(params: dict[str, Any]) -> str:
+    """A call's bound parameters as one comparable string (dtypes by name, so jnp.bfloat16 == np.dtype)."""
+    import json
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, (bool, int, float, str)) or v is None:
+            return v
+        try:
+            return np.dtype(v).name
+        except TypeError:
+            return repr(v)
+
+    return json.dumps({k: norm(v) for k, v in sorted(params.items())})
+
+
+@contextlib.contextmanager
+def references(namespace: dict[str, Any], tables: dict[str, list[Any]] | None) -> Iterator[None]:
+    """While grading one function alone: each of its helpers named in `tables` answers from the grader's
+    reference values ([[parameters, result], ...]) where it has one, and from the student's own helper
+    elsewhere. So one wrong helper costs its own test, not every test of the functions that call it."""
+    import inspect
+
+    saved: dict[str, Any] = {}
+    try:
+        for name, rows in (tables or {}).items():
+            own = namespace.get(name)
+            if not callable(own):
+                continue
+            known = {canonical_key(dict(params)): result for params, result in rows}
+            signature = inspect.signature(own)
+
+            def helper(*args: Any, _own: Any = own, _known: dict = known, _sig: Any = signature, **kwargs: Any) -> Any:
+                try:
+                    bound = _sig.bind(*args, **kwargs)
+                    bound.apply_defaults()
+                    key = canonical_key(dict(bound.arguments))
+                except TypeError:
+                    return _own(*args, **kwargs)
+                if key in _known:
+                    value = _known[key]
+                    return tuple(value) if isinstance(value, list) else value
+                return _own(*args, **kwargs)
+
+            helper.__name__ = name
+            saved[name] = own
+            namespace[name] = helper
+        yield
+    finally:
+        namespace.update(saved)
+
+
 def _is_array(x: Any) -> bool:
     return isinstance(x, (np.ndarray, Spec))
 
@@ -77,7 +128,8 @@ def _jax_value(x: Any) -> Any:
     return jnp.asarray(x)
 
 
-def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, run: bool) -> dict[str, Any]:
+def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, run: bool,
+           tables: dict[str, list[Any]] | None = None) -> dict[str, Any]:
     """{"structure": trace data or None, "result": what the call returned (arrays as numpy), and "error"
     when the traced computation failed to run (its structure still stands).
 
@@ -97,7 +149,8 @@ def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, r
     with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
         if not positions:
             try:
-                return {"structure": None, "result": fn(*args, **kwargs)}
+                with references(getattr(fn, "__globals__", {}), tables):
+                    return {"structure": None, "result": fn(*args, **kwargs)}
             except Exception as e:  # noqa: BLE001 - the student's error is the answer
                 pltpu.reset_tpu_interpret_mode_state()
                 raise CallFailed(describe_error(e, "run")) from None

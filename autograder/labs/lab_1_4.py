@@ -156,6 +156,29 @@ def model_budget_line(dtype: Any, chip: str, buffers: int = 2) -> int | None:
     return line
 
 
+# ------------------------------------------------------- reference values, so each function is graded alone
+# smallest_fed_block calls the student's step_times, largest_square_block their vmem_working_set: graded with
+# the models' values for those (harness.call's `references`), one wrong helper costs only its own test. The
+# tables cover the square blocks a search from 128 upward visits, up to a few steps past the answer; a call
+# outside them falls back to the student's own helper.
+
+def _squares_to(want: int | None, past: int = 3) -> list[int]:
+    top = SEARCH_LIMIT if want is None else min(SEARCH_LIMIT, want + past * BLOCK_STEP)
+    return list(range(BLOCK_STEP, top + 1, BLOCK_STEP))
+
+
+def step_time_references(dtype: Any, chip: str, blocks: list[int]) -> dict[str, list[Any]]:
+    name = _dtype(dtype).name
+    return {"step_times": [[{"bm": b, "bn": b, "bk": b, "dtype": name, "chip": chip},
+                            list(model_step_times(b, b, b, name, chip))] for b in blocks]}
+
+
+def working_set_references(dtype: Any, buffers: int, blocks: list[int]) -> dict[str, list[Any]]:
+    name = _dtype(dtype).name
+    return {"vmem_working_set": [[{"bm": b, "bn": b, "bk": b, "dtype": name, "buffers": buffers, "acc_scratch": False},
+                                  model_budget(b, b, b, name, "v5e", buffers).working_set_bytes] for b in blocks]}
+
+
 # ------------------------------------------------------------------------------------------------- helpers
 
 def _number(test: str, label: str, value: Any) -> float:
@@ -257,8 +280,9 @@ def fed_block(smallest_fed_block: Callable[..., Any]) -> None:
     cases = [("bfloat16", name) for name in chips()] + [("float32", "v5e")]
     for dtype, chip in cases:
         label = f"smallest_fed_block({dtype}, {chip!r})"
-        got = call(test, label, smallest_fed_block, _dtype(dtype), chip)
         want = model_fed_block(dtype, chip)
+        got = call(test, label, smallest_fed_block, _dtype(dtype), chip,
+                   references=step_time_references(dtype, chip, _squares_to(want)))
         if got == want:
             continue
         if got is None or isinstance(got, bool) or not isinstance(got, (int, np.integer)):
@@ -296,8 +320,9 @@ def budget_line(largest_square_block: Callable[..., Any]) -> None:
     test = "budget_line"
     for dtype, chip, buffers in BUDGET_CASES:
         label = f"largest_square_block({dtype}, {chip!r}, buffers={buffers})"
-        got = call(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers)
         want = model_budget_line(dtype, chip, buffers)
+        got = call(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers,
+                   references=working_set_references(dtype, buffers, _squares_to(want, past=1)))
         if got == want:
             continue
         if got is None or isinstance(got, bool) or not isinstance(got, (int, np.integer)):
