@@ -106,8 +106,13 @@ class Opaque:
 
 
 def load_array(data: bytes, dtype: str) -> np.ndarray:
-    arr = np.load(io.BytesIO(data), allow_pickle=False)
     want = dtype_named(dtype)
+    try:
+        arr = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:   # a pickle, a truncated or forged file
+        raise WireError(f"not a plain .npy array ({str(e)[:100]})") from None
+    if not isinstance(arr, np.ndarray):
+        raise WireError("not a plain .npy array")
     if want.name == "bfloat16":
         if arr.dtype != np.uint16:
             raise WireError("a bfloat16 array must travel as uint16 bits")

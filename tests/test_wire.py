@@ -1,0 +1,135 @@
+"""What crosses the trust boundary: JSON and .npy bytes only, checked on arrival (autograder/jail_agent/wire.py,
+pallas_course.kernel_trace.from_data), and one traced computation for structure and values (jail_agent/calls.py)."""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+from autograder.harness import TestFailure, call, traced
+from autograder.jail_agent import wire
+from autograder.student import LocalFunction
+from pallas_course.kernel_trace import MalformedTrace, from_data, to_data, trace
+
+
+def _roundtrip(value: object) -> object:
+    blobs: list[bytes] = []
+    data = wire.encode(value, blobs)
+    header, back = wire.Reader(_pipe(wire.pack({"v": data}, blobs))).read(timeout=5)
+    return wire.decode(header["v"], back)
+
+
+def _pipe(data: bytes) -> int:
+    r, w = os.pipe()
+    os.write(w, data)
+    os.close(w)
+    return r
+
+
+def test_values_round_trip_with_their_types() -> None:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    bf = x.astype(ml_dtypes.bfloat16)
+    back = _roundtrip({"a": (x, bf, np.dtype(np.float32)), 3: [None, 1.5, "s"]})
+    assert isinstance(back, dict) and set(back) == {"a", 3}
+    got_x, got_bf, dt = back["a"]
+    assert got_x.dtype == np.float32 and np.array_equal(got_x, x)
+    assert got_bf.dtype == ml_dtypes.bfloat16 and np.array_equal(got_bf, bf)
+    assert dt == np.float32 and back[3] == [None, 1.5, "s"]
+
+
+def test_a_pickle_never_loads() -> None:
+    """An object array saved with pickle is refused (allow_pickle=False), whatever its tag says."""
+    buf = io.BytesIO()
+    np.save(buf, np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(wire.WireError, match="not a plain .npy array"):
+        wire.decode({"__array__": 0, "dtype": "float32"}, [buf.getvalue()])
+    with pytest.raises(wire.WireError):
+        wire.decode({"__array__": 0, "dtype": "object"}, [pickle.dumps(object)])
+
+
+def test_objects_travel_as_their_type_name_only() -> None:
+    class Sneaky:
+        def __array__(self, *a: object, **k: object) -> np.ndarray:
+            return np.ones(3)
+
+    back = _roundtrip([Sneaky()])
+    assert isinstance(back[0], wire.Opaque) and "Sneaky" in repr(back[0])
+
+
+def test_oversized_and_garbled_frames_are_refused() -> None:
+    import struct
+
+    with pytest.raises(wire.WireError, match="over the"):
+        wire.Reader(_pipe(struct.pack(">Q", wire.MAX_HEADER_BYTES + 1))).read(timeout=5)
+    with pytest.raises(wire.WireError, match="not JSON"):
+        wire.Reader(_pipe(struct.pack(">Q", 5) + b"{nope")).read(timeout=5)
+    with pytest.raises(wire.PeerGone):
+        wire.Reader(_pipe(b"")).read(timeout=5)
+    r, w = os.pipe()
+    with pytest.raises(wire.PeerSilent):
+        wire.Reader(r).read(timeout=0.2)
+    os.close(w)
+
+
+def _transpose(x, bm=128, bn=128):
+    m, n = x.shape
+    return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, x_ref[...].T), grid=(m // bm, n // bn),
+                          in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
+                          out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
+                          out_shape=jax.ShapeDtypeStruct((n, m), x.dtype), interpret=True)(x)
+
+
+def test_structure_survives_as_data() -> None:
+    t = from_data(to_data(trace(_transpose, jax.ShapeDtypeStruct((256, 512), jnp.float32))))
+    (pc,) = t.pallas_calls
+    assert pc.grid == (2, 4) and pc.outputs[0].block_shape == (128, 128)
+    assert pc.outputs[0].block_index(0, 3) == (3, 0) and pc.inputs[0].block_index(1, 2) == (1, 2)
+    assert {"transpose", "get", "swap"} <= pc.kernel_primitives()
+
+
+@pytest.mark.parametrize("bad", [[], {"pallas_calls": "x"}, {"pallas_calls": [{"grid": ["a"]}], "outside": []},
+                                 {"pallas_calls": [], "outside": ["x"], "outside_sizes": []}])
+def test_malformed_structure_is_refused(bad: object) -> None:
+    with pytest.raises(MalformedTrace):
+        from_data(bad)
+
+
+def test_squeezed_block_dims_are_understood() -> None:
+    def f(x):
+        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, x_ref[...] * 2), grid=(4,),
+                              in_specs=[pl.BlockSpec((pl.Squeezed(), 128), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((None, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
+
+    pc = traced("t", "f(x)", f, jax.ShapeDtypeStruct((4, 128), jnp.float32)).pallas_calls[0]
+    assert pc.inputs[0].block_shape == (None, 128) and pc.outputs[0].block_index(2) == (2, 0)
+
+
+def test_values_come_from_the_traced_computation() -> None:
+    """A function that launches a pallas_call when traced and computes with XLA when called is judged by
+    what it traced: the XLA branch never answers."""
+    def two_faced(x):
+        if isinstance(x, jax.core.Tracer):
+            return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, jnp.zeros_like(o_ref)),
+                                  out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
+        return x + 1
+
+    x = np.ones((8, 128), np.float32)
+    fn = LocalFunction(two_faced)
+    assert traced("t", "f(x)", fn, x).pallas_calls
+    assert np.array_equal(call("t", "f(x)", fn, x), np.zeros_like(x))
+
+
+def test_student_errors_arrive_as_data() -> None:
+    def broken(x):
+        raise NotImplementedError("not written yet")
+
+    with pytest.raises(TestFailure, match=r"t: f\(x\) is not implemented yet \(NotImplementedError: not written yet\)"):
+        call("t", "f(x)", broken, np.ones((8, 128), np.float32))
