@@ -3,12 +3,18 @@
 Each mistake is checked two ways (tests/test_mistakes.py): the first five lines the visible `check(...)`
 cells show name it (`shown`, a regex), and the visible checks and the hidden checks agree (both fail, or
 both pass: `hidden` lists the hidden tests that must fail; every other test of the edited kernel must pass).
+
+Speed (CI runs this on 2 cores): a lab's set-up cell runs once (`Lab.base`); only the check cells of the
+kernels a mistake touches run their checks (the others still run, with `check` a no-op, for the inputs they
+define); and `SMALL` shrinks the visible checks' shapes (fewer interpreted grid steps, same rules).
 """
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import nbformat
 
@@ -25,51 +31,103 @@ class Mistake:
     passing: tuple[str, ...] = field(default=())   # hidden tests that must still pass
 
 
+# Smaller inputs for the visible checks, per lab (old -> new, every occurrence): still more than one block in
+# each direction a kernel tiles, so a grid, an index map or an accumulator that is wrong still shows.
+SMALL: dict[str, dict[str, str]] = {
+    "lab-1.2-tiled-matmul": {"(512, 512), jnp.float32)": "(256, 256), jnp.float32)",
+                             "(256, 1024), jnp.bfloat16)": "(256, 512), jnp.bfloat16)",
+                             "(1024, 256), jnp.bfloat16)": "(512, 256), jnp.bfloat16)"},
+    "lab-1.3-fused-softmax-layernorm": {"(256, 512), jnp.float32)": "(64, 512), jnp.float32)"},
+}
+
+
 def _is_hidden_test(cell: Any) -> bool:
     nbg = cell.get("metadata", {}).get("nbgrader", {})
     return bool(nbg.get("grade")) and not nbg.get("solution")
 
 
-def visible_cells(path: Path, edits: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(role, source) of the notebook's code, edited: definitions, then the tagged visible checks, in order."""
-    nb = nbformat.read(path, as_version=4)
-    cells = [c for c in nb.cells if c.cell_type == "code" and not _is_test(c)]
-    sources = ["\n".join(l for l in c.source.splitlines() if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
-               for c in cells]
-    sources = apply_edits(sources, edits)
-    roles = ["check" if "check" in c.metadata.get("tags", []) else "definition" if _defines(c) else "other"
-             for c in cells]
-    return [(r, s) for r, s in zip(roles, sources) if r != "other"]
-
-
-def _is_test(cell: Any) -> bool:
-    return _is_hidden_test(cell)
+def _is_setup(cell: Any) -> bool:
+    md = cell.get("metadata", {})
+    return "parameters" in md.get("tags", []) or md.get("nbgrader", {}).get("grade_id") == "setup"
 
 
 def _defines(cell: Any) -> bool:
-    tags = cell.get("metadata", {}).get("tags", [])
-    gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-    return "parameters" in tags or gid == "setup" or "\ndef " in "\n" + cell.source
+    return _is_setup(cell) or "\ndef " in "\n" + cell.source
 
 
-def run_visible(path: Path, edits: Mapping[str, str], *, mode: str = "tpu-interpret") -> tuple[dict[str, Any], str | None]:
-    """Run the definitions and the visible checks; return the namespace and what the student reads first for
-    the first failing check (None when every visible check passes)."""
-    from pallas_course.check import failure_text
+def _strip(source: str) -> str:
+    return "\n".join(l for l in source.splitlines() if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
 
-    namespace: dict[str, Any] = {"__name__": f"notebook:{path.stem}"}
-    failure: str | None = None
-    cells = visible_cells(path, edits)
-    # Check cells also define inputs later cells use, so none is skipped before the first failure.
-    for role, src in cells:
-        if role == "check" and failure is not None:
-            continue
-        try:
-            exec(compile(src, f"/tmp/ipykernel_0/{path.stem}.py", "exec"), namespace)   # noqa: S102
-        except Exception as exc:   # noqa: BLE001 - a failing cell is what we look at
+
+def _shrink(source: str, small: Mapping[str, str]) -> str:
+    for old, new in small.items():
+        source = source.replace(old, new)
+    return source
+
+
+@dataclass
+class Lab:
+    """One lab notebook, its set-up cell run once; each mistake runs from a copy of that namespace."""
+    path: Path
+    setup: list[str]
+    cells: list[tuple[str, str]]          # (role, source): "definition" or "check", in notebook order
+    base: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: Path, *, mode: str = "tpu-interpret") -> "Lab":
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code" and not _is_hidden_test(c)]
+        setup = [_strip(c.source) for c in code if _is_setup(c)]
+        small = SMALL.get(path.stem, {})
+        cells = [("check", _shrink(_strip(c.source), small)) if "check" in c.metadata.get("tags", [])
+                 else ("definition", _strip(c.source)) for c in code if not _is_setup(c)
+                 and ("check" in c.metadata.get("tags", []) or _defines(c))]
+        base: dict[str, Any] = {"__name__": f"notebook:{path.stem}"}
+        for src in setup:
+            _exec(src, path, base)
+            if "MODE" in base and "INTERP" not in base:
+                base["MODE"] = mode
+        return cls(path, setup, cells, base)
+
+    def run(self, edits: Mapping[str, str], kernels: Iterable[str]) -> tuple[dict[str, Any], str | None]:
+        """Run the (edited) definitions and the visible checks; return the namespace and what the student
+        reads first for the first failing check of `kernels` (None when every such check passes)."""
+        from pallas_course.check import failure_text
+
+        sources = apply_edits([s for _, s in self.cells], edits)
+        namespace = dict(self.base)
+        calls = re.compile(r"\b(?:" + "|".join(map(re.escape, kernels)) + r")\(")
+        failure: str | None = None
+        for (role, _), src in zip(self.cells, sources):
             if role == "definition":
-                raise
-            failure = failure or failure_text(exc)
-        if "MODE" in namespace and "INTERP" not in namespace:
-            namespace["MODE"] = mode
-    return namespace, failure
+                _exec(src, self.path, namespace)
+                continue
+            if failure is not None:
+                continue
+            ours = bool(calls.search(src))
+            try:
+                with contextlib.nullcontext() if ours else _no_checks(namespace):
+                    _exec(src, self.path, namespace)
+            except Exception as exc:   # noqa: BLE001 - a failing cell is what we look at
+                failure = failure_text(exc)
+        return namespace, failure
+
+
+def _exec(src: str, path: Path, namespace: dict[str, Any]) -> None:
+    exec(compile(src, f"/tmp/ipykernel_0/{path.stem}.py", "exec"), namespace)   # noqa: S102 - our own notebooks
+
+
+@contextlib.contextmanager
+def _no_checks(namespace: dict[str, Any]) -> Iterator[None]:
+    """Another kernel's check cell: its inputs are defined, its checks (and the kernels they run) skipped."""
+    import pallas_course.check as check_module
+
+    def skip(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    saved = namespace.get("check"), check_module.check_one_kernel
+    namespace["check"], check_module.check_one_kernel = skip, skip
+    try:
+        yield
+    finally:
+        namespace["check"], check_module.check_one_kernel = saved

@@ -5,6 +5,7 @@ ADD = "o_ref[...] = x_ref[...] + y_ref[...]"
 T_OUT = "out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),"
 T_IN = "in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],"
 MM_GRID = "grid=(m // bm, n // bn, k // bk),\n        in_specs=[\n            pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),\n            pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),\n        ],\n        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),\n        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),\n        interpret=INTERP,"
+MM_ACC = MM_GRID.replace("interpret=INTERP,", "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,")
 SM = "    e = jnp.exp(x - m)\n"
 LN_OUT = "o_ref[...] = (y * g_ref[...] + b_ref[...]).astype(o_ref.dtype)"
 
@@ -93,8 +94,7 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "def _acc_f32(a, b, bm=128, bn=128, bk=128):\n"},
                 r"computes outside its kernel \(convert_element_type\)", ("matmul_acc_schedule",)),
         Mistake("matmul_acc_no_scratch", "forgets scratch_shapes: the kernel has 4 refs, 3 are passed",
-                {"        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,\n    )(a, b)\n":
-                 "        interpret=INTERP,\n    )(a, b)\n"},
+                {"matmul_acc_kernel,\n        " + MM_ACC: "matmul_acc_kernel,\n        " + MM_GRID},
                 r"one ref per input, per output and per scratch", ("matmul_acc_schedule", "matmul_acc_f32_accumulator")),
         Mistake("matmul_gelu_every_step", "GELU on every K step, on partial sums",
                 {"    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)":
