@@ -36,15 +36,15 @@ repo = pathlib.Path({str(REPO_ROOT)!r})
 def probe(what, act):
     try:
         got = act()
-        print("ALLOWED", what, repr(got)[:80] if got else "")
+        print(("ALLOWED" if got else "denied"), what, repr(got)[:200] if got else "(nothing there)")
     except Exception as e:
         print("denied", what, type(e).__name__)
 probe("read solutions", lambda: (repo / "solutions" / "stage-1" / {NAME!r}).read_text())
 probe("read key", lambda: (repo / "autograder" / "keys" / "tokamax_reading.yml").read_text())
 probe("import checks", lambda: __import__("autograder.labs.lab_1_1"))
 probe("read gradebook", lambda: (repo / "gradebook.db").read_bytes())
-probe("list repo", lambda: os.listdir(repo))
-probe("list root home", lambda: os.listdir("/root"))
+probe("list repo beyond the binds", lambda: sorted(set(os.listdir(repo)) - {"course.yml", "pallas_course", ".venv"}))
+probe("list /root beyond Python", lambda: sorted(set(os.listdir("/root")) - {".pyenv"}))
 probe("read shadow", lambda: open("/etc/shadow").read())
 probe("grader env", lambda: os.environ[{SECRET_ENV!r}])
 probe("host processes", lambda: [p for p in os.listdir("/proc") if p.isdigit() and int(p) > 3] or None)
@@ -109,9 +109,9 @@ real_invoke = calls.invoke
 def honest(x, y):   # a genuine Pallas add, used only for the structure it traces to
     return pl.pallas_call(lambda a, b, o: o.__setitem__(Ellipsis, a[...] + b[...]),
                           out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
-def forged(fn, args, kwargs, *, run):
+def forged(fn, args, kwargs, *, run, **options):
     if getattr(fn, "__name__", "") != "add":
-        return real_invoke(fn, args, kwargs, run=run)
+        return real_invoke(fn, args, kwargs, run=run, **options)
     claim = real_invoke(honest, args, kwargs, run=False)["structure"]
     return {"structure": claim, "result": VALUES if run else None}
 calls.invoke = forged
@@ -197,10 +197,12 @@ class Hostile:
     nbgrader: bool = True       # also graded by `nbgrader autograde` (not for files nbgrader cannot read)
 
 
-def _with_cell(nb: NotebookNode, source: str, *, after: str = "setup") -> NotebookNode:
+def _with_cell(nb: NotebookNode, source: str, *, after: str = "setup", before: str | None = None) -> NotebookNode:
+    """`nb` with a cell added after the cell `after` (or just before the cell `before`), by grade id."""
     nb = copy.deepcopy(nb)
-    index = next(i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == after)
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+    ids = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    index = ids.index(before) if before else ids.index(after) + 1
+    nb.cells.insert(index, nbformat.v4.new_code_cell(source))
     return nb
 
 
@@ -240,7 +242,7 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
          filled_in(LAB, {"transpose": ("    m, n = x.shape\n", "    m, n = x.shape\n    import os; os._exit(3)\n")})),
         (Hostile("crash-segfault", 0, "SIGSEGV", "a segfault (ctypes.string_at(0)) in a cell"),
          _with_cell(solution, "import ctypes\nctypes.string_at(0)")),
-        (Hostile("memory-blowup", 0, "memory limit", "a cell fills 6 GB (shared memory included in the limit)"),
+        (Hostile("memory-blowup", 0, "memory", "a cell fills 6 GB (shared memory included in the limit)"),
          _with_cell(solution, "import mmap\nm = mmap.mmap(-1, 6 << 30)\nfor i in range(0, 6 << 30, 4096):\n"
                               "    m[i] = 1")),
         (Hostile("corrupt-truncated", 0, "could not read the notebook", "the .ipynb cut in half", nbgrader=False),
@@ -265,16 +267,17 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
         (Hostile("skip-execution", 0, "not implemented yet", "the test cells tagged skip-execution"),
          _tag_tests(stub, "skip-execution")),
         (Hostile("forge-right-values", 3, "^passed$", "the agent patched to claim a real pallas_call's structure "
-                 "for values computed with XLA: the one forgery left (README)"), _with_cell(stub, FORGE_RIGHT)),
+                 "for values computed with XLA: the one forgery left (README)"), _with_cell(stub, FORGE_RIGHT, before="add_f32")),
         (Hostile("forge-wrong-values", 0, "differ by more than", "the agent patched to claim a pallas_call and "
-                 "answer zeros"), _with_cell(stub, FORGE_WRONG)),
+                 "answer zeros"), _with_cell(stub, FORGE_WRONG, before="add_f32")),
         (Hostile("two-faced", 0, "differ by more than", "a pallas_call when traced, XLA when called"),
-         _with_cell(stub, TWO_FACED)),
+         _with_cell(stub, TWO_FACED, before="add_f32")),
         (Hostile("array-object", 0, "while being traced", "returns an object whose __array__ would hand back the "
-                 "checker's expected array"), _with_cell(stub, ARRAY_OBJECT)),
+                 "checker's expected array"), _with_cell(stub, ARRAY_OBJECT, before="add_f32")),
         (Hostile("garble-protocol", 0, "malformed|stopped", "writes junk into the agent's pipes"),
          _with_cell(stub, GARBLE_PROTOCOL)),
-        (Hostile("processes", 0, "not implemented yet", "a fork bomb and a sleeper in a new session"),
+        (Hostile("processes", 0, "not implemented yet|kernel died", "a fork bomb (it may take its own notebook "
+                 "down: XLA cannot start threads past the process limit) and a sleeper in a new session"),
          _with_cell(stub, PROCESSES)),
         (Hostile("startup-file", 0, "not implemented yet", "plants an IPython startup file defining add"),
          _with_cell(stub, STARTUP_FILE)),

@@ -176,10 +176,12 @@ def test_nothing_outside_the_jail_is_reachable(graded) -> None:
 
 
 def test_planted_files_and_processes_die_with_the_jail(graded) -> None:
+    """A startup file planted in one jail's HOME forges nothing in the next; a fork bomb forges nothing."""
     _, out = graded
     planted = _cell_output(out, "startup-file", "00-forge.py")
     assert "planted" in planted          # inside its own tmpfs: allowed, and gone with the jail
-    assert "fork refused after" in _cell_output(out, "processes", "fork bomb")
+    records, _ = graded
+    assert records["zz-stub-after-startup"]["score"] == 0 and records["processes"]["score"] == 0
 
 
 def test_output_volume_is_capped(graded) -> None:

@@ -220,17 +220,23 @@ class Agent:
             except PeerGone:
                 return
             op = req.get("op")
-            if op == "run_cell":
-                self.run_cell(req)
-            elif op == "lookup":
-                self.lookup(req)
-            elif op == "call":
-                self.call(req, blobs)
-            elif op == "bye":
-                self.reply({"ok": True})
-                return
-            else:
-                self.reply({"ok": False, "error": {"text": f"unknown op {op!r}"}})
+            try:
+                if op == "run_cell":
+                    self.run_cell(req)
+                elif op == "lookup":
+                    self.lookup(req)
+                elif op == "call":
+                    self.call(req, blobs)
+                elif op == "bye":
+                    self.reply({"ok": True})
+                    return
+                else:
+                    self.reply({"ok": False, "error": {"text": f"unknown op {op!r}"}})
+            except Exception as e:  # noqa: BLE001 - e.g. a notebook that patched the agent: say so, go on
+                self.recorder = None
+                self.reply({"ok": False, "error": {"phase": "call", "ename": type(e).__name__, "not_implemented": False,
+                                                   "text": f"the grading agent failed ({type(e).__name__}: "
+                                                           f"{str(e)[:300]}); did a cell change it?"}})
 
 
 def main() -> None:
