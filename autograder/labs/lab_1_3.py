@@ -138,10 +138,14 @@ def _check_row_blocks(test: str, label: str, pc: PallasCallInfo, shape: tuple[in
 
 
 def _fail(test: str, label: str, mismatch: Any, hint: str | None, seed: int) -> None:
-    """Raise with the likely cause first. A NaN that the hint explains (overflow, no eps) is not unwritten
-    memory, so compare's NaN text, which says so, is left out then."""
+    """Raise with the likely cause first. NaNs are told apart by compare (pallas_course.check, as the visible
+    checks do): memory never written (a short grid; nothing stored at all, e.g. `o_ref = value`) gets compare's
+    text and no hint, since an overflow or eps hint would name the wrong cause; computed NaNs get the hint
+    (overflow, no eps) instead of compare's text; where the two cannot be told apart, both."""
     where = f" [inputs from seed {seed}]"
-    if hint and mismatch.kind == "nan":
+    if mismatch.kind == "nan" and mismatch.cause.startswith("never-written"):
+        raise TestFailure(f"{test}: {mismatch.message}{where}")
+    if hint and mismatch.kind == "nan" and mismatch.cause == "computed":
         raise TestFailure(f"{test}: {label}: {hint}{where}")
     if hint:
         raise TestFailure(f"{test}: {label}: {hint}. {mismatch.message}{where}")

@@ -70,7 +70,13 @@ MUTANTS = [
            {"softmax_fused": "the grid of softmax"}, others_pass=("softmax_values", "softmax_stability")),
     Mutant("softmax_half_grid", "a grid that covers half the rows",
            {SM_GRID: "        softmax_kernel,\n        grid=(max(1, n // rows_per_block // 2),),"},
-           {"softmax_fused": "the grid of softmax", "softmax_values": "NaN"}),
+           {"softmax_fused": "the grid of softmax", "softmax_values": "NaN.*never written",
+            # logits near 1e4, but the NaNs are unwritten memory: no blame on exp
+            "softmax_stability": r"(?s)^(?!.*exp overflow).*never written.*one short"}),
+    Mutant("softmax_rebinds_o_ref", "o_ref = value rebinds the name: nothing is stored",
+           {SM_STORE: "    o_ref = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)"},
+           {"softmax_values": r"(?s)^(?!.*(exp overflow|grid cover)).*`o_ref = value` only rebinds",
+            "softmax_stability": r"(?s)^(?!.*exp overflow).*`o_ref = value` only rebinds"}),
     # ---- LayerNorm
     Mutant("layernorm_no_eps", "no eps: a constant row is 0 * rsqrt(0)",
            {LN_Y: "    y = (x - mu) * jax.lax.rsqrt(var)\n"},
