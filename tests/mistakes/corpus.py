@@ -128,4 +128,20 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "        ],"},
                 r"in_specs has 1 BlockSpec\(s\) but the pallas_call is given 3 inputs", ("layernorm_values",)),
     ],
+    LAB_1_4: [
+        Mistake("step_times_counts_c", "counts the C block among a steady step's copies (it stays in VMEM)",
+                {"    dma_bytes = (bm * bk + bk * bn) * itemsize": "    dma_bytes = (bm * bk + bk * bn + bm * bn) * itemsize"},
+                r"bytes per steady step.*differ by more than", ("step_time_model",)),
+        Mistake("step_times_no_factor_2", "one FLOP per term, not a multiply and an add",
+                {"    flops = 2 * bm * bn * bk": "    flops = bm * bn * bk"},
+                r"FLOPs per step.*differ by more than", ("step_time_model",)),
+        Mistake("working_set_no_buffers", "forgets that each block is held `buffers` times",
+                {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
+                 "    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize"},
+                r"working set matmul .*differ by more than", ("working_set",)),
+        Mistake("pipeline_off_out_double_buffered", "pl.Buffered(1) on A and B but not on C",
+                {"        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=one_buffer),":
+                 "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),"},
+                r"buffers per BlockSpec.*differ by more than", ("pipeline_off",)),
+    ],
 }
