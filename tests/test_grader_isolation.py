@@ -32,8 +32,8 @@ from tests.nbgrader_course import generated_course, nbgrader
 runner = CliRunner()
 CASES = {h.student: h for h in hostile.build(None)}
 # Short limits keep the hangs cheap; --memory 2048 is far above a lab's needs and below the 6 GB bomb.
-LIMITS = ["--cell-timeout", "15", "--timeout", "200", "--memory", "2048"]
-NBGRADER_LIMITS = ["--JailedExecute.timeout=15", "--JailedExecute.wall_s=200", "--JailedExecute.memory_mb=2048"]
+LIMITS = ["--cell-timeout", "10", "--timeout", "200", "--memory", "2048"]
+NBGRADER_LIMITS = ["--JailedExecute.timeout=10", "--JailedExecute.wall_s=200", "--JailedExecute.memory_mb=2048"]
 
 if jail_problem() and os.environ.get("CI") != "true":
     pytest.skip(f"no jail on this machine: {jail_problem()}", allow_module_level=True)
