@@ -62,9 +62,22 @@ def strip_markers(source: str) -> str:
     return "\n".join(line for line in source.split("\n") if line.strip() not in SOLUTION_MARKERS)
 
 
+# The first line of a kernel cell names its half for the notebook's reader ("# copper: the algorithm, ...");
+# the site colours the halves itself and shows the code as the seed does, from its `def`.
+HALF_MARKERS = ("# copper:", "# steel:")
+
+
+def shown_code(source: str) -> str:
+    """A `site:show` cell's code as the site and the walks print it: no nbgrader markers, no half marker."""
+    lines = strip_markers(source).split("\n")
+    if lines and lines[0].startswith(HALF_MARKERS):
+        lines = lines[1:]
+    return "\n".join(lines)
+
+
 def shown_sources(nb: NotebookNode) -> list[str]:
-    """The code of every `site:show` cell, markers removed, in notebook order."""
-    return [strip_markers(c.source) for c in nb.cells if c.cell_type == "code" and SHOW_TAG in tags(c)]
+    """The code of every `site:show` cell (`shown_code`), in notebook order."""
+    return [shown_code(c.source) for c in nb.cells if c.cell_type == "code" and SHOW_TAG in tags(c)]
 
 
 def def_text(source: str, name: str) -> str | None:

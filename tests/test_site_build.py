@@ -19,7 +19,8 @@ from course_tools.cli import app
 from pallas_course.manifest import manifest
 from course_tools.site import content as content_mod
 from course_tools.site.build import SiteError, build, gather
-from course_tools.site.notebook_cells import shown_cells, strip_markers
+from course_tools.site.notebook_cells import shown_cells
+from pallas_course.notebooks import strip_markers
 from site_browser import built_site  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent

@@ -25,12 +25,12 @@ KEY_PATH = REPO_ROOT / "autograder" / "keys" / "tokamax_reading.yml"
 
 
 def _cell_code(path: Path, name: str) -> str:
-    """The shown cell defining `name`, as the notebook holds it, less nbgrader's solution markers."""
-    nb = nbformat.read(path, as_version=4)
-    for c in nb.cells:
-        if "site:show" in c.metadata.get("tags", []) and c.source.startswith(f"def {name}("):
-            return "\n".join(l for l in c.source.split("\n") if "### BEGIN SOLUTION" not in l
-                             and "### END SOLUTION" not in l).rstrip("\n")
+    """The shown cell defining `name`, as the site prints it (pallas_course.notebooks.shown_code)."""
+    from pallas_course.notebooks import shown_sources
+
+    for code in shown_sources(nbformat.read(path, as_version=4)):
+        if code.startswith(f"def {name}("):
+            return code.rstrip("\n")
     raise AssertionError(f"{path.name}: no site:show cell starts with def {name}(")
 
 
@@ -57,7 +57,7 @@ def test_walks_follow_a_notebook_edit(tmp_path: Path) -> None:
     (tmp_path / notebook).parent.mkdir(parents=True)
     shutil.copy(REPO_ROOT / notebook, tmp_path / notebook)
     nb = nbformat.read(tmp_path / notebook, as_version=4)
-    cell = next(c for c in nb.cells if c.source.startswith("def matmul(a, b"))
+    cell = next(c for c in nb.cells if "\ndef matmul(a, b" in "\n" + c.source)
     cell.source = cell.source.replace("    m, k = a.shape\n", "    m, k = a.shape  # rows, depth\n    assert m % bm == 0\n")
     nbformat.write(nb, tmp_path / notebook)
 

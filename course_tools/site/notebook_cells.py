@@ -16,7 +16,7 @@ from typing import Any, Callable, Literal
 
 import nbformat
 
-from pallas_course.notebooks import SHOW_TAG, strip_markers
+from pallas_course.notebooks import SHOW_TAG, shown_code
 
 Mark = Literal["alg", "sch", "plain"]
 _GRID_QUERY = re.compile(r"\bpl\.(program_id|num_programs)\s*\(")
@@ -53,7 +53,7 @@ def shown_cells(path: Path) -> list[ShownCell]:
         if SHOW_TAG not in tags:
             continue
         role: Mark = "alg" if "copper" in tags else "sch" if "steel" in tags else "plain"
-        source = strip_markers(cell.source).rstrip("\n")
+        source = shown_code(cell.source).rstrip("\n")
         out.append(ShownCell(i, source, role, line_marks(source.split("\n"), role)))
     return out
 
