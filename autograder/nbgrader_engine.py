@@ -8,6 +8,7 @@ outside it, exactly as under `course grade`. nbgrader then scores the outputs wi
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -30,6 +31,10 @@ class JailedExecute(NbGraderPreprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         name = f"{resources.get('nbgrader', {}).get('notebook', resources.get('unique_key', ''))}.ipynb"
+        folder = resources.get("metadata", {}).get("path")
+        if folder and (Path(folder) / name).is_symlink():
+            # as `course grade` does: a link could point at a solution notebook; never grade what it points at
+            raise ValueError(f"{name} is a symbolic link; hand in the notebook itself")
         lab = manifest().lab_for_notebook(name)
         if lab is None:
             raise ValueError(f"{name} is not a notebook of this course: nothing to grade it against")
