@@ -133,3 +133,15 @@ def test_student_errors_arrive_as_data() -> None:
 
     with pytest.raises(TestFailure, match=r"t: f\(x\) is not implemented yet \(NotImplementedError: not written yet\)"):
         call("t", "f(x)", broken, np.ones((8, 128), np.float32))
+
+
+def test_a_vmapped_kernel_is_understood() -> None:
+    """jax.vmap over a pallas_call adds a squeezed grid axis; structure and values both come through."""
+    def add(x, y):
+        return pl.pallas_call(lambda a, b, o: o.__setitem__(Ellipsis, a[...] + b[...]),
+                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x, y)
+
+    x = np.ones((4, 8, 128), np.float32)
+    pc = traced("t", "vmap(add)", jax.vmap(add), x, x).pallas_calls[0]
+    assert pc.grid == (4,) and pc.inputs[0].block_shape == (None, 8, 128) and pc.inputs[0].block_index(2) == (2, 0, 0)
+    assert np.array_equal(call("t", "vmap(add)", jax.vmap(add), x, x), 2 * x)
