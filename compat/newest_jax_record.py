@@ -32,7 +32,9 @@ def main() -> int:
     for nb in sorted((ROOT / "solutions").rglob("*.ipynb")):
         steps.append(_step(f"notebook {nb.relative_to(ROOT)}", [sys.executable, "-m", "papermill", "-p", "MODE",
                            "tpu-interpret", str(nb), "/tmp/out.ipynb"], 900))
-    steps.append(_step("course grade --demo", ["course", "grade", "--demo"], 900))
+    # --no-jail: the kernel refuses new user namespaces to a chrooted process, so no jail can be made in this
+    # root; the jail itself is tested by the pinned set in CI. This checks that grading works on the newest jax.
+    steps.append(_step("course grade --demo --no-jail", ["course", "grade", "--demo", "--no-jail"], 900))
     tests = os.environ.get("FAST_TESTS", "").split()
     # No `unshare --mount-proc` here: inside a chroot it fails ("cannot change root filesystem propagation");
     # the fast tests list no processes.
