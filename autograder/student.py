@@ -177,7 +177,11 @@ def jail_env() -> dict[str, str]:
            "XDG_CACHE_HOME": "/tmp/home/.cache", "XDG_CONFIG_HOME": "/tmp/home/.config", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONPATH": JAIL_AGENT_ROOT, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
            "JAX_PLATFORMS": "cpu", "PALLAS_COURSE_MODE": "tpu-interpret", "PYTHONUNBUFFERED": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "agg"}
+           "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "agg",
+           # One thread per jail: interpret-mode kernels gain nothing from XLA's and BLAS's thread pools, and
+           # jails graded side by side (--jobs) would only fight over the cores with them.
+           "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     return env
 
 
