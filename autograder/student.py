@@ -194,7 +194,10 @@ class Session:
         self.cell_timeout_s_ = float(cell_timeout_s)
         self.deadline = deadline
         self._stderr_tail = bytearray()
-        self.jail = jail.start([sys.executable, "-m", "jail_agent.agent"], binds=agent_binds(), env=jail_env(),
+        env = jail_env()
+        if not jailed:   # --no-jail: no binds, so the agent is imported from where it lies
+            env["PYTHONPATH"] = str(AGENT_DIR.parent)
+        self.jail = jail.start([sys.executable, "-m", "jail_agent.agent"], binds=agent_binds(), env=env,
                                limits=limits, cwd="/tmp", jailed=jailed)
         proc = self.jail.process
         self.reader = wire.Reader(proc.stdout.fileno())
