@@ -8,6 +8,7 @@ tests of the checks use it against mutants; grading never does.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -295,15 +296,35 @@ class Session:
         self.close()
 
 
+@functools.lru_cache(maxsize=1)
+def _public_manifest_file() -> str:
+    """course.yml as students may read it (no rubrics, no hidden-test descriptions), written once per process:
+    the helpers in the jail read chips and labs from it; the instructor's file never enters."""
+    import tempfile
+
+    import yaml
+
+    from pallas_course.manifest import MANIFEST_PATH, public_manifest
+
+    raw = yaml.safe_load(MANIFEST_PATH.read_text())
+    fd, path = tempfile.mkstemp(prefix="course-public-", suffix=".yml")
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(public_manifest(raw, raw.get("course", {}).get("colab_pip", "")), f, sort_keys=False,
+                       allow_unicode=True)
+    os.chmod(path, 0o644)
+    return path
+
+
 def agent_binds() -> list[str | tuple[str, str]]:
-    """What the jail sees, read-only: Python and its packages, the student helpers, the agent. Nothing else
-    of the repository: not solutions/, autograder/ (but the agent), keys, grades/, the gradebook."""
+    """What the jail sees, read-only: Python and its packages, the student helpers, the agent, and course.yml
+    as students may read it. Nothing else of the repository: not solutions/, autograder/ (but the agent), the
+    keys, the rubrics, grades/, the gradebook."""
     from autograder import jail
     from pallas_course.manifest import MANIFEST_PATH
     import pallas_course
 
     helpers = Path(pallas_course.__file__).resolve().parent
-    return [*jail.python_binds(), str(helpers), str(MANIFEST_PATH.resolve()),
+    return [*jail.python_binds(), str(helpers), (_public_manifest_file(), str(MANIFEST_PATH.resolve())),
             (str(AGENT_DIR), f"{JAIL_AGENT_ROOT}/jail_agent")]
 
 

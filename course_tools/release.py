@@ -29,7 +29,7 @@ import nbformat
 import yaml
 
 from pallas_course import notebooks
-from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
+from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest, public_manifest
 
 WHEEL_NAME = "pallas-from-zero"
 # requirements.txt lines a student needs (by package name); the grading, test and site stacks stay out.
@@ -54,18 +54,6 @@ class Release:
 
 
 # ------------------------------------------------------------------------------------------- the wheel
-
-def public_manifest(raw: dict[str, Any], colab_pip: str) -> dict[str, Any]:
-    """course.yml as students may read it: rubrics and hidden-test descriptions emptied."""
-    out = json.loads(json.dumps(raw, default=str))      # a deep copy; dates as ISO strings
-    out["course"]["colab_pip"] = colab_pip
-    for lab in out["labs"]:
-        for t in lab["tests"]:
-            t["checks"] = ""
-        for w in lab["written"]:
-            w["rubric"] = []
-    return out
-
 
 def baked_walks(walks_raw: dict[str, Any], m: Manifest, today: dt.date, root: Path) -> dict[str, Any]:
     """walks.yml with each notebook walk's code baked in (its lab revealed) or withheld (not yet)."""

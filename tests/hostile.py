@@ -43,6 +43,7 @@ probe("read solutions", lambda: (repo / "solutions" / "stage-1" / {NAME!r}).read
 probe("read key", lambda: (repo / "autograder" / "keys" / "tokamax_reading.yml").read_text())
 probe("import checks", lambda: __import__("autograder.labs.lab_1_1"))
 probe("read gradebook", lambda: (repo / "gradebook.db").read_bytes())
+probe("read rubrics", lambda: [l for l in (repo / "course.yml").read_text().splitlines() if l.strip().startswith('- "1:')])
 probe("list repo beyond the binds", lambda: sorted(set(os.listdir(repo)) - {{"course.yml", "pallas_course", ".venv"}}))
 probe("list /root beyond Python", lambda: sorted(set(os.listdir("/root")) - {{".pyenv"}}))
 probe("read shadow", lambda: open("/etc/shadow").read())

@@ -164,12 +164,13 @@ def _cell_output(out: Path, student: str, needle: str) -> str:
 
 
 def test_nothing_outside_the_jail_is_reachable(graded) -> None:
-    """Solutions, the key, the checks, the gradebook, /root, the grader's environment, other processes and
-    sockets, the repository: all denied; the notebook runs as nobody."""
+    """Solutions, the key, the checks, the gradebook, the rubrics (the jail's course.yml is the public one),
+    /root, the grader's environment, other processes and sockets, the repository: all denied; the notebook
+    runs as nobody."""
     _, out = graded
     text = _cell_output(out, "probe-outside", "def probe")
     assert "ALLOWED" not in text, text
-    assert text.count("denied") == 12, text
+    assert text.count("denied") == 13, text
     assert "uid 65534" in text
     net = _cell_output(out, "network", "def probe")
     assert "ALLOWED" not in net and net.count("denied") == 4, net
