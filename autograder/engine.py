@@ -25,11 +25,10 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.harness import TestFailure
+from autograder.sandbox import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.student import BadAnswer, Session, StudentGone
 from pallas_course.manifest import REPO_ROOT, LabSpec
 
-CELL_TIMEOUT_S = 120      # nbgrader's c.Execute.timeout for this course (nbgrader_setup reads it)
-GRADING_MODE = "tpu-interpret"
 MAX_TEXT = 100_000        # characters of one output field kept from the jail
 CHECKS_PACKAGE = "autograder.labs."
 

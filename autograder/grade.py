@@ -10,7 +10,7 @@ import copy
 import functools
 import os
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import nbformat
 from nbformat import NotebookNode

@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from autograder.jail_agent import wire
 from pallas_course.kernel_trace import MalformedTrace, Trace, from_data
 
