@@ -1,13 +1,19 @@
-"""Grade a class: many submissions, in parallel, resumably.
+"""Grade a class: schedule each submission's steps here, on local worker processes or on Dask; nothing else.
 
-Each submission's notebook runs in its own jail, its hidden tests outside it (`autograder.engine`); the grading around it
-(restore, papermill, scoring) runs in a worker process: one of `jobs` local processes, or a task on a Dask
-cluster. Each result is stored as soon as it arrives (`autograder.store`), so a killed run loses nothing
-already graded and a re-run grades only what is new or changed.
+    find      autograder.discover.find_submissions   (the caller: autograder.grade_command)
+    read      autograder.submission.read_submission  -> Submission (bytes, label, SHA-256)
+    plan      autograder.record.plan                 -> what a stored record still answers
+    grade     autograder.grade.grade_payload         -> in this process, a local worker, or a Dask task:
+              identify -> prepare -> execute (cells in the jail, checks outside) -> score
+    record    autograder.record.record               -> the record and executed notebooks, kept at once
+    report    autograder.grade_command / report / export
 
-A task gets the notebook's bytes and returns the result and the executed notebooks, so Dask workers need
-the course installed at the same version (checked: a result from a different grader is refused), not a
-shared file system.
+Each result is recorded as soon as it arrives, so a killed run loses nothing already graded and a re-run
+grades only what is new or changed. A task gets the Submission (its bytes) and returns plain data, so Dask
+workers need the course installed at the same version (checked: a result from a different grader is
+refused), not a shared file system. A worker that dies is replaced and its submission tried once more; a
+task that fails, or a result that cannot be saved, is that submission's grader failure (retried by the next
+run); Ctrl-C and SIGTERM stop the workers and their jails without waiting.
 """
 from __future__ import annotations
 
@@ -16,16 +22,19 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from autograder.results import SubmissionResult
+from autograder.fingerprint import GraderFilesGuard, GraderModified
+from autograder.grade import grade_payload
+from autograder.record import Outcome, plan, record, record_failure
 from autograder.sandbox import Limits
-from autograder.store import (Store, changed_files, files_snapshot, grader_files, grader_fingerprint,
-                              new_record, sha256_file, write_atomic)
+from autograder.store import Store
+from autograder.submission import Submission, read_submission, submission_label
+
+__all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_payload", "run_batch", "start_workers"]
 
 # What a worker imports before its first submission: the engine, jax (the checks draw inputs with it) and
 # every lab's checks (see start_workers).
@@ -45,64 +54,12 @@ def start_workers(jobs: int) -> None:
         forkserver.ensure_running()
 
 
-class GraderModified(RuntimeError):
-    """A grader file changed during the batch: a submission may have written outside its folder."""
-
-
 @dataclass(frozen=True)
-class Job:
-    path: Path
-    label: str
-    sha256: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    label: str
-    result: SubmissionResult
-    reused: bool            # taken from a stored record, not graded in this run
-    seconds: float
-
-
-def grade_payload(name: str, data: bytes, label: str, limits: Limits) -> dict[str, Any]:
-    """The task a worker runs: grade the notebook `data` (file name `name`); never raises for a bad one."""
-    from autograder.grade import grade_one
-
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="course-submission-") as tmp:
-        folder = Path(tmp)
-        path = folder / "in" / Path(name).name
-        path.parent.mkdir()
-        path.write_bytes(data)
-        keep, full = folder / "keep.ipynb", folder / "full.ipynb"
-        result = grade_one(path, label=label, keep=keep, keep_full=full, limits=limits)
-        return {"result": result.model_dump(mode="json"), "seconds": time.perf_counter() - start,
-                "grader": grader_fingerprint(result.lab),
-                "executed": keep.read_text() if keep.exists() else None,
-                "full": full.read_text() if full.exists() else None}
-
-
-def _grader_failure(job: Job, why: str) -> SubmissionResult:
-    from autograder.grade import zero_result
-
-    return zero_result(job.path, job.label, f"the grader failed on this submission, not the notebook ({why}); "
-                                            "a re-run grades it again")
-
-
-def plan(paths: Iterable[Path], root: Path | None, store: Store, *, force: bool) -> tuple[list[Job], list[Outcome]]:
-    """Split into what to grade and what a stored record already answers."""
-    from autograder.grade import submission_label
-
-    todo, reused = [], []
-    for path in paths:
-        label = submission_label(path, root)
-        job = Job(path, label, sha256_file(path))
-        record = None if force else store.fresh(label, job.sha256)
-        if record is None:
-            todo.append(job)
-        else:
-            reused.append(Outcome(label, record.result, True, record.seconds))
-    return todo, reused
+class Finished:
+    """One submission back from its task: what the task returned, or why there is nothing."""
+    submission: Submission
+    payload: dict[str, Any] | None = None
+    failure: str | None = None    # the task raised, or its worker died twice
 
 
 def _watch_grader(pid: int) -> None:
@@ -192,37 +149,6 @@ class _DaskPool:
             self.cluster.close()
 
 
-def _save(job: Job, payload: dict[str, Any], store: Store, out_dir: Path | None) -> Outcome:
-    """Store one graded payload; a failure while saving is that submission's, recorded, and the batch goes on."""
-    try:
-        return _store(job, payload, store, out_dir)
-    except Exception as e:  # noqa: BLE001 - a disk or record problem with one submission
-        return _failed(job, f"saving its results failed ({type(e).__name__}: {e})", store)
-
-
-def _store(job: Job, payload: dict[str, Any], store: Store, out_dir: Path | None) -> Outcome:
-    result = SubmissionResult.model_validate(payload["result"])
-    retry = False
-    if payload.get("grader") != grader_fingerprint(result.lab):
-        result = _grader_failure(job, "graded by a different version of the course on the worker")
-        retry = True
-    if out_dir is not None and not retry:
-        from autograder.grade import safe_relpath
-
-        rel = safe_relpath(job.label)
-        for sub, key in (("executed", "executed"), ("instructor", "full")):
-            if payload.get(key):
-                write_atomic(out_dir / sub / rel, payload[key])
-    store.put(new_record(job.label, job.sha256, result, payload.get("seconds", 0.0), retry=retry))
-    return Outcome(job.label, result, False, payload.get("seconds", 0.0))
-
-
-def _failed(job: Job, why: str, store: Store) -> Outcome:
-    result = _grader_failure(job, why)
-    store.put(new_record(job.label, job.sha256, result, 0.0, retry=True))
-    return Outcome(job.label, result, False, 0.0)
-
-
 def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, jobs: int = 1, force: bool = False,
               limits: Limits | None = None, scheduler: str | None = None,
               on_outcome: Callable[[Outcome], None] | None = None,
@@ -238,43 +164,83 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
 
         require_jail()   # refuse the whole batch in one line, not each submission (Dask workers check their own)
     store = Store(out_dir)
-    todo, reused = plan(paths, root, store, force=force)
+    labels = [submission_label(p, root) for p in paths]
+    planned = plan((read_submission(p, label) for p, label in zip(paths, labels)), store, force=force)
     if on_plan:
-        on_plan(len(todo), len(reused))
+        on_plan(len(planned.todo), len(planned.reused))
     outcomes: dict[str, Outcome] = {}
-    for o in reused:
+    for o in planned.reused:
         outcomes[o.label] = o
         if on_outcome:
             on_outcome(o)
-    # Without a jail (--no-jail) a notebook can write the grader's files: stop the batch if one changes.
-    guard_files = None if limits.jailed else files_snapshot(grader_files())
+    guard = None if limits.jailed else GraderFilesGuard()   # --no-jail: a notebook can write the grader's files
+    with _scheduled(planned.todo, limits, jobs=jobs, scheduler=scheduler) as finished:
+        for f in finished:
+            o = (record(store, f.submission, f.payload) if f.payload is not None
+                 else record_failure(store, f.submission, f.failure or "the task returned nothing"))
+            outcomes[o.label] = o
+            if on_outcome:
+                on_outcome(o)
+            if guard is not None:
+                guard.check(store.dir)
+    return [outcomes[label] for label in dict.fromkeys(labels) if label in outcomes]
 
-    def done(o: Outcome) -> None:
-        outcomes[o.label] = o
-        if on_outcome:
-            on_outcome(o)
-        if guard_files is not None:
-            changed = changed_files(guard_files)
-            if changed:
-                raise GraderModified(
-                    f"grader files changed during the batch ({', '.join(changed[:5])}): a submission may have "
-                    "written outside its folder (graded with --no-jail). Restore them (git "
-                    "checkout -- <files>), then re-run with --force; results so far are in "
-                    f"{store.dir}")
 
-    if todo and scheduler is None and jobs <= 1:
-        for job in todo:
-            done(_run_here(job, limits, store, out_dir))
-    elif todo:
-        pool: Any = _DaskPool(scheduler, jobs) if scheduler else _LocalPool(jobs)
-        with _sigterm_as_interrupt():
+@contextlib.contextmanager
+def _scheduled(todo: list[Submission], limits: Limits, *, jobs: int,
+               scheduler: str | None) -> Iterator[Iterator[Finished]]:
+    """The graded submissions as they finish: here, one after another (`jobs` 1, no scheduler), or from a
+    pool; leaving early (Ctrl-C, SIGTERM, an error) stops the pool without waiting for its running tasks."""
+    if not todo or (scheduler is None and jobs <= 1):
+        yield _grade_here(todo, limits)
+        return
+    pool: Any = _DaskPool(scheduler, jobs) if scheduler else _LocalPool(jobs)
+    with _sigterm_as_interrupt():
+        try:
+            yield _grade_on(pool, todo, limits)
+        except BaseException:
+            pool.close(abort=True)   # don't wait for the running submissions
+            raise
+        pool.close()
+
+
+def _grade_here(todo: list[Submission], limits: Limits) -> Iterator[Finished]:
+    for sub in todo:
+        try:
+            yield Finished(sub, payload=grade_payload(sub, limits))
+        except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
+            yield Finished(sub, failure=f"{type(e).__name__}: {e}")
+
+
+def _grade_on(pool: Any, todo: list[Submission], limits: Limits) -> Iterator[Finished]:
+    """Each submission's task on `pool`; a worker that dies takes its pool with it: the pool is renewed and
+    its unfinished submissions tried once more."""
+    attempts = {sub.label: 0 for sub in todo}
+    pending = list(todo)
+    while pending:
+        futures = {}
+        for sub in pending:
+            attempts[sub.label] += 1
+            futures[pool.submit(grade_payload, sub, limits)] = sub
+        pending = []
+        broken = False
+        for future in pool.as_completed(futures):
+            sub = futures[future]
             try:
-                _run_pool(pool, todo, limits, store, out_dir, done)
-            except BaseException:
-                pool.close(abort=True)   # Ctrl-C or a stop: don't wait for the running submissions
-                raise
-            pool.close()
-    return [outcomes[l] for l in dict.fromkeys(_labels(paths, root)) if l in outcomes]
+                payload = future.result()
+            except cf.process.BrokenProcessPool:
+                broken = True
+                if attempts[sub.label] < 2:
+                    pending.append(sub)      # its worker died (or another's did): once more, in a new pool
+                else:
+                    yield Finished(sub, failure="its worker process died twice")
+                continue
+            except Exception as e:  # noqa: BLE001 - a task error (or a lost Dask worker) is a grader failure
+                yield Finished(sub, failure=f"{type(e).__name__}: {e}")
+                continue
+            yield Finished(sub, payload=payload)
+        if broken:
+            pool.renew()
 
 
 @contextlib.contextmanager
@@ -294,74 +260,3 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
-
-
-def _labels(paths: list[Path], root: Path | None) -> list[str]:
-    from autograder.grade import submission_label
-
-    return [submission_label(p, root) for p in paths]
-
-
-def _run_here(job: Job, limits: Limits, store: Store, out_dir: Path) -> Outcome:
-    try:
-        payload = grade_payload(job.path.name, job.path.read_bytes(), job.label, limits)
-    except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
-        return _failed(job, f"{type(e).__name__}: {e}", store)
-    return _save(job, payload, store, out_dir)
-
-
-def _read(job: Job) -> bytes:
-    try:
-        return job.path.read_bytes()
-    except OSError:
-        return b""   # graded as an unreadable notebook
-
-
-def _run_pool(pool: Any, todo: list[Job], limits: Limits, store: Store, out_dir: Path,
-              done: Callable[[Outcome], None]) -> None:
-    attempts = {job.label: 0 for job in todo}
-    pending = list(todo)
-    while pending:
-        futures = {}
-        for job in pending:
-            attempts[job.label] += 1
-            futures[pool.submit(grade_payload, job.path.name, _read(job), job.label, limits)] = job
-        pending = []
-        broken = False
-        for future in pool.as_completed(futures):
-            job = futures[future]
-            try:
-                payload = future.result()
-            except cf.process.BrokenProcessPool:
-                broken = True
-                if attempts[job.label] < 2:
-                    pending.append(job)      # its worker died (or another's did): once more, in a new pool
-                else:
-                    done(_failed(job, "its worker process died twice", store))
-                continue
-            except Exception as e:  # noqa: BLE001 - a task error (or a lost Dask worker) is a grader failure
-                done(_failed(job, f"{type(e).__name__}: {e}", store))
-                continue
-            done(_save(job, payload, store, out_dir))
-        if broken:
-            pool.renew()
-
-
-def summary_rows(outcomes: list[Outcome]) -> list[dict[str, Any]]:
-    """Per lab: submissions, mean score, full marks, zero, errors, reused."""
-    rows: dict[str, dict[str, Any]] = {}
-    for o in outcomes:
-        r = o.result
-        row = rows.setdefault(r.lab or "(not a lab)", {"lab": r.lab or "(not a lab)", "submissions": 0,
-                                                       "max": r.max_score, "total": 0.0, "full": 0, "zero": 0,
-                                                       "errors": 0, "reused": 0})
-        row["submissions"] += 1
-        row["total"] += r.score
-        row["full"] += int(r.max_score > 0 and r.score >= r.max_score)
-        row["zero"] += int(r.score == 0)
-        row["errors"] += int(r.error is not None)
-        row["reused"] += int(o.reused)
-    for row in rows.values():
-        row["mean"] = row["total"] / row["submissions"] if row["submissions"] else 0.0
-    return list(rows.values())
-

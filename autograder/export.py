@@ -144,7 +144,7 @@ def _merge_one(gb: Any, r: SubmissionResult, stage: str, course_root: Path, inst
     from nbgrader.api import MissingEntry
     from nbgrader.utils import compute_checksum, determine_grade, is_grade, is_solution, is_task
 
-    from autograder.grade import safe_relpath
+    from autograder.submission import safe_relpath
 
     student = student_of(r.submission)
     if student is None or r.lab is None:

@@ -1,4 +1,8 @@
-"""What `course grade` does once its arguments are parsed: grade the batch, then write every report.
+"""What `course grade` does once its arguments are parsed: the whole pipeline, found submissions in, reports out.
+
+    _grade    the batch (autograder.batch: read, plan, grade in the jail and check outside, record)
+    _attach   what discovery found beside each result: timestamps, ignored and refused files
+    report    feedback pages, nbgrader-grades.csv, the gradebook, results.json and results.csv
 
 Outputs under `out`: results.json and results.csv (the JSON contract of `course grade --json`),
 nbgrader-grades.csv (`nbgrader export`'s columns), feedback/<submission>.md and .html, executed/ (notebooks
@@ -16,7 +20,6 @@ report path is text.
 """
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,18 +29,19 @@ from rich.console import Console
 from rich.text import Text
 
 from autograder import untrusted
-from autograder.batch import Outcome, run_batch, summary_rows
+from autograder.batch import run_batch
 from autograder.discover import Discovery, Skipped
 from autograder.export import GradebookError, merge_into_gradebook, one_per_student_lab, write_nbgrader_csv
 from autograder.feedback import feedback_stem, write_feedback
-from autograder.report import (BatchProgress, Failures, handled_line, print_summary, print_table, to_json,
+from autograder.record import GRADER_FAILED, Outcome
+from autograder.report import (BatchProgress, Failures, print_summary, print_table, summary_rows, to_json,
                                write_reports)
 from autograder.results import IgnoredFile, SubmissionResult
 from autograder.sandbox import Limits, sandbox_status
+from autograder.store import INSTRUCTOR
 
 TABLES_UP_TO = 10      # print one table per submission for batches this small; the summary always
 EXIT_UNHANDLED = 3     # some submissions could not be handled (each says why in results.json)
-GRADER_FAILED = "the grader failed"   # how autograder.batch starts the error of a grader failure
 STAGED = ".staged"
 
 
@@ -199,7 +203,12 @@ def run_grade(found: Discovery | list[Path], given: Sequence[Path], options: Gra
     progress = BatchProgress(Console(stderr=True, quiet=quiet), failures)
     with progress:
         outcomes = _grade(found, options, progress, failures)
-    outcomes = _attach(found, outcomes, failures)
+    return report(found, _attach(found, outcomes, failures), options, failures)
+
+
+def report(found: Discovery, outcomes: list[Outcome], options: GradeOptions, failures: Failures) -> GradeRun:
+    """The report and export step: feedback pages, nbgrader-grades.csv, the gradebook (if given), then
+    results.json and results.csv with every failure met on the way."""
     run = GradeRun(outcomes, [o.result for o in outcomes], failures=failures, jailed=options.jailed,
                    refused=sum(s.refused for s in found.skipped), ignored=sum(not s.refused for s in found.skipped))
     out, root = options.out, found.root
@@ -212,7 +221,7 @@ def run_grade(found: Discovery | list[Path], given: Sequence[Path], options: Gra
     if options.gradebook is not None:
         try:
             run.notes += [n for n in merge_into_gradebook(run.results, options.gradebook,
-                                                          instructor_dir=out / "instructor", root=root,
+                                                          instructor_dir=out / INSTRUCTOR, root=root,
                                                           failures=failures)
                           if n not in run.notes]
         except GradebookError as e:

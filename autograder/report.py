@@ -10,7 +10,7 @@ import contextlib
 import csv
 import json
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -18,6 +18,9 @@ from rich.text import Text
 
 from autograder import untrusted
 from autograder.results import SubmissionResult, TestResult
+
+if TYPE_CHECKING:
+    from autograder.record import Outcome
 
 
 class Failures:
@@ -132,6 +135,25 @@ def print_table(results: Sequence[SubmissionResult], console: Console | None = N
                 console.print(Text(f"  could not be handled: {r.failed}", style="red"))
 
 
+def summary_rows(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """Per lab: submissions, mean score, full marks, zero, errors, reused."""
+    rows: dict[str, dict[str, Any]] = {}
+    for o in outcomes:
+        r = o.result
+        row = rows.setdefault(r.lab or "(not a lab)", {"lab": r.lab or "(not a lab)", "submissions": 0,
+                                                       "max": r.max_score, "total": 0.0, "full": 0, "zero": 0,
+                                                       "errors": 0, "reused": 0})
+        row["submissions"] += 1
+        row["total"] += r.score
+        row["full"] += int(r.max_score > 0 and r.score >= r.max_score)
+        row["zero"] += int(r.score == 0)
+        row["errors"] += int(r.error is not None)
+        row["reused"] += int(o.reused)
+    for row in rows.values():
+        row["mean"] = row["total"] / row["submissions"] if row["submissions"] else 0.0
+    return list(rows.values())
+
+
 def print_summary(rows: Sequence[dict], *, sandbox: str, console: Console | None = None, failed: int = 0,
                   refused: int = 0, ignored: int = 0) -> None:
     """One line per lab: how many submissions, the mean, full marks, zeros, errors, reused records; then how
@@ -186,7 +208,7 @@ class BatchProgress:
         if not self.console.is_terminal:
             self.console.print(f"grading {todo} submission(s); {reused} unchanged since the last run, reused")
 
-    def advance(self, outcome: Any) -> None:   # autograder.batch.Outcome
+    def advance(self, outcome: Any) -> None:   # autograder.record.Outcome
         r = outcome.result
         with self.failures.guard(r.submission, "the progress display"):
             line = untrusted.plain(f"{'reused' if outcome.reused else 'graded'} {r.submission}: "

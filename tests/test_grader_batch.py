@@ -11,9 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 import autograder.batch as batch
+import autograder.fingerprint
 from autograder.demo import filled_in
+from autograder.fingerprint import grader_fingerprint
+from autograder.record import Plan, new_record, plan
 from autograder.sandbox import Limits
-from autograder.store import Store, grader_fingerprint, new_record
+from autograder.store import Store
+from autograder.submission import read_submission, submission_label
 from course_tools.cli import app
 from pallas_course.manifest import manifest
 
@@ -28,6 +32,10 @@ def _corrupt(root: Path, student: str, text: str = '{"cells": [') -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def _plan(paths: list[Path], root: Path, store: Store, *, force: bool = False) -> Plan:
+    return plan((read_submission(p, submission_label(p, root)) for p in paths), store, force=force)
 
 
 @pytest.fixture(scope="module")
@@ -86,13 +94,13 @@ def test_force_and_a_changed_grader_regrade(folder: Path, first_run) -> None:
     out, _ = first_run
     paths = sorted(folder.rglob("*.ipynb"))
     store = Store(out)
-    todo, reused = batch.plan(paths, folder, store, force=False)
+    todo, reused = _plan(paths, folder, store)
     assert not todo and len(reused) == 2
-    todo, reused = batch.plan(paths, folder, store, force=True)
+    todo, reused = _plan(paths, folder, store, force=True)
     assert len(todo) == 2 and not reused
     record = store.get("bob/stage-1/" + NAME)
     store.put(record.model_copy(update={"grader": "0" * 16}))
-    todo, _ = batch.plan(paths, folder, store, force=False)
+    todo, _ = _plan(paths, folder, store)
     assert [j.label for j in todo] == ["bob/stage-1/" + NAME]
     store.put(record)
 
@@ -110,7 +118,7 @@ def test_killed_run_loses_nothing_graded(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, on_outcome=die_after_first)
     assert len(seen) == 1 and Store(tmp_path / "grades").get(seen[0]) is not None
-    todo, reused = batch.plan(paths, root, Store(tmp_path / "grades"), force=False)
+    todo, reused = _plan(paths, root, Store(tmp_path / "grades"))
     assert [o.label for o in reused] == seen and len(todo) == 2
 
 
@@ -160,7 +168,7 @@ def test_grader_failure_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     [outcome] = batch.run_batch(paths, out_dir=tmp_path / "grades", root=root)
     assert outcome.result.score == 0 and "the grader failed on this submission" in outcome.result.error
     assert "disk full" in outcome.result.error
-    todo, _ = batch.plan(paths, root, Store(tmp_path / "grades"), force=False)
+    todo, _ = _plan(paths, root, Store(tmp_path / "grades"))
     assert len(todo) == 1
 
 
@@ -170,7 +178,7 @@ def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: py
     paths = [_corrupt(root, s) for s in ("eve", "fay")]
     watched = tmp_path / "lab_1_1.py"
     watched.write_text("checks")
-    monkeypatch.setattr(batch, "grader_files", lambda: [watched])
+    monkeypatch.setattr(autograder.fingerprint, "grader_files", lambda: [watched])
     with pytest.raises(batch.GraderModified, match="grader files changed during the batch"):
         batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, limits=Limits(jailed=False),
                         on_outcome=lambda o: watched.write_text("checks that always pass"))
@@ -178,9 +186,9 @@ def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: py
 
 def test_records_are_written_whole(tmp_path: Path) -> None:
     """A record is replaced atomically: a reader sees the old one or the new one."""
-    store = Store(tmp_path)
     from autograder.grade import zero_result
 
+    store = Store(tmp_path)
     result = zero_result(Path(NAME), "x/" + NAME, "why")
     store.put(new_record("x/" + NAME, "a" * 64, result, 1.0))
     store.put(new_record("x/" + NAME, "b" * 64, result, 2.0))

@@ -1,7 +1,7 @@
 """A class batch with hostile folders among ordinary ones: every ordinary submission graded, each hostile one
 with a reason, the exports in agreement, nothing of a student's shown as markup.
 
-Grading is stubbed at `autograder.batch.grade_payload` (the task a worker runs for one notebook): the
+Grading is stubbed at `autograder.batch.grade_payload` (the task a worker runs for one submission): the
 "notebooks" here are small JSON files saying which points and messages the stub returns, so 30 submissions
 take seconds, not 30 kernels. Real grading is covered by test_grade_cli.py and test_grader_export.py.
 """
@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 import autograder.batch
 from autograder.grade_command import EXIT_UNHANDLED
 from autograder.results import SubmissionResult, TestResult
-from autograder.store import grader_fingerprint
+from autograder.fingerprint import grader_fingerprint
+from autograder.submission import Submission
 from autograder.untrusted import CUT, MAX_CHARS
 from course_tools.cli import app
 from pallas_course.manifest import REPO_ROOT, manifest
@@ -34,9 +35,9 @@ BIG = "=HYPERLINK(\"http://x\")\x1b[31m[bold]red[/]" + "x" * 5_000_000
 NOT_UTF8 = os.fsdecode(b"ren\xe9e\x1b")   # Latin-1 e-acute and an ESC: shown as ren\ufffde\ufffd
 
 
-def stub_payload(name: str, data: bytes, label: str, limits: Any) -> dict[str, Any]:
+def stub_payload(submission: Submission, limits: Any) -> dict[str, Any]:
     """What a worker returns, from the stub notebook's JSON: {"points": [...], "message": "..."}."""
-    spec = json.loads(data or b"{}")
+    spec, label = json.loads(submission.data or b"{}"), submission.label
     lab = manifest().lab(LAB)
     points = spec.get("points", [t.points for t in lab.tests])
     tests = [TestResult(name=t.id, points=p, max_points=t.points, passed=p >= t.points,
