@@ -6,11 +6,12 @@ the largest error and the first wrong block.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import platform
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -252,3 +253,333 @@ def check_one_kernel(name: str, fn: Callable[..., Any], *args: Any, outside_min_
                            "into the kernel body (a cast too: cast the accumulator with .astype(o_ref.dtype) "
                            "before the store) so the array makes one trip through HBM")
     print(f"✓ {name}: one pallas_call, nothing computed outside it")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# LAB·1.4 (pipelining): the course's models of one matmul step and its VMEM budget, and the rules the grade
+# applies to smallest_fed_block, largest_square_block and choose_blocks. One copy, used by the notebook's
+# visible checks (check_fed_block, check_budget_line, check_block_choice) and by autograder/labs/lab_1_4.py,
+# so a visible check and the hidden test say the same thing in the same words. No number is typed in: a traced
+# model matmul answers (schedule, its dot, the legality model) and every chip constant comes from course.yml.
+
+BLOCK_STEP = 128          # block sizes the lab searches: multiples of the 128-lane width
+SEARCH_LIMIT = 8192       # ... up to this size (the notebook's docstrings say the same)
+# choose_blocks keeps its working set within this fraction of the default scoped VMEM limit: the compiler needs
+# VMEM of its own beyond the pipeline buffers (for bf16 matmuls, seen with libtpu 0.0.42.1: up to about one
+# float32 (bm, bn) block), so a choice that fills the limit fails to compile.
+VMEM_HEADROOM = 0.75
+
+# The cases the visible checks run: fewer than the grade's, the same rules. The grade names a case of its own
+# that is not here, so a submission whose visible checks pass knows what it has not been shown.
+VISIBLE_FED_BLOCK_CASES: tuple[tuple[str, str], ...] = (("bfloat16", "v5e"), ("bfloat16", "v6e"), ("float32", "v5e"))
+VISIBLE_BUDGET_LINE_CASES: tuple[tuple[str, str, int], ...] = (("float32", "v5e", 2), ("bfloat16", "v6e", 2),
+                                                              ("float32", "v5e", 1))
+VISIBLE_BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
+    (2048, 2048, 2048, "bfloat16", "v5e"), (1024, 1024, 1024, "float32", "v5e"), (2048, 2048, 1024, "bfloat16", "v6e"))
+NOT_SHOWN = "the notebook's visible checks do not run this case"
+
+
+def _dtype_name(dtype: Any) -> str:
+    import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+
+    return np.dtype(dtype).name
+
+
+def fed_block_label(dtype: Any, chip: str) -> str:
+    return f"smallest_fed_block({_dtype_name(dtype)}, {chip!r})"
+
+
+def budget_line_label(dtype: Any, chip: str, buffers: int) -> str:
+    return f"largest_square_block({_dtype_name(dtype)}, {chip!r}, buffers={buffers})"
+
+
+def block_choice_label(m: int, n: int, k: int, dtype: Any, chip: str) -> str:
+    return f"choose_blocks({m}, {n}, {k}, {_dtype_name(dtype)}, {chip!r})"
+
+
+def _matmul_kernel(a_ref: Any, b_ref: Any, o_ref: Any) -> None:
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    @pl.when(pl.program_id(2) == 0)
+    def _init() -> None:
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
+
+
+def _matmul_acc_kernel(a_ref: Any, b_ref: Any, o_ref: Any, acc_scratch_ref: Any) -> None:
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    @pl.when(pl.program_id(2) == 0)
+    def _init() -> None:
+        acc_scratch_ref[...] = jnp.zeros_like(acc_scratch_ref)
+
+    acc_scratch_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+    def _store() -> None:
+        o_ref[...] = acc_scratch_ref[...].astype(o_ref.dtype)
+
+
+def _model_call_uncached(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int,
+                         acc_scratch: bool) -> Any:
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from pallas_course.kernel_trace import trace
+
+    mode = pl.Buffered(buffers)
+
+    def matmul(a: Any, b: Any) -> Any:
+        return pl.pallas_call(
+            _matmul_acc_kernel if acc_scratch else _matmul_kernel,
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), pipeline_mode=mode),
+                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=mode)],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=mode),
+            out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] if acc_scratch else [],
+        )(a, b)
+
+    dt = jnp.dtype(dtype)
+    (info,) = trace(matmul, jax.ShapeDtypeStruct((m, k), dt), jax.ShapeDtypeStruct((k, n), dt)).pallas_calls
+    return info
+
+
+_MODEL_CALLS: dict[tuple[Any, ...], Any] = {}
+
+
+def matmul_model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2,
+                      acc_scratch: bool = False) -> Any:
+    """The lab's matmul as a traced pallas_call (a PallasCallInfo; nothing runs): `buffers` per BlockSpec
+    (pl.Buffered), an f32 (bm, bn) scratch accumulator if asked. Traced once per argument set."""
+    key = (m, k, n, bm, bn, bk, _dtype_name(dtype), buffers, acc_scratch)
+    if key not in _MODEL_CALLS:
+        _MODEL_CALLS[key] = _model_call_uncached(*key)
+    return _MODEL_CALLS[key]
+
+
+def dot_flops(jaxpr: Any) -> int:
+    """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
+    import math
+
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    flops = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            flops += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in lhs_contract)
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    flops += dot_flops(sub)
+    return flops
+
+
+_STEPS: dict[tuple[int, int, int, str], tuple[int, int, str]] = {}
+
+
+def matmul_step(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
+    """(bytes, FLOPs, what moves) of one steady-state grid step, read off the depth-2 schedule of the model."""
+    from pallas_course.schedule import schedule
+
+    key = (bm, bn, bk, _dtype_name(dtype))
+    if key not in _STEPS:
+        info = matmul_model_call(bm, 3 * bk, bn, bm, bn, bk, key[3])   # grid (1, 1, 3): step 1 is steady state
+        frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
+        blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
+        started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
+        moved = sum(blocks[t.operand].block_bytes for t in started)
+        what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
+                            for t in started)
+        _STEPS[key] = (moved, dot_flops(info.kernel_jaxpr), what)
+    return _STEPS[key]
+
+
+def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
+    """(DMA seconds, MXU seconds) of one steady-state matmul step on `chip`, per course.yml's per-chip numbers."""
+    from pallas_course.chips import chip as chip_named
+
+    moved, flops, _ = matmul_step(bm, bn, bk, dtype)
+    c = chip_named(chip)
+    return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+
+
+def model_budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2, acc_scratch: bool = False) -> Any:
+    """The legality model's VMEM budget (a VmemBudget) of the matmul with these blocks on `chip`."""
+    from pallas_course.legality import check_pallas_call
+
+    return check_pallas_call(matmul_model_call(bm, bk, bn, bm, bn, bk, dtype, buffers, acc_scratch), chip).budget
+
+
+def reference_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
+    """What model_step_times says, as arithmetic (no trace): for the many calls of a block search.
+    tests/test_check.py holds the two equal, float for float."""
+    from pallas_course.chips import chip as chip_named
+
+    c = chip_named(chip)
+    moved = (bm * bk + bk * bn) * np.dtype(_dtype_name(dtype)).itemsize
+    return moved / c.hbm_bytes_per_s, 2 * bm * bn * bk / c.bf16_flops_per_s
+
+
+def reference_working_set(bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2, acc_scratch: bool = False) -> int:
+    """What model_budget's working set is, as arithmetic (no trace); tests/test_check.py holds the two equal."""
+    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(_dtype_name(dtype)).itemsize * buffers
+    return blocks + (bm * bn * 4 if acc_scratch else 0)
+
+
+def _squares() -> range:
+    return range(BLOCK_STEP, SEARCH_LIMIT + 1, BLOCK_STEP)
+
+
+def _ns(seconds: float) -> str:
+    return f"{seconds * 1e9:.4g} ns"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def budget_entries(budget: Any) -> str:
+    return ", ".join(f"{e.name} {e.bytes_per_buffer:,} B x {e.buffers}" for e in budget.entries)
+
+
+def model_fed_block(dtype: Any, chip: str) -> int | None:
+    for b in _squares():
+        dma, mxu = model_step_times(b, b, b, dtype, chip)
+        if mxu >= dma:
+            return b
+    return None
+
+
+def model_budget_line(dtype: Any, chip: str, buffers: int = 2) -> int | None:
+    line = None
+    for b in _squares():                  # the working set grows with b: stop at the first that does not fit
+        if not model_budget(b, b, b, dtype, chip, buffers).fits_limit:
+            break
+        line = b
+    return line
+
+
+def fed_block_problem(got: Any, dtype: Any, chip: str) -> str | None:
+    """None if `got` is the smallest fed square block for (dtype, chip); else what is wrong, after the label."""
+    want = model_fed_block(dtype, chip)
+    if got == want and (got is None or _is_int(got)):
+        return None
+    if not _is_int(got):
+        return f"returned {got!r}, expected {want}: the block size b (an int)"
+    dma, mxu = model_step_times(int(got), int(got), int(got), dtype, chip)
+    state = (f"at {got} a step copies for {_ns(dma)} and computes for {_ns(mxu)}, so the MXU "
+             + ("still waits" if dma > mxu else f"is fed, but so is {want}, which is smaller"))
+    return f"is {got}, expected {want}; {state}"
+
+
+def budget_line_problem(got: Any, dtype: Any, chip: str, buffers: int = 2) -> str | None:
+    """None if `got` is the largest square block within the default scoped limit; else what is wrong."""
+    want = model_budget_line(dtype, chip, buffers)
+    if got == want and (got is None or _is_int(got)):
+        return None
+    if not _is_int(got):
+        return f"returned {got!r}, expected {want}: the block size b (an int)"
+    budget = model_budget(int(got), int(got), int(got), dtype, chip, buffers)
+    why = f"{got} fits ({budget.verdict()}), but so does {want}" if budget.fits_limit else budget.verdict()
+    return f"is {got}, expected {want}; at {got}: {why}"
+
+
+def block_choice_problem(got: Any, m: int, n: int, k: int, dtype: Any, chip: str) -> str | None:
+    """None if (bm, bn, bk) divide the shapes, are legal BlockSpecs, feed the MXU and use at most VMEM_HEADROOM
+    of the default scoped limit; else what is wrong."""
+    from pallas_course.legality import check_pallas_call, fmt_mib
+
+    if not isinstance(got, (tuple, list)) or len(got) != 3 or not all(_is_int(v) for v in got):
+        return f"returned {got!r}; expected three ints (bm, bn, bk)"
+    bm, bn, bk = (int(v) for v in got)
+    for name, block, dim_name, dim in (("bm", bm, "m", m), ("bn", bn, "n", n), ("bk", bk, "k", k)):
+        if block <= 0 or dim % block:
+            return (f"chose {name}={block}, which does not divide {dim_name}={dim}; the grid {dim_name} // {name} "
+                    "would leave part of the matrix out")
+    report = check_pallas_call(matmul_model_call(m, k, n, bm, bn, bk, dtype), chip)
+    if not report.legal:
+        return f"chose ({bm}, {bn}, {bk}), which is not a legal BlockSpec on {chip}: {report.violations[0]}"
+    dma, mxu = model_step_times(bm, bn, bk, dtype, chip)
+    if mxu < dma:
+        return (f"chose ({bm}, {bn}, {bk}), which starves the MXU: a step copies for {_ns(dma)} and computes for "
+                f"{_ns(mxu)}; grow bm and bn (bk does not change the ratio)")
+    budget = report.budget
+    chosen = (f"chose ({bm}, {bn}, {bk}), whose working set is {fmt_mib(budget.working_set_bytes)} "
+              f"({budget_entries(budget)})")
+    if not budget.fits_limit:
+        return f"{chosen}: {budget.verdict()}"
+    if budget.working_set_bytes > VMEM_HEADROOM * budget.default_scoped_vmem_bytes:
+        return (f"{chosen}: inside {chip}'s {fmt_mib(budget.default_scoped_vmem_bytes)} default scoped limit but "
+                f"above {VMEM_HEADROOM:.0%} of it, which leaves the compiler no headroom for its own temporaries; "
+                "it would likely fail to compile")
+    return None
+
+
+# The course's helpers a graded function calls, swapped in while it is checked on its own (as the grade does
+# with reference values), so a wrong step_times or vmem_working_set fails its own check and nothing else.
+_REFERENCE_HELPERS: dict[str, Callable[..., Any]] = {"step_times": reference_step_times,
+                                                     "vmem_working_set": reference_working_set}
+
+
+@contextlib.contextmanager
+def course_helpers(fn: Callable[..., Any], names: Sequence[str]) -> Iterator[None]:
+    """While `fn` runs: each helper in `names` that `fn`'s module (the notebook) defines is the course's."""
+    namespace = getattr(fn, "__globals__", {})
+    saved = {n: namespace[n] for n in names if callable(namespace.get(n))}
+    try:
+        namespace.update({n: _REFERENCE_HELPERS[n] for n in saved})
+        yield
+    finally:
+        namespace.update(saved)
+
+
+def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, ...]],
+                 label: Callable[..., str], problem: Callable[..., str | None], helpers: Sequence[str],
+                 call: Callable[..., Any]) -> None:
+    """Each case: `call(fn, *case)` with the course's `helpers`, then the grade's rule `problem(got, *case)`."""
+    import ml_dtypes  # noqa: F401 - the cases name bfloat16
+
+    alone = f"checked on its own: the course's {' and '.join(helpers)} stand in for yours here, as in the grade"
+    for case in cases:
+        where = label(*case)
+        try:
+            with course_helpers(fn, helpers):
+                got = call(fn, *case)
+        except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
+            explanation = explain(exc)
+            failure = CheckFailure(f"{name}: {where}: {explanation.summary.removeprefix('✗ ')}")
+            failure.raw, failure.kind = explanation.raw, explanation.kind
+            raise failure from None
+        wrong = problem(got, *case)
+        if wrong is not None:
+            failure = CheckFailure(f"{name}: {where} {wrong}\n({alone})")
+            failure.kind = "values"
+            raise failure
+    print(f"✓ {name}: right in {len(cases)} cases ({'; '.join(label(*c) for c in cases)}), {alone}; {PASSED}")
+
+
+def check_fed_block(smallest_fed_block: Callable[..., Any]) -> None:
+    """The grade's fed_block rule on the visible cases, with the course's step_times standing in for yours."""
+    _check_cases("smallest_fed_block", smallest_fed_block, VISIBLE_FED_BLOCK_CASES, fed_block_label,
+                 fed_block_problem, ("step_times",), lambda fn, dtype, chip: fn(np.dtype(dtype), chip))
+
+
+def check_budget_line(largest_square_block: Callable[..., Any]) -> None:
+    """The grade's budget_line rule on the visible cases, with the course's vmem_working_set standing in."""
+    _check_cases("largest_square_block", largest_square_block, VISIBLE_BUDGET_LINE_CASES, budget_line_label,
+                 budget_line_problem, ("vmem_working_set",),
+                 lambda fn, dtype, chip, buffers: fn(np.dtype(dtype), chip, buffers=buffers))
+
+
+def check_block_choice(choose_blocks: Callable[..., Any]) -> None:
+    """The grade's block_choice rules on the visible cases, with the course's step_times and vmem_working_set."""
+    _check_cases("choose_blocks", choose_blocks, VISIBLE_BLOCK_CHOICE_CASES, block_choice_label,
+                 block_choice_problem, ("step_times", "vmem_working_set"),
+                 lambda fn, m, n, k, dtype, chip: fn(m, n, k, np.dtype(dtype), chip))

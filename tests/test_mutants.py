@@ -104,3 +104,43 @@ def test_every_graded_test_has_a_mutant(module: Any) -> None:
     targeted = {t for m in module.MUTANTS for t in m.targets}
     untargeted = [t.id for t in _lab(module).tests if t.id not in targeted]
     assert not untargeted, f"tests no mutant targets: {untargeted}"
+
+
+def test_race_is_caught_by_the_shuffled_order_not_by_the_race_detector() -> None:
+    """What catches a kernel that races, as README says (jax 0.10.2). The racing mutant marks K "parallel", so on
+    a two-core chip both cores would add into one C block at once. Under the course's interpret params its values
+    are wrong without any race detector: TPU interpret mode runs a "parallel" axis in a shuffled order, so the
+    zeroing at K step 0 lands mid-run. `detect_races=True` flags nothing on the default one simulated core; only
+    with `num_cores_or_threads=2` does it flag the race. (The grade also names the mistake from the trace:
+    pipeline_off's "parallel" K rule, test_mutant_loses_targeted_test[pipeline_off_k_parallel:pipeline_off].)"""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as interpreter  # the detector's verdict
+    from jax.experimental.pallas import tpu as pltpu
+
+    from pallas_course.runtime import interpret_params
+    from tests.mutants import lab_1_4
+
+    (racing,) = [m for m in lab_1_4.MUTANTS if m.name == "pipeline_off_k_parallel"]
+    kernel = load(REPO_ROOT / _lab(lab_1_4).source, racing.edits)["matmul_pipeline_off"]
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((128, 512), (512, 128)))   # one C block, K in 4
+    want = a.astype(np.float64) @ b.astype(np.float64)
+
+    def run(params: pltpu.InterpretParams) -> tuple[float, bool]:
+        pltpu.reset_tpu_interpret_mode_state()
+        with pltpu.force_tpu_interpret_mode(params):
+            out = np.asarray(jax.block_until_ready(kernel(jnp.asarray(a), jnp.asarray(b))))
+        races = interpreter.races
+        return float(np.nanmax(np.abs(out - want), initial=np.inf)), bool(races is not None and races.races_found)
+
+    course = interpret_params()
+    assert not course.detect_races and course.num_cores_or_threads == 1, "the course's settings changed: retest"
+    error, flagged = run(course)
+    assert error > 1 and not flagged, "the course's settings: wrong values, from the order alone"
+    assert run(dataclasses.replace(course, detect_races=True))[1] is False, "one core: the detector sees no race"
+    assert run(dataclasses.replace(course, detect_races=True, num_cores_or_threads=2))[1] is True
+    pltpu.reset_tpu_interpret_mode_state()

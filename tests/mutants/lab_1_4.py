@@ -12,7 +12,8 @@ WS_SCRATCH = "scratch = bm * bn * np.dtype(np.float32).itemsize if acc_scratch e
 BUDGET_FITS = "fits = [b for b in range(128, 8192 + 1, 128) if vmem_working_set(b, b, b, dtype, buffers) <= limit]"
 CHOICE_LIMIT = "limit = VMEM_HEADROOM * chip_named(chip).default_scoped_vmem_bytes"
 CHOICE_RETURN = "    return best[1]"
-STEP_TARGETS_OTHERS = ("working_set", "budget_line")
+STEP_TARGETS_OTHERS = ("working_set", "budget_line", "block_choice")   # choose_blocks graded on reference step times
+K_PARALLEL = '\n        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "parallel")),'
 
 MUTANTS = [
     # ----------------------------------------------------------------------------------------- pipeline_off
@@ -33,6 +34,10 @@ MUTANTS = [
     Mutant("pipeline_off_fixed_blocks", "ignores bm, bn and bk: always 128 blocks",
            {"    _, n = b.shape\n    one_buffer": "    _, n = b.shape\n    bm = bn = bk = 128\n    one_buffer"},
            {"pipeline_off": "the grid of matmul_pipeline_off"}),
+    Mutant("pipeline_off_k_parallel", 'marks every grid axis "parallel", K too: on a two-core chip both cores '
+           "would add into one C block at once (a race); tests/test_mutants.py::test_race_* shows what catches it",
+           {C_SPEC: C_SPEC + K_PARALLEL},
+           {"pipeline_off": r'marks K, the grid axis it accumulates over, "parallel"'}),
     Mutant("pipeline_off_b_index_swapped", "B's index map reads block (j, kk) instead of (kk, j)",
            {B_SPEC: "pl.BlockSpec((bk, bn), lambda i, j, kk: (j, kk), pipeline_mode=one_buffer),"},
            {"pipeline_off": "Out-of-bounds block index .*b_ref"}),
@@ -66,20 +71,20 @@ MUTANTS = [
     # --------------------------------------------------------------------------------------------- working set
     Mutant("ws_no_output_block", "forgets the output block C",
            {WS_BLOCKS: "blocks = (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers"},
-           {"working_set": r"bytes, expected .*out\[0\] "}, others_pass=("step_time_model",)),
+           {"working_set": r"bytes, expected .*out\[0\] "}, others_pass=("step_time_model", "block_choice")),
     Mutant("ws_ignores_buffers", "one copy of each block whatever `buffers` says",
            {WS_BLOCKS: "blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * 2"},
-           {"working_set": r"buffers=1.* bytes, expected"}),
+           {"working_set": r"buffers=1.* bytes, expected"}, others_pass=("block_choice",)),
     Mutant("ws_scratch_buffered", "double-buffers the scratch accumulator (it is not pipelined)",
            {WS_SCRATCH: "scratch = bm * bn * np.dtype(np.float32).itemsize * buffers if acc_scratch else 0"},
-           {"working_set": "not pipelined: one copy"}, others_pass=("budget_line",)),
+           {"working_set": "not pipelined: one copy"}, others_pass=("budget_line", "block_choice")),
     Mutant("ws_scratch_in_dtype", "the accumulator in the input dtype instead of float32",
            {WS_SCRATCH: "scratch = bm * bn * np.dtype(dtype).itemsize if acc_scratch else 0"},
-           {"working_set": r"scratch\[0\] "}, others_pass=("budget_line",)),
+           {"working_set": r"scratch\[0\] "}, others_pass=("budget_line", "block_choice")),
     Mutant("ws_four_bytes", "4 bytes per element whatever the dtype",
            {WS_BLOCKS: "blocks = (bm * bk + bk * bn + bm * bn) * 4 * buffers"},
            {"working_set": "bytes, expected"},
-           others_pass=("budget_line",)),   # budget_line is graded on reference working sets
+           others_pass=("budget_line", "block_choice")),   # both graded on reference working sets
     # --------------------------------------------------------------------------------------------- budget line
     Mutant("budget_physical_vmem", "compares with the physical VMEM instead of the default scoped limit",
            {"limit = chip_named(chip).default_scoped_vmem_bytes\n    fits":
