@@ -546,7 +546,8 @@ def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, .
     """Each case: `call(fn, *case)` with the course's `helpers`, then the grade's rule `problem(got, *case)`."""
     import ml_dtypes  # noqa: F401 - the cases name bfloat16
 
-    alone = f"checked on its own: the course's {' and '.join(helpers)} stand in for yours here, as in the grade"
+    alone = (f"checked on its own: the course's {' and '.join(helpers)} stand{'s' if len(helpers) == 1 else ''} in "
+             "for yours here, as in the grade")
     for case in cases:
         where = label(*case)
         try:

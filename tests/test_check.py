@@ -101,3 +101,103 @@ def test_an_error_in_the_checked_function_is_explained_first() -> None:
     assert lines[0].startswith("add: a ref is used as an array")
     assert lines[1].startswith("  at test_check.py, line ") and "x_ref + y_ref" in lines[1]
     assert failure.value.kind == "ref-as-array" and "Traceback" in failure.value.raw
+
+
+# ------------------------------------------------------------------ LAB·1.4: checks of one function on its own
+
+def _notebook(source: str) -> dict:
+    """Functions defined as a notebook defines them: their globals are this namespace (where helpers live)."""
+    import numpy as np
+
+    from pallas_course.chips import chip as chip_named
+
+    namespace = {"np": np, "chip_named": chip_named, "VMEM_HEADROOM": 0.75}
+    exec(source, namespace)   # noqa: S102 - test code
+    return namespace
+
+
+WRONG_HELPERS = '''
+def step_times(bm, bn, bk, dtype, chip):           # counts C among the copies and one FLOP per term
+    c = chip_named(chip)
+    return (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize / c.hbm_bytes_per_s, bm * bn * bk / c.bf16_flops_per_s
+
+def vmem_working_set(bm, bn, bk, dtype, buffers=2, acc_scratch=False):   # forgets C
+    return (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers
+'''
+FED = '''
+def smallest_fed_block(dtype, chip):
+    for b in range(128, 8192 + 1, 128):
+        dma, mxu = step_times(b, b, b, dtype, chip)
+        if mxu >= dma:
+            return b{off}
+    return None
+'''
+CHOOSE = '''
+def choose_blocks(m, n, k, dtype, chip):
+    limit = VMEM_HEADROOM * chip_named(chip).default_scoped_vmem_bytes
+    sizes = lambda dim: [s for s in range(128, dim + 1, 128) if dim % s == 0]
+    best = None
+    for bm in sizes(m):
+        for bn in sizes(n):
+            for bk in sizes(k):
+                dma, mxu = step_times(bm, bn, bk, dtype, chip)
+                if mxu < dma or vmem_working_set(bm, bn, bk, dtype) > limit:
+                    continue
+                steps = (m // bm) * (n // bn) * (k // bk)
+                if best is None or steps < best[0]:
+                    best = (steps, (bm, bn, bk))
+    return best[1]
+'''
+
+
+def test_reference_helpers_are_the_traced_models_float_for_float() -> None:
+    """The arithmetic the grade's reference tables use (and the visible checks swap in) is the traced models."""
+    from pallas_course.check import model_budget, model_step_times, reference_step_times, reference_working_set
+
+    for bm, bn, bk in ((128, 128, 128), (384, 256, 1024), (2048, 1024, 512)):
+        for dtype in ("float32", "bfloat16"):
+            assert reference_step_times(bm, bn, bk, dtype, "v6e") == model_step_times(bm, bn, bk, dtype, "v6e")
+            for buffers, acc in ((1, False), (2, True)):
+                assert (reference_working_set(bm, bn, bk, dtype, buffers, acc)
+                        == model_budget(bm, bn, bk, dtype, "v5e", buffers, acc).working_set_bytes)
+
+
+def test_a_right_function_passes_with_wrong_helpers(capsys) -> None:
+    """Checked on its own, as graded: the notebook's wrong step_times and vmem_working_set are not used, and
+    are back in place afterwards."""
+    from pallas_course.check import check_block_choice, check_fed_block
+
+    nb = _notebook(WRONG_HELPERS + FED.format(off="") + CHOOSE)
+    wrong = nb["step_times"]
+    check_fed_block(nb["smallest_fed_block"])
+    check_block_choice(nb["choose_blocks"])
+    out = capsys.readouterr().out
+    assert "✓ smallest_fed_block: right in 3 cases (smallest_fed_block(bfloat16, 'v5e');" in out
+    assert "the course's step_times stands in for yours here, as in the grade" in out
+    assert "the course's step_times and vmem_working_set stand in for yours" in out
+    assert nb["step_times"] is wrong
+
+
+def test_a_wrong_function_names_its_case_the_rule_and_that_it_ran_alone() -> None:
+    from pallas_course.check import check_budget_line, check_fed_block
+
+    nb = _notebook(WRONG_HELPERS + FED.format(off=" - 128"))
+    with pytest.raises(CheckFailure) as e:
+        check_fed_block(nb["smallest_fed_block"])
+    first, second = str(e.value).splitlines()
+    assert first.startswith("smallest_fed_block: smallest_fed_block(bfloat16, 'v5e') is 384, expected 512; at 384 "
+                            "a step copies for"), first
+    assert first.endswith("so the MXU still waits")
+    assert second == "(checked on its own: the course's step_times stands in for yours here, as in the grade)"
+    nb = _notebook("def largest_square_block(dtype, chip, buffers=2):\n    return 8192\n")
+    with pytest.raises(CheckFailure, match=r"largest_square_block\(float32, 'v5e', buffers=2\) is 8192, expected 768; "
+                                           r"at 8192: does not fit: working set 1\.5 GiB|at 8192: does not fit"):
+        check_budget_line(nb["largest_square_block"])
+
+
+def test_an_error_in_the_function_is_explained_with_its_case() -> None:
+    from pallas_course.check import check_fed_block
+
+    nb = _notebook('def smallest_fed_block(dtype, chip):\n    raise NotImplementedError("not written yet")\n')
+    with pytest.raises(CheckFailure, match=r"^smallest_fed_block: smallest_fed_block\(bfloat16, 'v5e'\): this function is still the stub"):
+        check_fed_block(nb["smallest_fed_block"])

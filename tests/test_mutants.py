@@ -144,3 +144,14 @@ def test_race_is_caught_by_the_shuffled_order_not_by_the_race_detector() -> None
     assert run(dataclasses.replace(course, detect_races=True))[1] is False, "one core: the detector sees no race"
     assert run(dataclasses.replace(course, detect_races=True, num_cores_or_threads=2))[1] is True
     pltpu.reset_tpu_interpret_mode_state()
+
+
+def test_visible_checks_pass_a_mutant_that_fails_only_unseen_cases(capsys: pytest.CaptureFixture[str]) -> None:
+    """Point of the visible checks: passing them, a submission loses hidden points only on cases it was never
+    shown, and the hidden message says so (choice_square_only's target asks for "visible checks do not run")."""
+    from pallas_course.check import check_block_choice
+    from tests.mutants import lab_1_4
+
+    (square_only,) = [m for m in lab_1_4.MUTANTS if m.name == "choice_square_only"]
+    check_block_choice(load(REPO_ROOT / _lab(lab_1_4).source, square_only.edits)["choose_blocks"])
+    assert "\n✓ choose_blocks: right in 3 cases" in "\n" + capsys.readouterr().out

@@ -16,19 +16,17 @@ import numpy as np
 
 from autograder.harness import TestFailure, call, expect_close, expect_equal, fresh_seed, one_pallas_call
 from pallas_course.check import (BLOCK_STEP, NOT_SHOWN, SEARCH_LIMIT, VISIBLE_BLOCK_CHOICE_CASES,
-                                 VISIBLE_BUDGET_LINE_CASES, VISIBLE_FED_BLOCK_CASES, VMEM_HEADROOM,
+                                 VISIBLE_BUDGET_LINE_CASES, VISIBLE_FED_BLOCK_CASES,
                                  block_choice_label, block_choice_problem, budget_entries, budget_line_label,
                                  budget_line_problem, fed_block_label, fed_block_problem, matmul_step,
-                                 model_budget, model_budget_line, model_fed_block, model_step_times,
+                                 model_budget, model_step_times,
                                  reference_step_times, reference_working_set)
 from pallas_course.chips import Chip, chip as chip_named, chips
 from pallas_course.legality import VmemBudget
 
 # The models and the rules of fed_block, budget_line and block_choice live in pallas_course.check: the notebook's
 # visible checks run the same ones on fewer cases (VISIBLE_*), and a hidden failure says when its case is not one
-# of those. Re-exported here under the names the grader has always used.
-__all__ = ["BLOCK_STEP", "SEARCH_LIMIT", "VMEM_HEADROOM", "model_budget", "model_budget_line", "model_fed_block",
-           "model_step_times"]
+# of those.
 _step = matmul_step
 
 
@@ -43,14 +41,14 @@ def _dtype(dtype: Any) -> np.dtype:
 # ------------------------------------------------------- reference values, so each function is graded alone
 # smallest_fed_block calls the student's step_times, largest_square_block their vmem_working_set, choose_blocks
 # both: each is graded with the models' values for those (harness.call's `references`), so one wrong helper
-# costs only its own test. The tables cover the calls a search makes: square blocks from 128 up to a few steps
-# past the answer, and for choose_blocks every (bm, bn, bk) of multiples of 128 that divide the shapes (216 for
-# 4096³). A call outside them falls back to the student's own helper. The values are the models' arithmetic
+# costs only its own test. The tables cover the calls a search makes: every square block the lab searches (64),
+# and for choose_blocks every (bm, bn, bk) of multiples of 128 that divide the shapes (216 for 4096³); a search
+# that stops early or scans them all sees the same values. A call outside them falls back to the student's own
+# helper. The values are the models' arithmetic
 # (reference_*: tests/test_check.py holds them equal to the traced models), which keeps a 216-row table fast.
 
-def _squares_to(want: int | None, past: int = 3) -> list[int]:
-    top = SEARCH_LIMIT if want is None else min(SEARCH_LIMIT, want + past * BLOCK_STEP)
-    return list(range(BLOCK_STEP, top + 1, BLOCK_STEP))
+def _squares() -> list[int]:
+    return list(range(BLOCK_STEP, SEARCH_LIMIT + 1, BLOCK_STEP))
 
 
 def _step_rows(triples: list[tuple[int, int, int]], dtype: Any, chip: str) -> list[Any]:
@@ -192,7 +190,7 @@ def fed_block(smallest_fed_block: Callable[..., Any]) -> None:
     cases = [("bfloat16", name) for name in chips()] + [("float32", "v5e")]
     for dtype, chip in cases:
         got = call(test, fed_block_label(dtype, chip), smallest_fed_block, _dtype(dtype), chip,
-                   references=step_time_references(dtype, chip, _squares_to(model_fed_block(dtype, chip))))
+                   references=step_time_references(dtype, chip, _squares()))
         problem = fed_block_problem(got, dtype, chip)
         if problem is not None:
             raise TestFailure(f"{test}: {fed_block_label(dtype, chip)} {problem}"
@@ -228,8 +226,7 @@ def budget_line(largest_square_block: Callable[..., Any]) -> None:
     for dtype, chip, buffers in BUDGET_CASES:
         label = budget_line_label(dtype, chip, buffers)
         got = call(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers,
-                   references=working_set_references(dtype, buffers,
-                                                     _squares_to(model_budget_line(dtype, chip, buffers), past=1)))
+                   references=working_set_references(dtype, buffers, _squares()))
         problem = budget_line_problem(got, dtype, chip, buffers)
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}{_unseen((dtype, chip, buffers), VISIBLE_BUDGET_LINE_CASES)}")

@@ -131,7 +131,8 @@ MISTAKES: dict[str, list[Mistake]] = {
     LAB_1_4: [
         Mistake("step_times_counts_c", "counts the C block among a steady step's copies (it stays in VMEM)",
                 {"    dma_bytes = (bm * bk + bk * bn) * itemsize": "    dma_bytes = (bm * bk + bk * bn + bm * bn) * itemsize"},
-                r"bytes per steady step.*differ by more than", ("step_time_model",)),
+                r"bytes per steady step.*differ by more than", ("step_time_model",),
+                ("fed_block", "block_choice")),   # graded on reference step times: one bug, one test
         Mistake("step_times_no_factor_2", "one FLOP per term, not a multiply and an add",
                 {"    flops = 2 * bm * bn * bk": "    flops = bm * bn * bk"},
                 r"FLOPs per step.*differ by more than", ("step_time_model",)),
@@ -139,6 +140,23 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
                  "    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize"},
                 r"working set matmul .*differ by more than", ("working_set",)),
+        Mistake("working_set_forgets_c", "counts A and B but not the output block C",
+                {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
+                 "    blocks = (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers"},
+                r"working set matmul .*differ by more than", ("working_set",),
+                ("budget_line", "block_choice")),   # both graded on reference working sets
+        Mistake("fed_block_last_starved", "returns the last block that still starves the MXU",
+                {"        if mxu >= dma:\n            return b\n": "        if mxu >= dma:\n            return b - 128\n"},
+                r"smallest_fed_block\(bfloat16, 'v5e'\) is \d+, expected \d+; .* the MXU still waits", ("fed_block",)),
+        Mistake("budget_line_physical_vmem", "compares with the physical VMEM, not the default scoped limit",
+                {"    limit = chip_named(chip).default_scoped_vmem_bytes\n    fits":
+                 "    limit = chip_named(chip).vmem_bytes\n    fits"},
+                r"largest_square_block\(float32, 'v5e', buffers=2\) is \d+, expected \d+; .*over the scoped limit",
+                ("budget_line",)),
+        Mistake("choose_blocks_no_headroom", "fills the default scoped VMEM limit to the brim",
+                {"    limit = VMEM_HEADROOM * chip_named(chip).default_scoped_vmem_bytes":
+                 "    limit = chip_named(chip).default_scoped_vmem_bytes"},
+                r"choose_blocks\(.*above 75% of it, which leaves the compiler no headroom", ("block_choice",)),
         Mistake("pipeline_off_out_double_buffered", "pl.Buffered(1) on A and B but not on C",
                 {"        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=one_buffer),":
                  "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),"},

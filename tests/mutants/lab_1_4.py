@@ -71,7 +71,7 @@ MUTANTS = [
     # --------------------------------------------------------------------------------------------- working set
     Mutant("ws_no_output_block", "forgets the output block C",
            {WS_BLOCKS: "blocks = (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers"},
-           {"working_set": r"bytes, expected .*out\[0\] "}, others_pass=("step_time_model", "block_choice")),
+           {"working_set": r"bytes, expected .*out\[0\] "}, others_pass=("step_time_model", "budget_line", "block_choice")),
     Mutant("ws_ignores_buffers", "one copy of each block whatever `buffers` says",
            {WS_BLOCKS: "blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * 2"},
            {"working_set": r"buffers=1.* bytes, expected"}, others_pass=("block_choice",)),
@@ -109,6 +109,9 @@ MUTANTS = [
     Mutant("choice_illegal_lanes", "a minor block dim of 64 lanes",
            {CHOICE_RETURN: "    return (best[1][0], 64, best[1][2])"},
            {"block_choice": "not a legal BlockSpec .* minor \\(lane\\) dim"}),
+    Mutant("choice_square_only", "takes bm from n's divisors: right whenever m == n, as in every visible case",
+           {"    for bm in sizes(m):": "    for bm in sizes(n):"},
+           {"block_choice": r"choose_blocks\(2048, 8192, 1024, .* does not divide m=2048.*visible checks do not run"}),
     Mutant("choice_whole_matrix", "one block for the whole matrix",
            {CHOICE_RETURN: "    return (m, n, k)"},
            {"block_choice": "does not fit: working set .* physical VMEM"}),
