@@ -180,17 +180,20 @@ FAST_COMPILE_XLA_FLAGS = {"0.10.2": "--xla_backend_optimization_level=0 --xla_cp
 
 
 @functools.lru_cache(maxsize=1)
-def _jail_xla_flags() -> str:
+def fast_compile_xla_flags() -> str:
+    """FAST_COMPILE_XLA_FLAGS for the installed jaxlib, or "" (the tests run under them too: tests/conftest.py)."""
     import importlib.metadata
 
+    try:
+        return FAST_COMPILE_XLA_FLAGS.get(importlib.metadata.version("jaxlib"), "")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _jail_xla_flags() -> str:
     # One thread per jail: interpret-mode kernels gain nothing from XLA's thread pools, and jails graded side by
     # side (--jobs) would only fight over the cores with them.
-    flags = "--xla_cpu_multi_thread_eigen=false"
-    try:
-        fast = FAST_COMPILE_XLA_FLAGS.get(importlib.metadata.version("jaxlib"))
-    except importlib.metadata.PackageNotFoundError:
-        fast = None
-    return f"{flags} {fast}" if fast else flags
+    return f"--xla_cpu_multi_thread_eigen=false {fast_compile_xla_flags()}".strip()
 
 
 def jail_env() -> dict[str, str]:
