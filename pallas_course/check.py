@@ -297,72 +297,6 @@ def block_choice_label(m: int, n: int, k: int, dtype: Any, chip: str) -> str:
     return f"choose_blocks({m}, {n}, {k}, {_dtype_name(dtype)}, {chip!r})"
 
 
-def _matmul_kernel(a_ref: Any, b_ref: Any, o_ref: Any) -> None:
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
-    @pl.when(pl.program_id(2) == 0)
-    def _init() -> None:
-        o_ref[...] = jnp.zeros_like(o_ref)
-
-    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
-
-
-def _matmul_acc_kernel(a_ref: Any, b_ref: Any, o_ref: Any, acc_scratch_ref: Any) -> None:
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
-    @pl.when(pl.program_id(2) == 0)
-    def _init() -> None:
-        acc_scratch_ref[...] = jnp.zeros_like(acc_scratch_ref)
-
-    acc_scratch_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
-
-    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
-    def _store() -> None:
-        o_ref[...] = acc_scratch_ref[...].astype(o_ref.dtype)
-
-
-def _model_call_uncached(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int,
-                         acc_scratch: bool) -> Any:
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
-
-    from pallas_course.kernel_trace import trace
-
-    mode = pl.Buffered(buffers)
-
-    def matmul(a: Any, b: Any) -> Any:
-        return pl.pallas_call(
-            _matmul_acc_kernel if acc_scratch else _matmul_kernel,
-            grid=(m // bm, n // bn, k // bk),
-            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), pipeline_mode=mode),
-                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=mode)],
-            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=mode),
-            out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
-            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] if acc_scratch else [],
-        )(a, b)
-
-    dt = jnp.dtype(dtype)
-    (info,) = trace(matmul, jax.ShapeDtypeStruct((m, k), dt), jax.ShapeDtypeStruct((k, n), dt)).pallas_calls
-    return info
-
-
-_MODEL_CALLS: dict[tuple[Any, ...], Any] = {}
-
-
-def matmul_model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2,
-                      acc_scratch: bool = False) -> Any:
-    """The lab's matmul as a traced pallas_call (a PallasCallInfo; nothing runs): `buffers` per BlockSpec
-    (pl.Buffered), an f32 (bm, bn) scratch accumulator if asked. Traced once per argument set."""
-    key = (m, k, n, bm, bn, bk, _dtype_name(dtype), buffers, acc_scratch)
-    if key not in _MODEL_CALLS:
-        _MODEL_CALLS[key] = _model_call_uncached(*key)
-    return _MODEL_CALLS[key]
-
-
 def dot_flops(jaxpr: Any) -> int:
     """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
     import math
@@ -381,60 +315,94 @@ def dot_flops(jaxpr: Any) -> int:
     return flops
 
 
-_STEPS: dict[tuple[int, int, int, str], tuple[int, int, str]] = {}
-
-
-def matmul_step(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
-    """(bytes, FLOPs, what moves) of one steady-state grid step, read off the depth-2 schedule of the model."""
+def steady_step(info: Any) -> tuple[int, str]:
+    """(bytes, what moves) of the steady-state grid step (0, 0, 1) of a traced matmul pallas_call whose grid is
+    (1, 1, >= 3), read off its depth-2 schedule: the blocks whose copies start there."""
     from pallas_course.schedule import schedule
 
-    key = (bm, bn, bk, _dtype_name(dtype))
-    if key not in _STEPS:
-        info = matmul_model_call(bm, 3 * bk, bn, bm, bn, bk, key[3])   # grid (1, 1, 3): step 1 is steady state
-        frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
-        blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
-        started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
-        moved = sum(blocks[t.operand].block_bytes for t in started)
-        what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
-                            for t in started)
-        _STEPS[key] = (moved, dot_flops(info.kernel_jaxpr), what)
-    return _STEPS[key]
+    frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
+    blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
+    started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
+    what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
+                        for t in started)
+    return sum(blocks[t.operand].block_bytes for t in started), what
 
 
-def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
-    """(DMA seconds, MXU seconds) of one steady-state matmul step on `chip`, per course.yml's per-chip numbers."""
-    from pallas_course.chips import chip as chip_named
+class YourMatmul:
+    """The course's models read off the notebook's own `matmul` (the pasted LAB·1.2 one), as the step-time and
+    working-set checks do: the schedule says what a steady step copies, its dot its FLOPs, the legality model
+    its VMEM. It stands in for the student's step_times and vmem_working_set while another function is checked.
 
-    moved, flops, _ = matmul_step(bm, bn, bk, dtype)
-    c = chip_named(chip)
-    return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+    Tracing per call would make a block search take seconds, so `matmul` is traced once per dtype, with bm, bn
+    and bk set to sizes no other dimension has, and every other block size is that trace with its dimensions
+    renamed (a traced block dimension that is none of them: traced at the asked sizes instead)."""
 
+    BASE = (256, 384, 640)      # bm, bn, bk of the one trace: distinct, and none is 3 x another
 
-def model_budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2, acc_scratch: bool = False) -> Any:
-    """The legality model's VMEM budget (a VmemBudget) of the matmul with these blocks on `chip`."""
-    from pallas_course.legality import check_pallas_call
+    def __init__(self, matmul: Callable[..., Any]) -> None:
+        self.matmul = matmul
+        self._base: dict[str, Any] = {}
+        self._exact: dict[tuple[Any, ...], Any] = {}
 
-    return check_pallas_call(matmul_model_call(bm, bk, bn, bm, bn, bk, dtype, buffers, acc_scratch), chip).budget
+    def _trace(self, m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str) -> Any:
+        import jax
 
+        from pallas_course.kernel_trace import trace
 
-def reference_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
-    """What model_step_times says, as arithmetic (no trace): for the many calls of a block search.
-    tests/test_check.py holds the two equal, float for float."""
-    from pallas_course.chips import chip as chip_named
+        key = (m, k, n, bm, bn, bk, dtype)
+        if key not in self._exact:
+            a, b = jax.ShapeDtypeStruct((m, k), dtype), jax.ShapeDtypeStruct((k, n), dtype)
+            self._exact[key] = trace(self.matmul, a, b, bm=bm, bn=bn, bk=bk).pallas_calls[0]
+        return self._exact[key]
 
-    c = chip_named(chip)
-    moved = (bm * bk + bk * bn) * np.dtype(_dtype_name(dtype)).itemsize
-    return moved / c.hbm_bytes_per_s, 2 * bm * bn * bk / c.bf16_flops_per_s
+    def info(self, bm: int, bn: int, bk: int, dtype: Any) -> Any:
+        """The pallas_call of `matmul` on (bm, 3 bk) @ (3 bk, bn) with blocks (bm, bn, bk): grid (1, 1, 3)."""
+        import dataclasses
 
+        name = _dtype_name(dtype)
+        b_m, b_n, b_k = self.BASE
+        if name not in self._base:
+            self._base[name] = self._trace(b_m, 3 * b_k, b_n, b_m, b_n, b_k, name)
+        base = self._base[name]
+        sizes = {b_m: bm, b_n: bn, b_k: bk, 3 * b_k: 3 * bk}
 
-def reference_working_set(bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2, acc_scratch: bool = False) -> int:
-    """What model_budget's working set is, as arithmetic (no trace); tests/test_check.py holds the two equal."""
-    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(_dtype_name(dtype)).itemsize * buffers
-    return blocks + (bm * bn * 4 if acc_scratch else 0)
+        def renamed(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+            return tuple(d if d is None else sizes[d] for d in shape)
 
+        try:
+            return dataclasses.replace(
+                base,
+                inputs=tuple(dataclasses.replace(x, array_shape=renamed(x.array_shape), block_shape=renamed(x.block_shape))
+                             for x in base.inputs),
+                outputs=tuple(dataclasses.replace(x, array_shape=renamed(x.array_shape), block_shape=renamed(x.block_shape))
+                              for x in base.outputs),
+                scratch=tuple((renamed(shape), dt, space) for shape, dt, space in base.scratch))
+        except KeyError:
+            return self._trace(bm, 3 * bk, bn, bm, bn, bk, name)
 
-def _squares() -> range:
-    return range(BLOCK_STEP, SEARCH_LIMIT + 1, BLOCK_STEP)
+    def step_times(self, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
+        from pallas_course.chips import chip as chip_named
+
+        moved, _ = steady_step(self.info(bm, bn, bk, dtype))
+        b_m, b_n, b_k = self.BASE       # the dot of the traced step, its (bm, bk) x (bk, bn) renamed like the blocks
+        flops = dot_flops(self._base[_dtype_name(dtype)].kernel_jaxpr) * (bm * bn * bk) // (b_m * b_n * b_k)
+        c = chip_named(chip)
+        return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+
+    def budget(self, bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2) -> Any:
+        from pallas_course.legality import check_pallas_call
+
+        return check_pallas_call(self.info(bm, bn, bk, dtype), chip, buffers=buffers).budget
+
+    def working_set(self, bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2, acc_scratch: bool = False) -> int:
+        if acc_scratch:     # the pasted matmul has no scratch; the functions checked here never ask for one
+            raise ValueError("YourMatmul models the matmul without a scratch accumulator")
+        return self.budget(bm, bn, bk, dtype, "v5e", buffers).working_set_bytes
+
+    def report(self, m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> Any:
+        from pallas_course.legality import check_pallas_call
+
+        return check_pallas_call(self._trace(m, k, n, bm, bn, bk, _dtype_name(dtype)), chip)
 
 
 def _ns(seconds: float) -> str:
@@ -449,52 +417,62 @@ def budget_entries(budget: Any) -> str:
     return ", ".join(f"{e.name} {e.bytes_per_buffer:,} B x {e.buffers}" for e in budget.entries)
 
 
-def model_fed_block(dtype: Any, chip: str) -> int | None:
-    for b in _squares():
-        dma, mxu = model_step_times(b, b, b, dtype, chip)
-        if mxu >= dma:
-            return b
+# The rules. Each takes the answer and the case, and the models it judges by (the grade passes its own traced
+# model matmul; the notebook's checks pass YourMatmul), and returns None or what is wrong, after the call's label.
+StepModel = Callable[[int, int, int, Any, str], "tuple[float, float]"]
+BudgetModel = Callable[[int, int, int, Any, str, int], Any]            # -> legality.VmemBudget
+ReportModel = Callable[[int, int, int, int, int, int, Any, str], Any]  # -> legality.PallasCallReport
+
+
+def fed_block_problem(got: Any, dtype: Any, chip: str, step_times: StepModel) -> str | None:
+    """The smallest fed square block: fed at `got` (compute >= DMA) and starved one step below; None if no
+    square block up to SEARCH_LIMIT is fed."""
+    def fed(b: int) -> bool:
+        dma, mxu = step_times(b, b, b, dtype, chip)
+        return mxu >= dma
+
+    if got is None:
+        first = next((b for b in range(BLOCK_STEP, SEARCH_LIMIT + 1, BLOCK_STEP) if fed(b)), None)
+        return None if first is None else f"returned None, but a ({first}, {first}, {first}) step is fed"
+    if not _is_int(got) or got % BLOCK_STEP or not BLOCK_STEP <= got <= SEARCH_LIMIT:
+        return (f"returned {got!r}; expected the block size b (an int among {BLOCK_STEP}, {2 * BLOCK_STEP}, ..., "
+                f"{SEARCH_LIMIT}), or None")
+    b = int(got)
+    dma, mxu = step_times(b, b, b, dtype, chip)
+    if dma > mxu:
+        return f"is {b}; at {b} a step copies for {_ns(dma)} and computes for {_ns(mxu)}, so the MXU still waits"
+    if b > BLOCK_STEP and fed(b - BLOCK_STEP):
+        dma, mxu = step_times(b - BLOCK_STEP, b - BLOCK_STEP, b - BLOCK_STEP, dtype, chip)
+        return (f"is {b}; the MXU is fed there, but so is {b - BLOCK_STEP}, which is smaller (a step copies for "
+                f"{_ns(dma)} and computes for {_ns(mxu)})")
     return None
 
 
-def model_budget_line(dtype: Any, chip: str, buffers: int = 2) -> int | None:
-    line = None
-    for b in _squares():                  # the working set grows with b: stop at the first that does not fit
-        if not model_budget(b, b, b, dtype, chip, buffers).fits_limit:
-            break
-        line = b
-    return line
+def budget_line_problem(got: Any, dtype: Any, chip: str, buffers: int, budget: BudgetModel) -> str | None:
+    """The largest square block within the default scoped limit: fits at `got` and not one step above (or `got`
+    is SEARCH_LIMIT); None if not even BLOCK_STEP fits."""
+    if got is None:
+        at = budget(BLOCK_STEP, BLOCK_STEP, BLOCK_STEP, dtype, chip, buffers)
+        return None if not at.fits_limit else f"returned None, but {BLOCK_STEP} fits ({at.verdict()})"
+    if not _is_int(got) or got % BLOCK_STEP or not BLOCK_STEP <= got <= SEARCH_LIMIT:
+        return (f"returned {got!r}; expected the block size b (an int among {BLOCK_STEP}, {2 * BLOCK_STEP}, ..., "
+                f"{SEARCH_LIMIT}), or None")
+    b = int(got)
+    at = budget(b, b, b, dtype, chip, buffers)
+    if not at.fits_limit:
+        return f"is {b}; at {b}: {at.verdict()}"
+    if b < SEARCH_LIMIT:
+        above = budget(b + BLOCK_STEP, b + BLOCK_STEP, b + BLOCK_STEP, dtype, chip, buffers)
+        if above.fits_limit:
+            return f"is {b}; {b} fits ({at.verdict()}), but so does {b + BLOCK_STEP} ({above.verdict()})"
+    return None
 
 
-def fed_block_problem(got: Any, dtype: Any, chip: str) -> str | None:
-    """None if `got` is the smallest fed square block for (dtype, chip); else what is wrong, after the label."""
-    want = model_fed_block(dtype, chip)
-    if got == want and (got is None or _is_int(got)):
-        return None
-    if not _is_int(got):
-        return f"returned {got!r}, expected {want}: the block size b (an int)"
-    dma, mxu = model_step_times(int(got), int(got), int(got), dtype, chip)
-    state = (f"at {got} a step copies for {_ns(dma)} and computes for {_ns(mxu)}, so the MXU "
-             + ("still waits" if dma > mxu else f"is fed, but so is {want}, which is smaller"))
-    return f"is {got}, expected {want}; {state}"
-
-
-def budget_line_problem(got: Any, dtype: Any, chip: str, buffers: int = 2) -> str | None:
-    """None if `got` is the largest square block within the default scoped limit; else what is wrong."""
-    want = model_budget_line(dtype, chip, buffers)
-    if got == want and (got is None or _is_int(got)):
-        return None
-    if not _is_int(got):
-        return f"returned {got!r}, expected {want}: the block size b (an int)"
-    budget = model_budget(int(got), int(got), int(got), dtype, chip, buffers)
-    why = f"{got} fits ({budget.verdict()}), but so does {want}" if budget.fits_limit else budget.verdict()
-    return f"is {got}, expected {want}; at {got}: {why}"
-
-
-def block_choice_problem(got: Any, m: int, n: int, k: int, dtype: Any, chip: str) -> str | None:
-    """None if (bm, bn, bk) divide the shapes, are legal BlockSpecs, feed the MXU and use at most VMEM_HEADROOM
-    of the default scoped limit; else what is wrong."""
-    from pallas_course.legality import check_pallas_call, fmt_mib
+def block_choice_problem(got: Any, m: int, n: int, k: int, dtype: Any, chip: str, step_times: StepModel,
+                         report: ReportModel) -> str | None:
+    """(bm, bn, bk) divide the shapes, are legal BlockSpecs, feed the MXU and use at most VMEM_HEADROOM of the
+    default scoped limit."""
+    from pallas_course.legality import fmt_mib
 
     if not isinstance(got, (tuple, list)) or len(got) != 3 or not all(_is_int(v) for v in got):
         return f"returned {got!r}; expected three ints (bm, bn, bk)"
@@ -503,14 +481,14 @@ def block_choice_problem(got: Any, m: int, n: int, k: int, dtype: Any, chip: str
         if block <= 0 or dim % block:
             return (f"chose {name}={block}, which does not divide {dim_name}={dim}; the grid {dim_name} // {name} "
                     "would leave part of the matrix out")
-    report = check_pallas_call(matmul_model_call(m, k, n, bm, bn, bk, dtype), chip)
-    if not report.legal:
-        return f"chose ({bm}, {bn}, {bk}), which is not a legal BlockSpec on {chip}: {report.violations[0]}"
-    dma, mxu = model_step_times(bm, bn, bk, dtype, chip)
+    legality = report(m, n, k, bm, bn, bk, dtype, chip)
+    if not legality.legal:
+        return f"chose ({bm}, {bn}, {bk}), which is not a legal BlockSpec on {chip}: {legality.violations[0]}"
+    dma, mxu = step_times(bm, bn, bk, dtype, chip)
     if mxu < dma:
         return (f"chose ({bm}, {bn}, {bk}), which starves the MXU: a step copies for {_ns(dma)} and computes for "
                 f"{_ns(mxu)}; grow bm and bn (bk does not change the ratio)")
-    budget = report.budget
+    budget = legality.budget
     chosen = (f"chose ({bm}, {bn}, {bk}), whose working set is {fmt_mib(budget.working_set_bytes)} "
               f"({budget_entries(budget)})")
     if not budget.fits_limit:
@@ -522,32 +500,28 @@ def block_choice_problem(got: Any, m: int, n: int, k: int, dtype: Any, chip: str
     return None
 
 
-# The course's helpers a graded function calls, swapped in while it is checked on its own (as the grade does
-# with reference values), so a wrong step_times or vmem_working_set fails its own check and nothing else.
-_REFERENCE_HELPERS: dict[str, Callable[..., Any]] = {"step_times": reference_step_times,
-                                                     "vmem_working_set": reference_working_set}
-
-
 @contextlib.contextmanager
-def course_helpers(fn: Callable[..., Any], names: Sequence[str]) -> Iterator[None]:
-    """While `fn` runs: each helper in `names` that `fn`'s module (the notebook) defines is the course's."""
+def course_helpers(fn: Callable[..., Any], helpers: Mapping[str, Callable[..., Any]]) -> Iterator[None]:
+    """While `fn` runs: each helper named in `helpers` that `fn`'s module (the notebook) defines is the course's
+    model instead (the grade does the same with reference values), so `fn` is checked on its own."""
     namespace = getattr(fn, "__globals__", {})
-    saved = {n: namespace[n] for n in names if callable(namespace.get(n))}
+    saved = {n: namespace[n] for n in helpers if callable(namespace.get(n))}
     try:
-        namespace.update({n: _REFERENCE_HELPERS[n] for n in saved})
+        namespace.update({n: helpers[n] for n in saved})
         yield
     finally:
         namespace.update(saved)
 
 
-def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, ...]],
-                 label: Callable[..., str], problem: Callable[..., str | None], helpers: Sequence[str],
+def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, ...]], label: Callable[..., str],
+                 problem: Callable[..., str | None], helpers: Mapping[str, Callable[..., Any]],
                  call: Callable[..., Any]) -> None:
-    """Each case: `call(fn, *case)` with the course's `helpers`, then the grade's rule `problem(got, *case)`."""
+    """Each case: `call(fn, *case)` with the course's `helpers`, then the grade's rule, `problem(got, *case)`."""
     import ml_dtypes  # noqa: F401 - the cases name bfloat16
 
-    alone = (f"checked on its own: the course's {' and '.join(helpers)} stand{'s' if len(helpers) == 1 else ''} in "
-             "for yours here, as in the grade")
+    names = list(helpers)
+    alone = (f"checked on its own: the course's {' and '.join(names)} (read off your matmul) stand"
+             f"{'s' if len(names) == 1 else ''} in for yours here, as in the grade")
     for case in cases:
         where = label(*case)
         try:
@@ -566,21 +540,28 @@ def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, .
     print(f"✓ {name}: right in {len(cases)} cases ({'; '.join(label(*c) for c in cases)}), {alone}; {PASSED}")
 
 
-def check_fed_block(smallest_fed_block: Callable[..., Any]) -> None:
-    """The grade's fed_block rule on the visible cases, with the course's step_times standing in for yours."""
+def check_fed_block(smallest_fed_block: Callable[..., Any], matmul: Callable[..., Any]) -> None:
+    """The grade's fed_block rule on the visible cases; your matmul's modelled step times stand in for step_times."""
+    model = YourMatmul(matmul)
     _check_cases("smallest_fed_block", smallest_fed_block, VISIBLE_FED_BLOCK_CASES, fed_block_label,
-                 fed_block_problem, ("step_times",), lambda fn, dtype, chip: fn(np.dtype(dtype), chip))
+                 lambda got, dtype, chip: fed_block_problem(got, dtype, chip, model.step_times),
+                 {"step_times": model.step_times}, lambda fn, dtype, chip: fn(np.dtype(dtype), chip))
 
 
-def check_budget_line(largest_square_block: Callable[..., Any]) -> None:
-    """The grade's budget_line rule on the visible cases, with the course's vmem_working_set standing in."""
+def check_budget_line(largest_square_block: Callable[..., Any], matmul: Callable[..., Any]) -> None:
+    """The grade's budget_line rule on the visible cases; your matmul's modelled working set stands in."""
+    model = YourMatmul(matmul)
     _check_cases("largest_square_block", largest_square_block, VISIBLE_BUDGET_LINE_CASES, budget_line_label,
-                 budget_line_problem, ("vmem_working_set",),
+                 lambda got, dtype, chip, buffers: budget_line_problem(got, dtype, chip, buffers, model.budget),
+                 {"vmem_working_set": model.working_set},
                  lambda fn, dtype, chip, buffers: fn(np.dtype(dtype), chip, buffers=buffers))
 
 
-def check_block_choice(choose_blocks: Callable[..., Any]) -> None:
-    """The grade's block_choice rules on the visible cases, with the course's step_times and vmem_working_set."""
+def check_block_choice(choose_blocks: Callable[..., Any], matmul: Callable[..., Any]) -> None:
+    """The grade's block_choice rules on the visible cases; your matmul's models stand in for both helpers."""
+    model = YourMatmul(matmul)
     _check_cases("choose_blocks", choose_blocks, VISIBLE_BLOCK_CHOICE_CASES, block_choice_label,
-                 block_choice_problem, ("step_times", "vmem_working_set"),
+                 lambda got, m, n, k, dtype, chip: block_choice_problem(got, m, n, k, dtype, chip, model.step_times,
+                                                                        model.report),
+                 {"step_times": model.step_times, "vmem_working_set": model.working_set},
                  lambda fn, m, n, k, dtype, chip: fn(m, n, k, np.dtype(dtype), chip))

@@ -105,17 +105,20 @@ def test_an_error_in_the_checked_function_is_explained_first() -> None:
 
 # ------------------------------------------------------------------ LAB·1.4: checks of one function on its own
 
-def _notebook(source: str) -> dict:
-    """Functions defined as a notebook defines them: their globals are this namespace (where helpers live)."""
-    import numpy as np
+MATMUL = '''
+def matmul_kernel(a_ref, b_ref, o_ref):
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
 
-    from pallas_course.chips import chip as chip_named
-
-    namespace = {"np": np, "chip_named": chip_named, "VMEM_HEADROOM": 0.75}
-    exec(source, namespace)   # noqa: S102 - test code
-    return namespace
-
-
+def matmul(a, b, bm=128, bn=128, bk=128):
+    (m, k), (_, n) = a.shape, b.shape
+    return pl.pallas_call(matmul_kernel, out_shape=jax.ShapeDtypeStruct((m, n), a.dtype), grid=(m // bm, n // bn, k // bk),
+                          in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                                    pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+                          out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)))(a, b)
+'''
 WRONG_HELPERS = '''
 def step_times(bm, bn, bk, dtype, chip):           # counts C among the copies and one FLOP per term
     c = chip_named(chip)
@@ -150,16 +153,35 @@ def choose_blocks(m, n, k, dtype, chip):
 '''
 
 
-def test_reference_helpers_are_the_traced_models_float_for_float() -> None:
-    """The arithmetic the grade's reference tables use (and the visible checks swap in) is the traced models."""
-    from pallas_course.check import model_budget, model_step_times, reference_step_times, reference_working_set
+def _notebook(source: str) -> dict:
+    """Functions defined as a notebook defines them: their globals are this namespace (where helpers live)."""
+    import numpy as np
+    from jax.experimental import pallas as pl
 
+    from pallas_course.chips import chip as chip_named
+
+    namespace = {"np": np, "jax": jax, "jnp": jnp, "pl": pl, "chip_named": chip_named, "VMEM_HEADROOM": 0.75}
+    exec(MATMUL + source, namespace)   # noqa: S102 - test code
+    return namespace
+
+
+def test_models_of_your_matmul_are_the_grades_models() -> None:
+    """YourMatmul (a trace renamed to other block sizes) answers as the grade's model matmul and its arithmetic
+    tables do, float for float: the visible checks and the grade judge by the same numbers."""
+    from autograder.labs import lab_1_4
+    from pallas_course.check import YourMatmul
+
+    yours = YourMatmul(_notebook("")["matmul"])
     for bm, bn, bk in ((128, 128, 128), (384, 256, 1024), (2048, 1024, 512)):
         for dtype in ("float32", "bfloat16"):
-            assert reference_step_times(bm, bn, bk, dtype, "v6e") == model_step_times(bm, bn, bk, dtype, "v6e")
-            for buffers, acc in ((1, False), (2, True)):
-                assert (reference_working_set(bm, bn, bk, dtype, buffers, acc)
-                        == model_budget(bm, bn, bk, dtype, "v5e", buffers, acc).working_set_bytes)
+            model = lab_1_4.model_step_times(bm, bn, bk, dtype, "v6e")
+            assert yours.step_times(bm, bn, bk, dtype, "v6e") == model == lab_1_4.reference_step_times(bm, bn, bk, dtype, "v6e")
+            for buffers in (1, 2):
+                want = lab_1_4.model_budget(bm, bn, bk, dtype, "v5e", buffers).working_set_bytes
+                assert yours.working_set(bm, bn, bk, dtype, buffers) == want
+                assert lab_1_4.reference_working_set(bm, bn, bk, dtype, buffers) == want
+            want = lab_1_4.model_budget(bm, bn, bk, dtype, "v5e", 2, acc_scratch=True).working_set_bytes
+            assert lab_1_4.reference_working_set(bm, bn, bk, dtype, 2, acc_scratch=True) == want
 
 
 def test_a_right_function_passes_with_wrong_helpers(capsys) -> None:
@@ -169,12 +191,12 @@ def test_a_right_function_passes_with_wrong_helpers(capsys) -> None:
 
     nb = _notebook(WRONG_HELPERS + FED.format(off="") + CHOOSE)
     wrong = nb["step_times"]
-    check_fed_block(nb["smallest_fed_block"])
-    check_block_choice(nb["choose_blocks"])
+    check_fed_block(nb["smallest_fed_block"], nb["matmul"])
+    check_block_choice(nb["choose_blocks"], nb["matmul"])
     out = capsys.readouterr().out
     assert "✓ smallest_fed_block: right in 3 cases (smallest_fed_block(bfloat16, 'v5e');" in out
-    assert "the course's step_times stands in for yours here, as in the grade" in out
-    assert "the course's step_times and vmem_working_set stand in for yours" in out
+    assert "the course's step_times (read off your matmul) stands in for yours here, as in the grade" in out
+    assert "the course's step_times and vmem_working_set (read off your matmul) stand in for yours" in out
     assert nb["step_times"] is wrong
 
 
@@ -183,16 +205,17 @@ def test_a_wrong_function_names_its_case_the_rule_and_that_it_ran_alone() -> Non
 
     nb = _notebook(WRONG_HELPERS + FED.format(off=" - 128"))
     with pytest.raises(CheckFailure) as e:
-        check_fed_block(nb["smallest_fed_block"])
+        check_fed_block(nb["smallest_fed_block"], nb["matmul"])
     first, second = str(e.value).splitlines()
-    assert first.startswith("smallest_fed_block: smallest_fed_block(bfloat16, 'v5e') is 384, expected 512; at 384 "
-                            "a step copies for"), first
+    assert first.startswith("smallest_fed_block: smallest_fed_block(bfloat16, 'v5e') is 384; at 384 a step copies "
+                            "for"), first
     assert first.endswith("so the MXU still waits")
-    assert second == "(checked on its own: the course's step_times stands in for yours here, as in the grade)"
-    nb = _notebook("def largest_square_block(dtype, chip, buffers=2):\n    return 8192\n")
-    with pytest.raises(CheckFailure, match=r"largest_square_block\(float32, 'v5e', buffers=2\) is 8192, expected 768; "
-                                           r"at 8192: does not fit: working set 1\.5 GiB|at 8192: does not fit"):
-        check_budget_line(nb["largest_square_block"])
+    assert second == ("(checked on its own: the course's step_times (read off your matmul) stands in for yours here, "
+                      "as in the grade)")
+    nb = _notebook("def largest_square_block(dtype, chip, buffers=2):\n    return 640\n")
+    with pytest.raises(CheckFailure, match=r"largest_square_block\(float32, 'v5e', buffers=2\) is 640; 640 fits "
+                                           r"\(fits: .*\), but so does 768 \(fits: "):
+        check_budget_line(nb["largest_square_block"], nb["matmul"])
 
 
 def test_an_error_in_the_function_is_explained_with_its_case() -> None:
@@ -200,4 +223,4 @@ def test_an_error_in_the_function_is_explained_with_its_case() -> None:
 
     nb = _notebook('def smallest_fed_block(dtype, chip):\n    raise NotImplementedError("not written yet")\n')
     with pytest.raises(CheckFailure, match=r"^smallest_fed_block: smallest_fed_block\(bfloat16, 'v5e'\): this function is still the stub"):
-        check_fed_block(nb["smallest_fed_block"])
+        check_fed_block(nb["smallest_fed_block"], nb["matmul"])

@@ -153,5 +153,6 @@ def test_visible_checks_pass_a_mutant_that_fails_only_unseen_cases(capsys: pytes
     from tests.mutants import lab_1_4
 
     (square_only,) = [m for m in lab_1_4.MUTANTS if m.name == "choice_square_only"]
-    check_block_choice(load(REPO_ROOT / _lab(lab_1_4).source, square_only.edits)["choose_blocks"])
+    namespace = load(REPO_ROOT / _lab(lab_1_4).source, square_only.edits)
+    check_block_choice(namespace["choose_blocks"], namespace["matmul"])
     assert "\n✓ choose_blocks: right in 3 cases" in "\n" + capsys.readouterr().out

@@ -10,25 +10,24 @@ the VMEM working set and the chip's limits, and every chip constant comes from c
 """
 from __future__ import annotations
 
+import functools
+import math
 from typing import Any, Callable
 
 import numpy as np
 
-from autograder.harness import TestFailure, call, expect_close, expect_equal, fresh_seed, one_pallas_call
+from autograder.harness import TestFailure, call, expect_close, expect_equal, fresh_seed, one_pallas_call, quiet
 from pallas_course.check import (BLOCK_STEP, NOT_SHOWN, SEARCH_LIMIT, VISIBLE_BLOCK_CHOICE_CASES,
-                                 VISIBLE_BUDGET_LINE_CASES, VISIBLE_FED_BLOCK_CASES,
-                                 block_choice_label, block_choice_problem, budget_entries, budget_line_label,
-                                 budget_line_problem, fed_block_label, fed_block_problem, matmul_step,
-                                 model_budget, model_step_times,
-                                 reference_step_times, reference_working_set)
+                                 VISIBLE_BUDGET_LINE_CASES, VISIBLE_FED_BLOCK_CASES, block_choice_label,
+                                 block_choice_problem, budget_line_label, budget_line_problem, fed_block_label,
+                                 fed_block_problem)
 from pallas_course.chips import Chip, chip as chip_named, chips
-from pallas_course.legality import VmemBudget
+from pallas_course.kernel_trace import PallasCallInfo, trace
+from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_call
 
-# The models and the rules of fed_block, budget_line and block_choice live in pallas_course.check: the notebook's
-# visible checks run the same ones on fewer cases (VISIBLE_*), and a hidden failure says when its case is not one
-# of those.
-_step = matmul_step
-
+# The rules of fed_block, budget_line and block_choice live in pallas_course.check: the notebook's visible checks
+# apply the same ones, on fewer cases (VISIBLE_*), judged by models read off the student's own matmul; here they
+# are judged by the model matmul below (never shipped), and a failure says when its case is not a visible one.
 
 # (m, k, n, bm, bn, bk): >1 block on every grid axis, rectangular blocks, K split in 2 to 4.
 PIPELINE_OFF_CASES = [(256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 256)]
@@ -36,6 +35,127 @@ PIPELINE_OFF_CASES = [(256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 2
 
 def _dtype(dtype: Any) -> np.dtype:
     return np.dtype(dtype)
+
+
+# ----------------------------------------------------------------------------------------------- the models
+
+def _matmul_kernel(a_ref, b_ref, o_ref):
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    @pl.when(pl.program_id(2) == 0)
+    def _init():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
+
+
+def _matmul_acc_kernel(a_ref, b_ref, o_ref, acc_scratch_ref):
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    @pl.when(pl.program_id(2) == 0)
+    def _init():
+        acc_scratch_ref[...] = jnp.zeros_like(acc_scratch_ref)
+
+    acc_scratch_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+    def _store():
+        o_ref[...] = acc_scratch_ref[...].astype(o_ref.dtype)
+
+
+@functools.cache
+def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int = 2,
+                acc_scratch: bool = False) -> PallasCallInfo:
+    """The lab's matmul as a traced pallas_call: `buffers` per BlockSpec (pl.Buffered), an f32 scratch if asked."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    mode = pl.Buffered(buffers)
+
+    def matmul(a, b):
+        return pl.pallas_call(
+            _matmul_acc_kernel if acc_scratch else _matmul_kernel,
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), pipeline_mode=mode),
+                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=mode)],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=mode),
+            out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] if acc_scratch else [],
+        )(a, b)
+
+    dt = jnp.dtype(dtype)
+    with quiet():
+        (info,) = trace(matmul, jax.ShapeDtypeStruct((m, k), dt), jax.ShapeDtypeStruct((k, n), dt)).pallas_calls
+    return info
+
+
+def _dot_flops(jaxpr: Any) -> int:
+    """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    flops = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            flops += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in lhs_contract)
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    flops += _dot_flops(sub)
+    return flops
+
+
+@functools.cache
+def _step(bm: int, bn: int, bk: int, dtype: str) -> tuple[int, int, str]:
+    """(bytes, FLOPs, what moves) of one steady-state grid step, read off the depth-2 schedule of the matmul."""
+    from pallas_course.schedule import schedule
+
+    info = _model_call(bm, 3 * bk, bn, bm, bn, bk, dtype)       # grid (1, 1, 3): step 1 is steady state
+    frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
+    blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
+    started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
+    moved = sum(blocks[t.operand].block_bytes for t in started)
+    what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
+                        for t in started)
+    return moved, _dot_flops(info.kernel_jaxpr), what
+
+
+def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
+    """(DMA seconds, MXU seconds) of one steady-state matmul step on `chip`, per course.yml's per-chip numbers."""
+    moved, flops, _ = _step(bm, bn, bk, _dtype(dtype).name)
+    c = chip_named(chip)
+    return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+
+
+def model_budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
+                 acc_scratch: bool = False) -> VmemBudget:
+    """The legality model's VMEM budget of the matmul with these blocks (the array shape does not matter)."""
+    return check_pallas_call(_model_call(bm, bk, bn, bm, bn, bk, _dtype(dtype).name, buffers, acc_scratch),
+                             chip).budget
+
+
+def _report(m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> PallasCallReport:
+    return check_pallas_call(_model_call(m, k, n, bm, bn, bk, _dtype(dtype).name), chip)
+
+
+def _budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int) -> VmemBudget:
+    return model_budget(bm, bn, bk, dtype, chip, buffers)
+
+
+# The models' arithmetic, for reference tables of a few hundred rows (tracing each would take seconds):
+# tests/test_check.py holds it equal to the traced models above, float for float.
+
+def reference_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
+    c = chip_named(chip)
+    return (bm * bk + bk * bn) * _dtype(dtype).itemsize / c.hbm_bytes_per_s, 2 * bm * bn * bk / c.bf16_flops_per_s
+
+
+def reference_working_set(bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2, acc_scratch: bool = False) -> int:
+    return (bm * bk + bk * bn + bm * bn) * _dtype(dtype).itemsize * buffers + (bm * bn * 4 if acc_scratch else 0)
 
 
 # ------------------------------------------------------- reference values, so each function is graded alone
@@ -99,7 +219,7 @@ def _ns(seconds: float) -> str:
 
 
 def _entries(budget: VmemBudget) -> str:
-    return budget_entries(budget)
+    return ", ".join(f"{e.name} {e.bytes_per_buffer:,} B x {e.buffers}" for e in budget.entries)
 
 
 # -------------------------------------------------------------------------------------------------- checks
@@ -191,7 +311,7 @@ def fed_block(smallest_fed_block: Callable[..., Any]) -> None:
     for dtype, chip in cases:
         got = call(test, fed_block_label(dtype, chip), smallest_fed_block, _dtype(dtype), chip,
                    references=step_time_references(dtype, chip, _squares()))
-        problem = fed_block_problem(got, dtype, chip)
+        problem = fed_block_problem(got, dtype, chip, model_step_times)
         if problem is not None:
             raise TestFailure(f"{test}: {fed_block_label(dtype, chip)} {problem}"
                               f"{_unseen((dtype, chip), VISIBLE_FED_BLOCK_CASES)}")
@@ -227,7 +347,7 @@ def budget_line(largest_square_block: Callable[..., Any]) -> None:
         label = budget_line_label(dtype, chip, buffers)
         got = call(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers,
                    references=working_set_references(dtype, buffers, _squares()))
-        problem = budget_line_problem(got, dtype, chip, buffers)
+        problem = budget_line_problem(got, dtype, chip, buffers, _budget)
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}{_unseen((dtype, chip, buffers), VISIBLE_BUDGET_LINE_CASES)}")
 
@@ -244,7 +364,7 @@ def block_choice(choose_blocks: Callable[..., Any]) -> None:
         label = block_choice_label(m, n, k, dtype, chip)
         got = call(test, label, choose_blocks, m, n, k, _dtype(dtype), chip,
                    references=block_choice_references(m, n, k, dtype, chip))
-        problem = block_choice_problem(got, m, n, k, dtype, chip)
+        problem = block_choice_problem(got, m, n, k, dtype, chip, model_step_times, _report)
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}"
                               f"{_unseen((m, n, k, dtype, chip), VISIBLE_BLOCK_CHOICE_CASES)}")

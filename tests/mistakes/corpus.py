@@ -147,11 +147,11 @@ MISTAKES: dict[str, list[Mistake]] = {
                 ("budget_line", "block_choice")),   # both graded on reference working sets
         Mistake("fed_block_last_starved", "returns the last block that still starves the MXU",
                 {"        if mxu >= dma:\n            return b\n": "        if mxu >= dma:\n            return b - 128\n"},
-                r"smallest_fed_block\(bfloat16, 'v5e'\) is \d+, expected \d+; .* the MXU still waits", ("fed_block",)),
+                r"smallest_fed_block\(bfloat16, 'v5e'\) is \d+; at \d+ a step copies .* the MXU still waits", ("fed_block",)),
         Mistake("budget_line_physical_vmem", "compares with the physical VMEM, not the default scoped limit",
                 {"    limit = chip_named(chip).default_scoped_vmem_bytes\n    fits":
                  "    limit = chip_named(chip).vmem_bytes\n    fits"},
-                r"largest_square_block\(float32, 'v5e', buffers=2\) is \d+, expected \d+; .*over the scoped limit",
+                r"largest_square_block\(float32, 'v5e', buffers=2\) is \d+; at \d+: over the scoped limit",
                 ("budget_line",)),
         Mistake("choose_blocks_no_headroom", "fills the default scoped VMEM limit to the brim",
                 {"    limit = VMEM_HEADROOM * chip_named(chip).default_scoped_vmem_bytes":

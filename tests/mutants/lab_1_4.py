@@ -67,7 +67,7 @@ MUTANTS = [
     Mutant("fed_block_powers_of_two", "searches 128, 256, 512, ... only",
            {"    for b in range(128, 8192 + 1, 128):\n        dma, mxu = step_times(b, b, b, dtype, chip)":
             "    for b in (128, 256, 512, 1024, 2048, 4096, 8192):\n        dma, mxu = step_times(b, b, b, dtype, chip)"},
-           {"fed_block": "is fed, but so is"}),
+           {"fed_block": "is fed there, but so is"}),
     # --------------------------------------------------------------------------------------------- working set
     Mutant("ws_no_output_block", "forgets the output block C",
            {WS_BLOCKS: "blocks = (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers"},
