@@ -10,9 +10,16 @@ import datetime as dt
 import html
 import json
 import os
+import re
+import secrets
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -184,6 +191,68 @@ except papermill.PapermillExecutionError:
 """
 
 
+@dataclass
+class LabServed:
+    """What a JupyterLab server showed: its whole log, the page's config and every plugin's settings."""
+    log: str
+    page_config: dict
+    settings: dict
+
+
+def _get(url: str, token: str, method: str = "GET") -> bytes:
+    request = urllib.request.Request(url, method=method, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.read()
+
+
+def serve_lab(jupyter: Path, cwd: Path, env: dict[str, str], log: Path, timeout_s: float = 90) -> LabServed:
+    """Start `jupyter lab` in `cwd` on a free port, wait until it answers, read /lab's page config and
+    /lab/api/settings, then shut it down through its API (a signal would log a [C] line of its own)."""
+    token = secrets.token_hex(16)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    with log.open("w") as out:
+        server = subprocess.Popen([str(jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+                                   "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+                                   "--allow-root"],  # (a no-op unless the tests run as root, as in a container)
+                                  cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            assert server.poll() is None, f"jupyter lab exited ({server.returncode}):\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"jupyter lab did not answer in {timeout_s} s:\n{log.read_text()}"
+            try:
+                _get(f"{base}/api/status", token)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.3)
+        page = _get(f"{base}/lab", token).decode()
+        found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page, re.S)
+        assert found, page[:2000]
+        settings = json.loads(_get(f"{base}/lab/api/settings", token))
+        _get(f"{base}/api/shutdown", token, method="POST")
+        server.wait(timeout=20)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    return LabServed(log.read_text(), json.loads(found.group(1)), settings)
+
+
+def lab_problems(served: LabServed) -> list[str]:
+    """What in a served JupyterLab would be nbgrader's: an error (or critical) line in the log, a line naming nbgrader, a
+    lab extension (its menus: Formgrader, Assignments, Courses...) or plugin settings of nbgrader's."""
+    problems = [f"log: {line}" for line in served.log.splitlines()
+                if line.startswith(("[E ", "[C ")) or "nbgrader" in line.lower() or "formgrader" in line.lower()]
+    problems += [f"lab extension {e['name']}" for e in served.page_config.get("federated_extensions", [])
+                 if "nbgrader" in e["name"].lower()]
+    problems += [f"settings of {p['id']}" for p in served.settings["settings"]
+                 if re.search("nbgrader|formgrader", json.dumps(p), re.I)]
+    return problems
+
+
 @pytest.mark.slow
 def test_release_runs_in_a_clean_virtualenv(release, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
@@ -191,6 +260,9 @@ def test_release_runs_in_a_clean_virtualenv(release, tmp_path: Path) -> None:
     py = str(venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env |= {"PATH": f"{venv / 'bin'}:{env['PATH']}", "JAX_PLATFORMS": "cpu", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # Jupyter's per-user folders in the test's own: the tester's ~/.jupyter (an nbgrader config, say) is no
+    # part of the release.
+    env |= {f"JUPYTER_{d}_DIR": str(tmp_path / f"jupyter-{d.lower()}") for d in ("CONFIG", "DATA", "RUNTIME")}
     pip = lambda *a: subprocess.run([py, "-m", "pip", "install", "-q", *a], cwd=release.out, env=env,  # noqa: E731
                                     capture_output=True, text=True, timeout=900)
     run = pip("-r", "requirements.txt")
@@ -206,6 +278,11 @@ def test_release_runs_in_a_clean_virtualenv(release, tmp_path: Path) -> None:
                             capture_output=True, text=True)
     listing = ext.stdout + ext.stderr + labext.stdout + labext.stderr
     assert "nbgrader" not in listing and "[E]" not in listing, listing
+    # What a student sees: JupyterLab started in the release serves no nbgrader error, extension or menu.
+    served = serve_lab(venv / "bin" / "jupyter", release.out, env, tmp_path / "jupyterlab.log")
+    assert "@jupyterlab/notebook-extension:tracker" in {p["id"] for p in served.settings["settings"]}, \
+        "the settings read are not JupyterLab's"
+    assert not lab_problems(served), "\n".join(lab_problems(served)) + "\n" + served.log
     assert pip("papermill==2.7.0").returncode == 0      # the test's runner, not the student's
 
     failures = []
@@ -227,3 +304,14 @@ def test_release_runs_in_a_clean_virtualenv(release, tmp_path: Path) -> None:
                                                        if notebooks.is_solution_cell(c)):
                 failures.append(f"filled {released.name}: {errors}")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.slow
+def test_lab_check_sees_nbgrader_where_it_is_installed(tmp_path: Path) -> None:
+    """The instructor's environment (requirements.txt: nbgrader) fails the check the release passes: it is no
+    vacuous pass."""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    env = os.environ | {f"JUPYTER_{d}_DIR": str(tmp_path / f"jupyter-{d.lower()}") for d in ("CONFIG", "DATA", "RUNTIME")}
+    problems = lab_problems(serve_lab(jupyter, tmp_path, env, tmp_path / "jupyterlab.log"))
+    assert "lab extension @jupyter/nbgrader" in problems and "settings of @jupyter/nbgrader:formgrader" in problems
+    assert any(p.startswith("log: ") and "formgrader" in p for p in problems)
