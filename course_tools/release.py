@@ -34,7 +34,7 @@ from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_ma
 WHEEL_NAME = "pallas-from-zero"
 # requirements.txt lines a student needs (by package name); the grading, test and site stacks stay out.
 STUDENT_PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "jupyterlab", "notebook", "ipykernel", "nbformat",
-                    "PyYAML", "pydantic", "tokamax")
+                    "jsonschema", "PyYAML", "pydantic", "tokamax")
 NEVER_SHIPPED = ("nbgrader", "papermill", "dask", "distributed", "playwright", "pytest", "hypothesis")
 
 
