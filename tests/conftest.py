@@ -14,7 +14,7 @@ if fast_compile_xla_flags() and "XLA_FLAGS" not in os.environ:
 
 import pytest  # noqa: E402
 
-# `python -m pytest -n 2 --dist loadgroup` (README, CI) spreads the tests over two processes. Most files build
+# `python -m pytest -q -n 2 --dist loadgroup` (README, CI) spreads the tests over two processes. Most files build
 # something costly once per module (a graded batch, a generated nbgrader course, the site), so each file's tests
 # stay together on one process; only these files, many independent checks on cheap fixtures, are spread test by
 # test. Without xdist the mark does nothing.
