@@ -4,8 +4,10 @@ The set-up cell of every lab calls `setup()` and passes the result as `interpret
 `pallas_call`. TPU interpret mode (`pltpu.InterpretParams`) is used off-TPU, not plain `interpret=True`,
 because it catches what plain interpretation hides: revisited output blocks (a K-outermost matmul)
 and unwritten output memory (read as NaN). Race detection (`detect_races`) is off: with one simulated core
-(the default) it flags nothing even for a kernel accumulating over a "parallel" grid axis (jax 0.10.2; it does with
-`num_cores_or_threads=2`, where that output is NaN anyway), and it costs up to 1.6x on the lab kernels.
+(the default) it flags nothing even for a kernel accumulating over a "parallel" grid axis (jax 0.10.2; it does only
+with `num_cores_or_threads=2`), and it costs up to 1.6x on the lab kernels. Such a kernel is caught anyway:
+interpret mode runs a "parallel" axis in a shuffled order, so the accumulator's zeroing lands mid-run and the values
+come out wrong (tests/test_mutants.py, the racing mutant).
 """
 from __future__ import annotations
 
