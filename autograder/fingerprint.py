@@ -7,6 +7,7 @@ while it still matches). `GraderFilesGuard` stops a --no-jail batch whose notebo
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def grader_files() -> list[Path]:
     return sorted(files)
 
 
+@functools.lru_cache(maxsize=1)   # what this process imported stays what it runs, whatever pip does meanwhile
 def _versions() -> str:
     import importlib.metadata
 
