@@ -28,7 +28,10 @@ def _step(name: str, argv: list[str], timeout: int, keep_stdout: bool = False) -
         run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         stdout = run.stdout
         shown = run.stderr if keep_stdout else run.stdout + run.stderr
-        ok, tail = run.returncode == 0, shown.strip().splitlines()[-3:]
+        lines = shown.strip().splitlines()
+        # The last lines, and every test pytest names as failed (its summary can be longer than the tail).
+        failed = [l for l in lines[:-3] if l.startswith(("FAILED ", "ERROR "))]
+        ok, tail = run.returncode == 0, failed + lines[-3:]
     except subprocess.TimeoutExpired:
         ok, tail = False, [f"timed out after {timeout} s"]
     print(f"{'ok ' if ok else 'FAIL'} {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
