@@ -52,7 +52,8 @@ run_checks() {
   # The working tree as git sees it (tracked and new files, nothing ignored).
   git ls-files -z -co --exclude-standard | tar --null -T - -c | tar -x -C "$ROOT/course"
   # The commit, then what git says differs from it (others' edits in a shared checkout are copied too).
-  { git rev-parse HEAD; git status --porcelain; } > "$ROOT/course/.commit"
+  # (Less the record itself, which this run rewrites.)
+  { git rev-parse HEAD; git status --porcelain -- . ':!compat/newest-jax.json'; } > "$ROOT/course/.commit"
   in_root "cd /course && pip install -q --no-deps -e . && python compat/newest_jax_record.py" \
     || status=$?
   cp "$ROOT/course/compat/newest-jax.json" compat/newest-jax.json
