@@ -244,8 +244,9 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
         (Hostile("crash-segfault", 0, "SIGSEGV", "a segfault (ctypes.string_at(0)) in a cell"),
          _with_cell(solution, "import ctypes\nctypes.string_at(0)")),
         (Hostile("memory-blowup", 0, "memory", "a cell fills 6 GB (shared memory included in the limit)"),
-         _with_cell(solution, "import mmap\nm = mmap.mmap(-1, 6 << 30)\nfor i in range(0, 6 << 30, 4096):\n"
-                              "    m[i] = 1")),
+         # 64 MB at a time: page by page from Python, a loaded machine hit the 10 s cell limit before 2 GB
+         _with_cell(solution, "import mmap\nm = mmap.mmap(-1, 6 << 30)\nchunk = b'\\1' * (64 << 20)\n"
+                              "for i in range(0, 6 << 30, 64 << 20):\n    m[i:i + (64 << 20)] = chunk")),
         (Hostile("corrupt-truncated", 0, "could not read the notebook", "the .ipynb cut in half", nbgrader=False),
          nbformat.writes(solution).encode()[:4000]),
         (Hostile("corrupt-binary", 0, "could not read the notebook", "not JSON at all", nbgrader=False),
