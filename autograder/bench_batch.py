@@ -110,6 +110,23 @@ def _machine() -> dict:
             "system": f"{platform.system()} {platform.release()}"}
 
 
+SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range(20_000_000):\n    x += i * i\nprint(time.perf_counter() - t)"
+
+
+def cpu_parallelism() -> dict:
+    """What the machine gives two processes at once: the same pure-Python loop alone, then two copies side by
+    side; speedup = 2 x alone / slower of the pair (2.0: two whole cores; a VM's vCPUs that share a physical
+    core, or a busy host, give less). `--jobs 2` cannot beat serial grading by more than this."""
+    def spin(n: int) -> list[float]:
+        procs = [subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        return [float(p.communicate()[0]) for p in procs]
+
+    alone = spin(1)[0]
+    pair = spin(2)
+    return {"alone_s": round(alone, 2), "pair_s": [round(t, 2) for t in pair],
+            "speedup_of_two": round(2 * alone / max(pair), 2)}
+
+
 def run(repeats: int = 3, jobs: int = 2) -> dict:
     from autograder.sandbox import sandbox_status
     from pallas_course.bench import _dist_version, collect_provenance
@@ -130,6 +147,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
         _timed(course_cmd, REPO_ROOT)
         times: dict[str, list[float]] = {"nbgrader": [], "course": []}
         loads: list[dict] = []
+        parallelism = [cpu_parallelism()]
         for _ in range(repeats):
             for key, cmd in (("nbgrader", nbgrader_cmd), ("course", course_cmd)):
                 before = os.getloadavg()[0]
@@ -137,6 +155,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
                 loads.append({"run": key, "load_1min_before": round(before, 2),
                               "load_1min_after": round(os.getloadavg()[0], 2)})
             print(f"nbgrader {times['nbgrader'][-1]:.1f} s, course grade {times['course'][-1]:.1f} s", file=sys.stderr)
+        parallelism.append(cpu_parallelism())
         theirs, ours = _nbgrader_scores(root), _course_scores(Path(tmp) / "grades")
         differ = _course_reasons(Path(tmp) / "grades", {s for s in kinds if theirs.get(s) != ours.get(s)})
     median = {k: statistics.median(v) for k, v in times.items()}
@@ -175,6 +194,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
         "ratio_of_medians": round(median["nbgrader"] / median["course"], 2),
         "target_ratio": 1.8,
         "load": loads,
+        "cpu_parallelism": {"what": cpu_parallelism.__doc__.split(";")[0].strip(), "before_and_after": parallelism},
         "provenance": prov,
     }
 
