@@ -108,7 +108,8 @@ PATTERNS: tuple[Pattern, ...] = (
        "compare the block shapes of in_specs and out_specs (and the transpose of a block, if you take one)",
        GRID_DOCS),
     _p("ref-as-array", r"TransformedRefs cannot be abstractified|'AbstractRef' object has no attribute|"
-                        r"requires ndarray or scalar arguments, got <class '[\w.]*Tracer'>",
+                        r"requires ndarray or scalar arguments, got <class '[\w.]*Tracer'>|"
+                        r"a Ref can't be passed where an array is expected",
        "a ref is used as an array (x_ref.T, x_ref + y_ref, jnp.exp(x_ref)): a ref is a window onto memory, "
        "not its values",
        "read the block first: x_ref[...].T, x_ref[...] + y_ref[...]", QUICKSTART),

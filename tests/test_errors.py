@@ -118,7 +118,7 @@ def test_real_pallas_error_is_named(name: str) -> None:
 def test_tpu_tiling_rule_from_the_tpu_lowering() -> None:
     """The (8, 128) rule is checked when lowering for a TPU (which a CPU can do), not by interpret mode."""
     fn = lambda x: _call(copy_kernel, x, grid=(2,), in_specs=[_rows((128, 100))], out_specs=_rows((128, 100)))
-    with pytest.raises(ValueError) as failure:
+    with pytest.raises(ValueError) as failure, pltpu.force_tpu_interpret_mode(None):
         jax.jit(fn).trace(X).lower(lowering_platforms=("tpu",))
     explanation = explain(failure.value)
     assert explanation.kind == "tpu-tiling"
