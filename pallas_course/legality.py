@@ -362,6 +362,7 @@ def lowering_accepts(
     """
     import jax
     from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
     from jax.sharding import AbstractDevice, AbstractMesh
 
     c = _as_chip(chip)
@@ -380,7 +381,9 @@ def lowering_accepts(
     mesh = AbstractMesh((1,), ("x",), abstract_device=AbstractDevice(
         device_kind=c.device_kind, num_cores=1, platform="tpu"))
     try:
-        with jax.sharding.use_abstract_mesh(mesh):
+        # interpret mode off here, whatever a notebook's setup() switched on for the process: it would lower for
+        # the CPU, and the TPU lowering would refuse every block ("different from the lowering platform tpu")
+        with jax.sharding.use_abstract_mesh(mesh), pltpu.force_tpu_interpret_mode(None):
             jax.jit(f).trace(jax.ShapeDtypeStruct(shape, np.dtype(dtype))).lower(lowering_platforms=("tpu",))
     except Exception as e:  # noqa: BLE001 - any lowering error is the answer
         return False, str(e).strip().splitlines()[0]

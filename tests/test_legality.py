@@ -156,3 +156,16 @@ def test_budget_agrees_with_deviceless_compile(chip, monkeypatch):
                                      a, a, chip=chip)
     info = reference_kernels.trace_reference("matmul", m=2048, n=2048, k=2048, bm=1024, bn=1024, bk=1024)
     assert result.ok == check_pallas_call(info, chip).budget.fits_limit, result.message
+
+
+def test_lowering_verdict_ignores_the_notebooks_interpret_mode():
+    """After a notebook's set-up switched TPU interpret mode on, asking the TPU lowering still gets its verdict
+    (interpret mode would lower for the CPU and refuse every block: "different from the lowering platform tpu")."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    from pallas_course.runtime import interpret_params
+
+    with pltpu.force_tpu_interpret_mode(interpret_params()):
+        assert lowering_accepts((256, 256), (8, 128), jnp.float32, "v5e") == (True, "")
+        ok, err = lowering_accepts((250, 256), (8, 100), jnp.float32, "v5e")
+    assert not ok and "divisible by 8 and 128" in err
