@@ -184,12 +184,31 @@ def _why_stopped(gone: StudentGone, *, wall_s: float, cell_timeout_s: float, dea
     return f"the kernel stopped ({why})"
 
 
+def _import_meanwhile(modules: list[str]) -> None:
+    """Import what the checks and the scoring will need in a thread, while this process waits for the jail to
+    start and run the first cells (for one notebook graded alone, nbgrader's import alone is 3 s). A batch
+    worker has them imported already; a failed import shows up again, in order, where it is needed."""
+    import sys
+    import threading
+
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - raised again where the module is used
+                pass
+
+    if any(name not in sys.modules for name in modules):
+        threading.Thread(target=load, name="import-meanwhile", daemon=True).start()
+
+
 def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: float = CELL_TIMEOUT_S,
             jailed: bool = True) -> Execution:
     """Run `nb` (already restored from solutions/) cell by cell; fill in every cell's outputs (in place)."""
     from autograder.jail import JailLimits
 
     tests = hidden_tests(lab)
+    _import_meanwhile([t.module for t in tests.values()] + ["nbgrader.preprocessors"])
     started = time.monotonic()
     deadline = started + limits.wall_s
     jail_limits = JailLimits(memory_mb=limits.memory_mb, file_mb=limits.file_mb)
