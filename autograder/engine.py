@@ -28,6 +28,7 @@ from autograder.harness import TestFailure
 from autograder.sandbox import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.student import BadAnswer, Session, StudentGone
 from pallas_course.manifest import REPO_ROOT, LabSpec
+from pallas_course import notebooks
 
 MAX_TEXT = 100_000        # characters of one output field kept from the jail
 CHECKS_PACKAGE = "autograder.labs."
@@ -53,10 +54,6 @@ class HiddenTest:
 
 class BadHiddenTest(ValueError):
     """A hidden-test cell in solutions/ that is not of the one shape the engine runs (a course bug)."""
-
-
-def _grade_id(cell: NotebookNode) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def parse_hidden_test(grade_id: str, source: str) -> HiddenTest:
@@ -226,7 +223,7 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            gid = _grade_id(cell)
+            gid = notebooks.grade_id(cell)
             cell.outputs = []
             cell.execution_count = None
             if stopped is not None:

@@ -16,6 +16,7 @@ from nbformat import NotebookNode
 
 from autograder.submission import MAX_NOTEBOOK_MB, Submission
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
+from pallas_course.notebooks import grade_id
 
 
 class Ungradable(Exception):
@@ -78,7 +79,7 @@ def lab_named(file_name: str) -> LabSpec | None:
 
 
 def _grade_ids(nb: NotebookNode) -> set[str]:
-    return {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
+    return {grade_id(c) for c in nb.cells} - {None}
 
 
 def lab_of_ids(ids: set[str]) -> LabSpec | None:

@@ -52,8 +52,10 @@ def plan(submissions: Iterable[Submission], store: Store, *, force: bool = False
     return Plan(todo, reused)
 
 
-def new_record(label: str, sha: str, result: SubmissionResult, seconds: float, *, retry: bool = False) -> Record:
-    return Record(label=label, notebook_sha256=sha, grader=grader_fingerprint(result.lab),
+def new_record(label: str, sha: str, result: SubmissionResult, seconds: float, *, retry: bool = False,
+               grader: str | None = None) -> Record:
+    """`grader`: the fingerprint already checked against this grader's (else computed here)."""
+    return Record(label=label, notebook_sha256=sha, grader=grader or grader_fingerprint(result.lab),
                   graded_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                   seconds=round(seconds, 3), retry=retry, result=result)
 
@@ -67,7 +69,8 @@ def record(store: Store, submission: Submission, graded: Graded | Mapping[str, A
             return record_failure(store, submission, "graded by a different version of the course on the worker",
                                   graded.seconds)
         store.put_notebooks(submission.label, executed=graded.executed, full=graded.full)
-        store.put(new_record(submission.label, submission.sha256, graded.result, graded.seconds))
+        store.put(new_record(submission.label, submission.sha256, graded.result, graded.seconds,
+                             grader=graded.grader))
         return Outcome(submission.label, graded.result, False, graded.seconds)
     except Exception as e:  # noqa: BLE001 - a disk or record problem with one submission
         return record_failure(store, submission, f"saving its results failed ({type(e).__name__}: {e})")

@@ -9,12 +9,10 @@ from nbformat import NotebookNode
 
 from autograder.results import TestResult, WrittenResult
 from pallas_course.manifest import LabSpec
+from pallas_course.notebooks import grade_id
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
-
-def _grade_id(cell: NotebookNode) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def _reason(cell: NotebookNode) -> str:
@@ -45,7 +43,7 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
     from nbgrader.utils import determine_grade
 
     finished = set(replied) if replied is not None else None
-    cells = {_grade_id(c): (i, c) for i, c in enumerate(nb.cells) if _grade_id(c)}
+    cells = {grade_id(c): (i, c) for i, c in enumerate(nb.cells) if grade_id(c)}
     results = []
     for spec in lab.tests:
         index, cell = cells.get(spec.id, (None, None))
@@ -76,7 +74,7 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
 def written_status(nb: NotebookNode, lab: LabSpec) -> list[WrittenResult]:
     from nbgrader.utils import compute_checksum
 
-    cells = {_grade_id(c): c for c in nb.cells if _grade_id(c)}
+    cells = {grade_id(c): c for c in nb.cells if grade_id(c)}
     out = []
     for spec in lab.written:
         cell = cells.get(spec.id)

@@ -11,7 +11,6 @@ the VMEM working set and the chip's limits, and every chip constant comes from c
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Callable
 
 import numpy as np
@@ -19,8 +18,8 @@ import numpy as np
 from autograder.harness import TestFailure, call, expect_close, expect_equal, fresh_seed, one_pallas_call, quiet
 from pallas_course.check import (BLOCK_STEP, NOT_SHOWN, SEARCH_LIMIT, VISIBLE_BLOCK_CHOICE_CASES,
                                  VISIBLE_BUDGET_LINE_CASES, VISIBLE_FED_BLOCK_CASES, block_choice_label,
-                                 block_choice_problem, budget_line_label, budget_line_problem, fed_block_label,
-                                 fed_block_problem)
+                                 block_choice_problem, budget_line_label, budget_line_problem, dot_flops,
+                                 fed_block_label, fed_block_problem, steady_step)
 from pallas_course.chips import Chip, chip as chip_named, chips
 from pallas_course.kernel_trace import PallasCallInfo, trace
 from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_call
@@ -93,35 +92,12 @@ def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, b
     return info
 
 
-def _dot_flops(jaxpr: Any) -> int:
-    """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    flops = 0
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
-            lhs = eqn.invars[0].aval.shape
-            flops += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in lhs_contract)
-        for v in eqn.params.values():
-            for sub in v if isinstance(v, (tuple, list)) else (v,):
-                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
-                    flops += _dot_flops(sub)
-    return flops
-
-
 @functools.cache
 def _step(bm: int, bn: int, bk: int, dtype: str) -> tuple[int, int, str]:
     """(bytes, FLOPs, what moves) of one steady-state grid step, read off the depth-2 schedule of the matmul."""
-    from pallas_course.schedule import schedule
-
     info = _model_call(bm, 3 * bk, bn, bm, bn, bk, dtype)       # grid (1, 1, 3): step 1 is steady state
-    frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
-    blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
-    started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
-    moved = sum(blocks[t.operand].block_bytes for t in started)
-    what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
-                        for t in started)
-    return moved, _dot_flops(info.kernel_jaxpr), what
+    moved, what = steady_step(info)
+    return moved, dot_flops(info.kernel_jaxpr), what
 
 
 def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
