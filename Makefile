@@ -10,13 +10,13 @@ bench:
 # ratio; writes bench/grading-batch.json with its provenance.
 .PHONY: bench-batch
 bench-batch:
-	python -m autograder.bench_batch
+	python -m course_tools.bench.grading_batch
 
 # One LAB·1.1 submission through `course grade`, papermill alone and `nbgrader autograde`, and whole-stage
 # submissions through `course grade`; writes bench/grading-time.json with its provenance.
 .PHONY: bench-grading
 bench-grading:
-	python -m autograder.bench_grading
+	python -m course_tools.bench.grading_time
 
 # The course on today's JAX (what Colab runs): a Debian trixie root from Debian's packages (Python 3.13) with
 # the newest jax 0.12.x from PyPI; runs every solution notebook, the demo and the fast tests there and writes

@@ -13,9 +13,6 @@ from pathlib import Path
 
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
 
-# What decides a score, besides the lab's own files (see lab_files): the grader's code (the benchmarks
-# aside: they decide no score), the student helpers the jail runs, course.yml.
-NOT_SCORING = ("bench_batch.py", "bench_grading.py")
 # Installed packages that decide a score too (an upgrade regrades).
 SCORING_PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "nbgrader", "nbclient", "papermill", "ipykernel")
 
@@ -34,7 +31,7 @@ def sha256_file(path: Path) -> str:
 def lab_files(lab: LabSpec | None) -> list[Path]:
     import autograder
 
-    grader = [p for d in autograder.__path__ for p in sorted(Path(d).rglob("*.py")) if p.name not in NOT_SCORING]
+    grader = [p for d in autograder.__path__ for p in sorted(Path(d).rglob("*.py"))]
     files = grader + sorted((REPO_ROOT / "pallas_course").glob("*.py")) + [REPO_ROOT / "course.yml"]
     if lab is not None:
         module = REPO_ROOT / (lab.grader.replace(".", "/") + ".py")

@@ -20,27 +20,22 @@ report path is text.
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
-from rich.console import Console
-from rich.text import Text
-
-from autograder import untrusted
 from autograder.batch import run_batch
 from autograder.discover import Discovery, Skipped
 from autograder.export import GradebookError, merge_into_gradebook, one_per_student_lab, write_nbgrader_csv
 from autograder.feedback import feedback_stem, write_feedback
 from autograder.record import GRADER_FAILED, Outcome
-from autograder.report import (BatchProgress, Failures, print_summary, print_table, summary_rows, to_json,
-                               write_reports)
+from autograder.report import Failures, to_json, write_reports
 from autograder.results import IgnoredFile, SubmissionResult
-from autograder.sandbox import Limits, sandbox_status
+from autograder.sandbox import Limits
 from autograder.store import INSTRUCTOR
 
-TABLES_UP_TO = 10      # print one table per submission for batches this small; the summary always
 EXIT_UNHANDLED = 3     # some submissions could not be handled (each says why in results.json)
 STAGED = ".staged"
 
@@ -86,18 +81,6 @@ class GradeRun:
     def exit_code(self) -> int:
         return EXIT_UNHANDLED if self.unhandled else 0
 
-    def print(self, console: Console | None = None) -> None:
-        console = console or Console()
-        if len(self.results) <= TABLES_UP_TO:
-            print_table(self.results, console, self.failures)
-        print_summary(summary_rows(self.outcomes), sandbox=sandbox_status(self.jailed), console=console,
-                      failed=self.unhandled, refused=self.refused, ignored=self.ignored)
-        for note in self.notes:
-            console.print(Text(f"  {untrusted.plain(note)}"))
-        console.print(Text("wrote " + " and ".join(str(p) for p in self.written[:2])), soft_wrap=True)
-        if len(self.written) > 2:
-            console.print(Text("  also: " + ", ".join(str(p) for p in self.written[2:])), soft_wrap=True)
-
 
 def _root(given: Sequence[Path]) -> Path | None:
     return given[0] if len(given) == 1 and given[0].is_dir() else None
@@ -117,7 +100,17 @@ def _stage(path: Path, label: str, staging: Path) -> Path:
     return dest
 
 
-def _grade(found: Discovery, options: GradeOptions, progress: BatchProgress,
+class Progress:
+    """What the batch tells as it goes (course_tools.grading_report.BatchProgress shows it); silent here."""
+
+    def planned(self, todo: int, reused: int) -> None:
+        """Called once per batch run (a run may have two: see _grade) with how many to grade and reuse."""
+
+    def advance(self, outcome: Any) -> None:
+        """Called with each Outcome as it arrives."""
+
+
+def _grade(found: Discovery, options: GradeOptions, progress: Progress,
            failures: Failures) -> list[Outcome]:
     root = found.root
     plain, odd = [], []
@@ -194,15 +187,15 @@ def _not_graded(label: str, why: str, *, failed: bool) -> SubmissionResult:
 
 
 def run_grade(found: Discovery | list[Path], given: Sequence[Path], options: GradeOptions, *,
-              quiet: bool = False) -> GradeRun:
+              progress: Callable[[Failures], Any] | None = None) -> GradeRun:
     """Grade what `found` holds (a Discovery, or the notebooks themselves, found under `given`) and write
-    the reports; progress on stderr unless `quiet`."""
+    the reports. `progress(failures)`: a context manager with Progress's methods (a display), told as the
+    batch goes; a failure to show one submission goes into `failures`."""
     if not isinstance(found, Discovery):
         found = Discovery(_root(given), notebooks=list(found))
     failures = Failures()
-    progress = BatchProgress(Console(stderr=True, quiet=quiet), failures)
-    with progress:
-        outcomes = _grade(found, options, progress, failures)
+    with (progress(failures) if progress else contextlib.nullcontext(Progress())) as shown:
+        outcomes = _grade(found, options, shown, failures)
     return report(found, _attach(found, outcomes, failures), options, failures)
 
 

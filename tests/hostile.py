@@ -1,4 +1,4 @@
-"""Hostile and broken LAB·1.1 submissions, built from the student notebook (autograder.demo.filled_in), each
+"""Hostile and broken LAB·1.1 submissions, built from the student notebook (course_tools.demo.filled_in), each
 with the score and the reason the grader should give it on both paths (`course grade`, `nbgrader autograde`).
 Used by tests/test_grader_isolation.py. One case per class of attack of issue 11, plus the broken inputs.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-from autograder.demo import filled_in
+from course_tools.demo import filled_in
 from pallas_course.manifest import REPO_ROOT, manifest
 
 LAB = "lab-1.1-first-kernels"

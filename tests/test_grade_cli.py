@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from autograder.demo import demo_submissions
+from course_tools.demo import demo_submissions
 from course_tools.cli import app
 from pallas_course.manifest import manifest
 from tests.nbgrader_course import generated_course, nbgrader

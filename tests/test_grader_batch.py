@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import autograder.batch as batch
 import autograder.fingerprint
-from autograder.demo import filled_in
+from course_tools.demo import filled_in
 from autograder.fingerprint import grader_fingerprint
 from autograder.record import Plan, new_record, plan
 from autograder.sandbox import Limits

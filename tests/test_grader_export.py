@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from autograder.demo import demo_submissions
+from course_tools.demo import demo_submissions
 from autograder.export import NBGRADER_COLUMNS, assignment_max_score
 from autograder.feedback import REMOVED, sanitize, to_html, to_markdown
 from autograder.results import SubmissionResult, TestResult, WrittenResult

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from autograder.demo import filled_in
+from course_tools.demo import filled_in
 from autograder.engine import execute
 from autograder.jail import jail_problem
 from autograder.restore import restore

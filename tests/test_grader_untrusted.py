@@ -22,7 +22,8 @@ from autograder import untrusted
 from autograder.discover import parse_timestamp
 from autograder.export import merge_into_gradebook, one_per_student_lab, student_of, write_nbgrader_csv
 from autograder.feedback import feedback_stem, to_html, to_markdown, write_feedback
-from autograder.report import BatchProgress, Failures, csv_rows, print_table, to_json, write_csv
+from autograder.report import Failures, csv_rows, to_json, write_csv
+from course_tools.grading_report import BatchProgress, print_table
 from autograder.results import IgnoredFile, SubmissionResult, TestResult, WrittenResult
 from pallas_course.manifest import manifest
 from tests.small_gradebook import small_gradebook

@@ -18,7 +18,7 @@ from nbformat import NotebookNode
 
 import autograder.batch as batch
 import autograder.submission as submission_module
-from autograder.demo import filled_in
+from course_tools.demo import filled_in
 from autograder.discover import Discovery
 from autograder.engine import Execution
 from autograder.fingerprint import grader_fingerprint

@@ -1,5 +1,6 @@
-"""`course grade`: grade notebooks with papermill under TPU interpret mode, in parallel and resumably; print a
-table, write JSON/CSV, feedback pages and (on request) the nbgrader gradebook."""
+"""`course grade`: grade notebooks (their cells in a jail, the hidden checks outside it, under TPU interpret
+mode), in parallel and resumably; print a table, write JSON/CSV, feedback pages and (on request) the nbgrader
+gradebook."""
 from __future__ import annotations
 
 import sys
@@ -46,9 +47,9 @@ def grade(
 ) -> None:
     """Grade submissions against the hidden tests.
 
-    Each notebook runs headlessly with papermill in its own sandboxed kernel (wall-clock and memory limits;
-    on Linux, no access to solutions/ or other submissions), under forced TPU interpret mode, after its
-    set-up and hidden-test cells are restored from solutions/. Results are stored per submission as they
+    Each notebook's cells run headlessly in its own jail (wall-clock and memory limits; on Linux, no access
+    to solutions/ or other submissions), under forced TPU interpret mode, after its set-up and hidden-test
+    cells are restored from solutions/; the hidden tests run outside the jail. Results are stored per submission as they
     arrive: a re-run grades only what changed, and an interrupted run loses nothing graded.
     Exits 0 when every submission was handled, whatever the scores; 3 when some could not be (a grader or
     report failure, a link or special file refused): each says why in results.json ('failed'), and the
@@ -76,10 +77,13 @@ def grade(
 
     if scheduler is None:
         start_workers(jobs)   # first: the workers' imports then overlap with the imports below
-    from autograder.demo import demo_submissions
+    from rich.console import Console
+
     from autograder.discover import SubmissionNotFound, find_submissions
     from autograder.grade_command import GradeOptions, run_grade
     from autograder.untrusted import plain
+    from course_tools.demo import demo_submissions
+    from course_tools.grading_report import BatchProgress, print_run
 
     if demo:
         paths = [demo_submissions()]
@@ -90,13 +94,14 @@ def grade(
         options = GradeOptions(out=out, jobs=jobs, force=force, scheduler=scheduler, timeout_s=timeout,
                                cell_timeout_s=cell_timeout, memory_mb=memory, gradebook=gradebook,
                                jailed=not no_jail)
-        run = run_grade(found, paths, options, quiet=as_json)
+        run = run_grade(found, paths, options,
+                        progress=lambda failures: BatchProgress(Console(stderr=True, quiet=as_json), failures))
     except (SubmissionNotFound, ValueError, RuntimeError) as e:
         raise fail(plain(e)) from None
     if as_json:
         sys.stdout.write(run.json_text + "\n")
     else:
-        run.print()
+        print_run(run)
     if run.error:
         raise fail(plain(run.error))
     if run.exit_code:

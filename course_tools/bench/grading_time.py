@@ -1,6 +1,6 @@
 """How long grading takes: `course grade`, `nbgrader autograde` and plain papermill on the same notebooks.
 
-Run with `python -m autograder.bench_grading [--only TEXT]` (or `make bench-grading`); writes
+Run with `python -m course_tools.bench.grading_time [--only TEXT]` (or `make bench-grading`); writes
 bench/grading-time.json with its provenance (`--only` re-times the matching cases and keeps the others).
 Each number is the wall-clock time of the whole command in a fresh process (start-up included, as an
 instructor sees it): one untimed warm-up run, then the median of N.
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.bench_batch import _timed   # one way to time a whole command, shared by both benches
-from autograder.demo import filled_in
-from pallas_course.bench import _dist_version, collect_provenance
+from course_tools.bench.common import dist_version, timed
+from course_tools.demo import filled_in
+from pallas_course.bench import collect_provenance
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
 
 OUT = REPO_ROOT / "bench" / "grading-time.json"
@@ -41,8 +41,8 @@ class Case:
 
 
 def _measure(case: Case) -> dict:
-    _timed(case.command, REPO_ROOT)   # warm-up: file caches, compiled bytecode
-    samples = [_timed(case.command, REPO_ROOT) for _ in range(case.n)]
+    timed(case.command, REPO_ROOT)   # warm-up: file caches, compiled bytecode
+    samples = [timed(case.command, REPO_ROOT) for _ in range(case.n)]
     print(f"{case.name}: median {statistics.median(samples):.2f} s of {case.n} "
           f"{[round(s, 2) for s in samples]}", file=sys.stderr)
     shown = " ".join(Path(c).name if i == 0 else c for i, c in enumerate(case.command))
@@ -103,7 +103,7 @@ def run(only: str = "") -> list[dict]:
 
 def provenance() -> dict:
     prov = collect_provenance().model_dump(mode="json")
-    prov.update(nbgrader_version=_dist_version("nbgrader"), papermill_version=_dist_version("papermill"),
+    prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
                 cpu_count=os.cpu_count(), machine=platform.machine(), system=platform.system(),
                 load_average_1_5_15=list(os.getloadavg()))
     return prov

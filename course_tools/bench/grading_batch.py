@@ -1,7 +1,7 @@
 """Class-sized grading: 20 LAB·1.1 submissions (right and wrong) through serial `nbgrader autograde` and through
 `course grade --jobs 2`. Both must give every student the same score; the number is the throughput ratio.
 
-Run with `python -m autograder.bench_batch` (or `make bench-batch`); writes bench/grading-batch.json with its
+Run with `python -m course_tools.bench.grading_batch` (or `make bench-batch`); writes bench/grading-batch.json with its
 provenance (machine, load, versions, commit, sandbox). Each time is the wall clock of the whole command in a
 fresh process, start-up included, as an instructor sees it: `nbgrader autograde <stage> --force` over all 20,
 and `course grade submitted/ --jobs 2 --force`. The two commands alternate, `--repeats` times each (default
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.demo import filled_in
+from course_tools.bench.common import dist_version, machine, timed
+from course_tools.demo import filled_in
 from pallas_course.manifest import REPO_ROOT, manifest
 
 OUT = REPO_ROOT / "bench" / "grading-batch.json"
@@ -62,15 +63,6 @@ def write_class(submitted: Path) -> dict[str, str]:
     return kinds
 
 
-def _timed(cmd: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=3600)
-    elapsed = time.perf_counter() - start
-    if run.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-    return elapsed
-
-
 def _nbgrader_scores(root: Path) -> dict[str, float]:
     from nbgrader.api import Gradebook
 
@@ -93,23 +85,6 @@ def _course_reasons(out: Path, students: set[str]) -> dict[str, dict]:
             for r in json.loads((out / "results.json").read_text()) if r["submission"].split("/")[0] in students}
 
 
-def _machine() -> dict:
-    cpu = ""
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                   if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = ""
-    try:
-        kb = int(next(l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")))
-        mem = f"{kb / 2**20:.1f} GiB"
-    except (OSError, StopIteration, ValueError):
-        pass
-    return {"cpu_count": os.cpu_count(), "cpu_model": cpu, "memory": mem, "machine": platform.machine(),
-            "system": f"{platform.system()} {platform.release()}"}
-
-
 SPIN = "import time\nt = time.perf_counter()\nx = 0\nfor i in range(20_000_000):\n    x += i * i\nprint(time.perf_counter() - t)"
 
 
@@ -129,7 +104,7 @@ def cpu_parallelism() -> dict:
 
 def run(repeats: int = 3, jobs: int = 2) -> dict:
     from autograder.sandbox import sandbox_status
-    from pallas_course.bench import _dist_version, collect_provenance
+    from pallas_course.bench import collect_provenance
 
     bindir = Path(sys.executable).parent
     stage = manifest().stage.id
@@ -138,20 +113,20 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
         shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
         nbg = [sys.executable, "-m", "nbgrader"]
         flags = [f"--CourseDirectory.root={root}", f"--db=sqlite:///{root / 'gradebook.db'}"]
-        _timed(nbg + ["generate_assignment", stage, "--force"] + flags, REPO_ROOT)
+        timed(nbg + ["generate_assignment", stage, "--force"] + flags, REPO_ROOT)
         kinds = write_class(root / "submitted")
         nbgrader_cmd = nbg + ["autograde", stage, "--force"] + flags
         course_cmd = [str(bindir / "course"), "grade", str(root / "submitted"), "--jobs", str(jobs), "--force",
                       "--out", str(Path(tmp) / "grades")]
-        _timed(nbgrader_cmd, REPO_ROOT)     # warm-up: file caches, compiled bytecode
-        _timed(course_cmd, REPO_ROOT)
+        timed(nbgrader_cmd, REPO_ROOT)     # warm-up: file caches, compiled bytecode
+        timed(course_cmd, REPO_ROOT)
         times: dict[str, list[float]] = {"nbgrader": [], "course": []}
         loads: list[dict] = []
         parallelism = [cpu_parallelism()]
         for _ in range(repeats):
             for key, cmd in (("nbgrader", nbgrader_cmd), ("course", course_cmd)):
                 before = os.getloadavg()[0]
-                times[key].append(_timed(cmd, REPO_ROOT))
+                times[key].append(timed(cmd, REPO_ROOT))
                 loads.append({"run": key, "load_1min_before": round(before, 2),
                               "load_1min_after": round(os.getloadavg()[0], 2)})
             print(f"nbgrader {times['nbgrader'][-1]:.1f} s, course grade {times['course'][-1]:.1f} s", file=sys.stderr)
@@ -164,9 +139,9 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
     pair_ratios = [a / b for a, b in zip(times["nbgrader"], times["course"])]
     n = len(kinds)
     prov = collect_provenance().model_dump(mode="json")
-    prov.update(nbgrader_version=_dist_version("nbgrader"), papermill_version=_dist_version("papermill"),
-                dask_version=_dist_version("dask"), distributed_version=_dist_version("distributed"),
-                sandbox=sandbox_status(), **_machine())
+    prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
+                dask_version=dist_version("dask"), distributed_version=dist_version("distributed"),
+                sandbox=sandbox_status(), **machine())
     # Uncommitted edits to what decides a score (other files, e.g. the site, don't change this benchmark).
     dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no", "--",
                             "autograder", "solutions", "labs", "course.yml", ":(glob)pallas_course/*.py"],
@@ -200,7 +175,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m autograder.bench_batch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m course_tools.bench.grading_batch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
