@@ -6,6 +6,10 @@ other layout) without following a link and returns a `Discovery`:
   that file is the student's submission for the lab, and every other notebook in that folder and below it is
   ignored, with a reason: one result per (student, lab), as nbgrader grades only the notebook it released.
   A folder with no such file keeps its notebooks (a renamed lab is recognised by its cells).
+  In nbgrader's layout (the folder given holds `<student>/<assignment>/<notebook>.ipynb`), that place is the
+  only one a submission can have (`nbgrader_place`): a notebook deeper in a student's folder, whatever its
+  folders are called (`aaron/stage-1/bob/stage-1/lab-1.1-first-kernels.ipynb`), is that student's extra
+  file, ignored with a reason, never graded or exported as anyone else's.
 - `skipped`: what is not graded and why: `refused` for symbolic links (never followed: one could point at
   solutions/ or another student's work), fifos, sockets and devices (reading one could block the batch),
   folders that cannot be listed, names that show the same as another's; not refused for ignored notebooks.
@@ -66,6 +70,19 @@ def lab_file_names() -> dict[str, str]:
     from pallas_course.manifest import manifest
 
     return {Path(lab.notebook).name: lab.id for lab in manifest().labs}
+
+
+def nbgrader_place(label: str) -> tuple[str, str] | None:
+    """(student, notebook file name) when `label`, relative to the folder given, is nbgrader's
+    `<student>/<assignment>/<notebook>.ipynb`; None otherwise. The one mapping from files to students: counted
+    from the top, so folders inside a student's folder never name a student."""
+    from pallas_course.manifest import manifest
+
+    parts = Path(label).parts
+    if len(parts) == 3 and parts[1] == manifest().stage.id and parts[2].endswith(".ipynb") \
+            and parts[0] not in ("/", ".", ".."):
+        return parts[0], parts[2]
+    return None
 
 
 def find_submissions(paths: Iterable[Path | str]) -> Discovery:
@@ -132,14 +149,16 @@ def _one_per_lab(notebooks: list[Path], found: Discovery) -> None:
     """Grade the file named as the lab where a folder has one; ignore the other notebooks in and below it.
     Refuse a second notebook whose name shows the same as one already taken."""
     labs = lab_file_names()
+    in_layout = found.root is not None and any(
+        nbgrader_place(untrusted.relative_name(nb, found.root)) for nb in notebooks)
     lab_files: dict[Path, dict[str, Path]] = {}   # folder -> {lab file name: path}
     for nb in notebooks:
-        if nb.name in labs:
+        if nb.name in labs and (not in_layout or nbgrader_place(untrusted.relative_name(nb, found.root))):
             lab_files.setdefault(nb.parent, {})[nb.name] = nb
     taken: dict[str, Path] = {}
     for nb in sorted(notebooks, key=lambda p: (len(p.parts), os.fsencode(p))):
         label = untrusted.relative_name(nb, found.root)
-        why = _ignored_because(nb, labs, lab_files, found.root)
+        why = _ignored_because(nb, labs, lab_files, found.root) or (_off_layout(label) if in_layout else None)
         if why:
             found.skipped.append(Skipped(nb, label, why, refused=False))
         elif label in taken:
@@ -164,6 +183,20 @@ def _ignored_because(nb: Path, labs: dict[str, str], lab_files: dict[Path, dict[
             return (f"not graded: {untrusted.relative_name(lab_file, root)} is the file named as the lab, and "
                     "only that file of the student's folder is graded")
     return None
+
+
+def _off_layout(label: str) -> str | None:
+    """Why a notebook outside nbgrader's `<student>/<assignment>/<notebook>.ipynb` is not graded, in a folder
+    laid out that way (the student is the top folder, once: a folder named like a student deeper down is not)."""
+    from pallas_course.manifest import manifest
+
+    if nbgrader_place(label) is not None:
+        return None
+    parts, stage = Path(label).parts, manifest().stage.id
+    if len(parts) == 1:
+        return f"not graded: not in a student's folder (<student>/{stage}/<notebook>.ipynb)"
+    return (f"not graded: an extra file in {untrusted.plain(parts[0], 100)}'s folder; a submission is "
+            f"<student>/{stage}/<notebook>.ipynb and nothing deeper, so it is never graded as anyone's")
 
 
 def read_timestamp(folder: Path) -> Stamp:

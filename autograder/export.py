@@ -38,15 +38,20 @@ class GradebookError(RuntimeError):
 
 
 def student_of(label: str) -> str | None:
-    """The student a submission belongs to in nbgrader's layout, `<student>/<assignment>/<notebook>.ipynb`."""
-    parts = Path(label).parts
-    if len(parts) >= 3 and parts[-2] == manifest().stage.id:
-        return parts[-3]
-    return None
+    """The student a submission belongs to in nbgrader's layout, `<student>/<assignment>/<notebook>.ipynb`
+    from the folder given (autograder.discover.nbgrader_place: never a folder deeper inside)."""
+    from autograder.discover import nbgrader_place
+
+    place = nbgrader_place(label)
+    return place[0] if place else None
 
 
-def _student_id(label: str) -> str:
-    return student_of(label) or Path(label).stem
+def _student_id(label: str) -> str | None:
+    """The CSV's student: nbgrader's layout, or a notebook graded on its own (`alice.ipynb`) by its name;
+    None for anything else (a notebook deeper in some folder belongs to no one it could be exported as)."""
+    if student_of(label) is not None:
+        return student_of(label)
+    return Path(label).stem if len(Path(label).parts) == 1 else None
 
 
 def assignment_max_score() -> float:
@@ -68,13 +73,20 @@ def one_per_student_lab(results: Sequence[SubmissionResult]) -> tuple[list[Submi
     """The results to export, one per (student, lab): the file named as the lab if there is one, else the
     first by path. Returns them and one line per result left out."""
     chosen: dict[tuple[str, str], SubmissionResult] = {}
+    stage = manifest().stage.id
+    notes = []
     for r in sorted(results, key=lambda r: (Path(r.submission).name != _lab_file(r.lab), r.submission)):
         if r.lab is None:
             continue
-        chosen.setdefault((_student_id(r.submission), r.lab), r)
+        student = _student_id(r.submission)
+        if student is None:
+            notes.append(f"{r.submission}: not exported, not <student>/{stage}/<notebook>.ipynb (no student)")
+            continue
+        chosen.setdefault((student, r.lab), r)
     kept = {id(r) for r in chosen.values()}
-    notes = [f"{r.submission}: not exported, {chosen[(_student_id(r.submission), r.lab)].submission} is this "
-             f"student's {r.lab}" for r in results if r.lab is not None and id(r) not in kept]
+    notes += [f"{r.submission}: not exported, {chosen[(student, r.lab)].submission} is this student's {r.lab}"
+              for r in results if r.lab is not None and id(r) not in kept
+              and (student := _student_id(r.submission)) is not None]
     return [r for r in results if id(r) in kept], notes
 
 
@@ -92,7 +104,7 @@ def write_nbgrader_csv(results: Sequence[SubmissionResult], path: Path, *, root:
     stamps: dict[str, str] = {}
     for r in one_per_student_lab(results)[0]:
         with failures.guard(r.submission, "nbgrader-grades.csv"):
-            student = _student_id(r.submission)
+            student = _student_id(r.submission) or ""   # one_per_student_lab kept only results with one
             stamp = _timestamp(root, r)
             raw[student] += r.score
             stamps[student] = max(stamps.get(student, ""), stamp)

@@ -182,8 +182,9 @@ def _not_graded(label: str, why: str, *, failed: bool) -> SubmissionResult:
 
     lab_id = lab_file_names().get(Path(label).name)
     top = manifest().lab(lab_id).autograded_max if lab_id else 0
+    why = why if why.startswith("not graded") else f"not graded: {why}"
     return SubmissionResult(submission=label, lab=lab_id, score=0, max_score=top, tests=[],
-                            error=f"not graded: {why}", failed=f"not graded: {why}" if failed else None)
+                            error=why, failed=why if failed else None)
 
 
 def run_grade(found: Discovery | list[Path], given: Sequence[Path], options: GradeOptions, *,

@@ -29,6 +29,12 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = generated_course(tmp_path_factory.mktemp("course"))
     shutil.copytree(demo_submissions(tmp_path_factory.mktemp("demo")), root / "submitted")
     (root / "submitted" / "demo-solution" / STAGE / "timestamp.txt").write_text("2026-11-29 10:00:00.000000 UTC")
+    # Plants, never graded as the student their folders name: a stub deep in demo-solution's folder under
+    # demo-wrong-transpose's name, and a stub in a folder of its own under demo-solution's name.
+    stub = root / "submitted" / "demo-stub" / STAGE / f"{LAB}.ipynb"
+    for planted in (f"demo-solution/{STAGE}/demo-wrong-transpose/{STAGE}", f"aa-planter/{STAGE}/x/demo-solution/{STAGE}"):
+        (root / "submitted" / planted).mkdir(parents=True)
+        shutil.copyfile(stub, root / "submitted" / planted / f"{LAB}.ipynb")
     out = tmp_path_factory.mktemp("grades")
     result = runner.invoke(app, ["grade", str(root / "submitted"), "--out", str(out), "--jobs", "2",
                                  "--gradebook", str(root / "gradebook.db")])
@@ -62,6 +68,12 @@ def test_formgrader_finds_the_executed_notebooks(course) -> None:
     for student in EXPECTED:
         nb = nbformat.read(root / "autograded" / student / STAGE / f"{LAB}.ipynb", as_version=4)
         assert any("BEGIN HIDDEN TESTS" in c.source for c in nb.cells)
+        # each student's own notebook, not one planted in (or under the name of) another's folder
+        own = nbformat.read(root / "submitted" / student / STAGE / f"{LAB}.ipynb", as_version=4)
+        answers = [c.source for c in own.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+        assert answers and answers == [c.source for c in nb.cells
+                                       if c.get("metadata", {}).get("nbgrader", {}).get("solution")], student
+    assert sorted(p.name for p in (root / "autograded").iterdir()) == sorted(EXPECTED)
 
 
 def test_csv_matches_nbgrader_export(course, tmp_path: Path) -> None:

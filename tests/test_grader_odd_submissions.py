@@ -33,6 +33,10 @@ STAGE = manifest().stage.id
 ORDINARY = [f"student{i:02d}" for i in range(25)]
 BIG = "=HYPERLINK(\"http://x\")\x1b[31m[bold]red[/]" + "x" * 5_000_000
 NOT_UTF8 = os.fsdecode(b"ren\xe9e\x1b")   # Latin-1 e-acute and an ESC: shown as ren\ufffde\ufffd
+# aaron has a lab of his own beside his plants; mallory has only plants (so they are results of their own)
+PLANTED = [f"aaron/{STAGE}/bob/{STAGE}/{FILE}", f"aaron/{STAGE}/x/carl/{STAGE}/{FILE}",
+           f"mallory/{STAGE}/bob/{STAGE}/{FILE}", f"mallory/x/y/carl/{STAGE}/{FILE}",
+           f"mallory/{STAGE}/a/b/bob/{STAGE}/bob/{STAGE}/{FILE}", f"mallory/{FILE}"]
 
 
 def stub_payload(submission: Submission, limits: Any) -> dict[str, Any]:
@@ -80,6 +84,11 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (eve / "timestamp.txt").write_text("yesterday-ish [/]")
     # 5. a name that is not UTF-8 with a terminal escape; a 5 MB message with escapes and markup
     _notebook(sub / NOT_UTF8 / STAGE / FILE, points=[0, 0, 0, 0], message=BIG)
+    # 6. notebooks planted deeper in a student's folder, named after other students' folders, at any depth
+    for planted in PLANTED:
+        _notebook(sub / planted, points=[0, 0, 0, 0], message="planted")
+    for student in ("bob", "carl", "aaron"):
+        _notebook(sub / student / STAGE / FILE)
     out = tmp_path_factory.mktemp("grades")
     mp = pytest.MonkeyPatch()
     mp.setattr(autograder.batch, "grade_payload", stub_payload)
@@ -114,7 +123,7 @@ def test_ordinary_ones_graded_hostile_ones_each_with_a_reason(batch) -> None:
     assert {t["name"]: t["message"] for t in eve["tests"]}["transpose_schedule"] == "partial credit: 0.5 of 1 points"
     renee = by["ren\ufffde\ufffd"]
     assert renee["failed"] is None and renee["score"] == 0
-    assert len(batch["records"]) == 25 + 5
+    assert len(batch["records"]) == 25 + 5 + 3 + 4   # bob, carl, aaron; mallory's 4 plants, each a 0 of its own
 
 
 def test_messages_are_capped_and_plain(batch) -> None:
@@ -149,6 +158,43 @@ def test_exports_agree_one_result_per_student_and_lab(batch) -> None:
             score = sum(g.auto_score or 0 for g in nb.grades if g.name in {t.id for t in manifest().lab(LAB).tests})
             assert score == float(row["raw_score"]), student
         assert gb.find_submission(STAGE, "eve[").timestamp is None
+
+
+def test_a_student_is_who_the_top_folder_says(batch) -> None:
+    """A notebook deeper in aaron's (or mallory's) folder is aaron's extra file, whatever the folders below
+    are called: bob and carl keep their own 6/6 in nbgrader-grades.csv and the gradebook; mallory, who
+    submitted nothing at <student>/<stage>/, is not exported at all; no record is anyone else's."""
+    from nbgrader.api import Gradebook
+
+    records = batch["records"]
+    aaron = next(r for r in records if r["submission"] == f"aaron/{STAGE}/{FILE}")
+    assert aaron["score"] == 6
+    assert sorted(i["name"] for i in aaron["ignored"]) == sorted(PLANTED[:2])
+    for planted in PLANTED[2:]:
+        r = next(r for r in records if r["submission"] == planted)
+        assert (r["score"], r["failed"]) == (0, None) and r["error"].startswith("not graded: "), r
+        assert "mallory's folder" in r["error"] or "not in a student's folder" in r["error"], r["error"]
+        assert not r["tests"]
+    csv_rows = {r["student_id"]: float(r["raw_score"])
+                for r in csv.DictReader((batch["out"] / "nbgrader-grades.csv").open())}
+    assert (csv_rows["bob"], csv_rows["carl"], csv_rows["aaron"]) == (6, 6, 6)
+    assert "mallory" not in csv_rows and FILE[:-6] not in csv_rows
+    with Gradebook(f"sqlite:///{batch['course'] / 'gradebook.db'}") as gb:
+        for student in ("bob", "carl", "aaron"):
+            nb = gb.find_submission_notebook(LAB, STAGE, student)
+            assert sum(g.auto_score or 0 for g in nb.grades) == 6, student
+        assert "mallory" not in {s.id for s in gb.students}
+    assert any(f"mallory/{STAGE}/bob/{STAGE}/{FILE}: not exported" in line for line in batch["run"].output.splitlines())
+
+
+def test_nbgrader_place_counts_from_the_top() -> None:
+    from autograder.discover import nbgrader_place
+    from autograder.export import student_of
+
+    assert nbgrader_place(f"bob/{STAGE}/{FILE}") == ("bob", FILE)
+    for label in (f"aaron/{STAGE}/bob/{STAGE}/{FILE}", f"x/bob/{STAGE}/{FILE}", f"{STAGE}/{FILE}", FILE,
+                  f"bob/other/{FILE}", f"bob/{STAGE}/notes.txt", "/".join(["a", STAGE] * 20 + [FILE])):
+        assert nbgrader_place(label) is None and student_of(label) is None, label
 
 
 def test_feedback_escapes_names_and_lists_what_was_ignored(batch) -> None:
