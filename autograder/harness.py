@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from autograder import compile_rule
 from autograder.jail_agent.calls import quiet  # noqa: F401 - the checks' name for it (LAB·1.4's models)
 from autograder.student import LocalFunction, StudentError, StudentFunction
 from pallas_course.check import compare
@@ -65,15 +66,20 @@ def _runnable(args: Sequence[Any]) -> bool:
 def call(test: str, label: str, fn: Callable[..., Any], *args: Any,
          references: dict[str, list[Any]] | None = None, **kwargs: Any) -> Any:
     """What the student's `fn` returns for these inputs (run in the jail under forced TPU interpret mode, from
-    the very computation `traced` reports); any error of the student's becomes a TestFailure. `references`:
-    the student's helpers `fn` calls answer from these values ({name: [[parameters, result], ...]}), so `fn`
-    is graded on its own."""
+    the very computation `traced` reports); any error of the student's, or the real TPU compiler's rejection of
+    that computation where the lab's compile rule lists `test` (autograder.compile_rule), becomes a TestFailure.
+    `references`: the student's helpers `fn` calls answer from these values ({name: [[parameters, result],
+    ...]}), so `fn` is graded on its own."""
     try:
         answer = student_function(fn).invoke(args, kwargs, run=True, references=references)
     except StudentError as e:
         raise _failure(test, label, e) from None
     if answer.error is not None:
         raise _failure(test, label, answer.error)
+    # It must compile (course.yml's `compile:` rule of the lab): the same computation, for the real TPU compiler.
+    rejected = compile_rule.check(test, label, answer)
+    if rejected is not None:
+        raise TestFailure(f"{test}: {rejected}")
     return answer.result
 
 

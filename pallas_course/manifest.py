@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # In a checkout this is a symlink to the repository's course.yml; a wheel (the Colab install) carries the
@@ -61,6 +61,14 @@ class WrittenSpec(_Strict):
     rubric: list[str]
 
 
+class CompileRule(_Strict):
+    """It must compile: the kernels these tests trace are also compiled for `chips` by the real TPU compiler
+    (pallas_course.tpu_compile, in the grader); a kernel it rejects loses these tests' points."""
+
+    chips: list[str] = Field(min_length=1)
+    tests: list[str] = Field(min_length=1)
+
+
 class LabSpec(_Strict):
     id: str
     code: str
@@ -76,6 +84,15 @@ class LabSpec(_Strict):
     reveal: dt.date | None = None
     # Extras of the student wheel this lab's set-up cell installs (LAB·1.5: "reading", tokamax).
     helpers_extras: list[str] = []
+    compile: CompileRule | None = None
+
+    @model_validator(mode="after")
+    def _compile_rule_names_tests(self) -> "LabSpec":
+        if self.compile is not None:
+            unknown = sorted(set(self.compile.tests) - {t.id for t in self.tests})
+            if unknown:
+                raise ValueError(f"compile.tests names tests the lab does not have: {unknown}")
+        return self
 
     def revealed(self, today: dt.date) -> bool:
         return self.reveal is not None and today >= self.reveal
@@ -122,6 +139,13 @@ class Manifest(_Strict):
             if lab.id == lab_id:
                 return lab
         raise KeyError(f"no lab {lab_id!r} in course.yml; labs are {[l.id for l in self.labs]}")
+
+    def compile_rule(self, test_id: str) -> CompileRule | None:
+        """The compile rule that covers the test `test_id` (test ids are unique across labs), if any."""
+        for lab in self.labs:
+            if lab.compile is not None and test_id in lab.compile.tests:
+                return lab.compile
+        return None
 
     def lab_for_notebook(self, name: str) -> LabSpec | None:
         """The lab whose notebook file name (without folders) is `name`, if any."""

@@ -1,21 +1,35 @@
-"""Compile a kernel for a TPU topology on this CPU machine (deviceless AOT), when libtpu is installed.
+"""Compile a kernel for a TPU chip on this CPU machine with the real TPU compiler (libtpu, deviceless AOT).
 
-Used to confirm what the legality model predicts: a VMEM budget line (`CompileTimeScopedVmemOom`, "Scoped
-allocation with size 24.00M and limit 16.00M") or a Mosaic tiling error. Without libtpu (the plain course
-venv) `available()` is False and `compile_for` returns a result that says how to install it, never raises.
-Install: requirements-tpu-aot.txt, in its own venv.
+Interpret mode runs a kernel on the CPU; this module asks the compiler a TPU would use whether it accepts the
+kernel at all: the Pallas TPU lowering (unimplemented primitives such as erfc, sort, cumsum; the (8, 128) tiling
+rule), Mosaic (layouts, its verifier) and XLA:TPU (the scoped VMEM limit). It does not run the kernel: values,
+speed and races are not proven here.
+
+Three things make a verdict trustworthy:
+* interpret mode is off while the kernel is traced and compiled, whatever a notebook's `setup()` switched on
+  for the process (under interpret mode the "kernel" compiled is its interpreter, which compiles for anything),
+  and any pallas_call that still carries interpret parameters in its jaxpr is compiled without them;
+* the topology's device is the default device while lowering: some lowerings (int32 `//`, 1-D blocks) ask the
+  default device's kind and otherwise fail with "Unsupported TPU device kind: cpu";
+* what is not the kernel's fault (no libtpu, that device-kind failure, a topology that will not build) is
+  "cannot judge", never a rejection.
+
+Rejections are explained in the course's words by `pallas_course.errors.explain`, the translator the notebooks
+use. Used by the grader (autograder.compile_rule) and by LAB·1.4 to confirm the VMEM budget line.
 """
 from __future__ import annotations
 
+import functools
 import os
-import re
+import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 # Topologies that compiled with jax 0.10.2 + libtpu 0.0.42.1 (not v5e:1x1, not v7x).
 TOPOLOGIES = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2"}
-_VMEM = re.compile(r"Scoped allocation with size [\d.]+\w? and limit [\d.]+\w?|Used [\d.]+\w? of [\d.]+\w? vmem")
-_MOSAIC = re.compile(r"E\d{4}: \w+[^\n]*")
+# Errors that say the compile could not be asked, not that the kernel is wrong.
+CANNOT_JUDGE = ("Unsupported TPU device kind", "get_topology_desc", "Unable to initialize backend 'tpu'",
+                "TPU initialization failed")
 
 
 @dataclass(frozen=True)
@@ -23,9 +37,25 @@ class CompileResult:
     chip: str
     topology: str
     ok: bool
-    skipped: bool = False
-    error_kind: str | None = None     # "vmem", "mosaic", "other"
-    message: str = ""                 # the compiler's own words, first relevant line
+    skipped: bool = False             # the compiler could not be asked: cannot judge (see `message`)
+    error_kind: str | None = None     # pallas_course.errors kind: "tpu-unimplemented", "tpu-tiling", "tpu-vmem", ...
+    message: str = ""                 # the compiler's own words, first relevant line (capped)
+    explanation: str = ""             # the course's words: what was refused and what to change
+    seconds: float = 0.0
+
+    @property
+    def rejected(self) -> bool:
+        """The compiler said no (a verdict on the kernel), as opposed to ok or cannot judge."""
+        return not self.ok and not self.skipped
+
+
+def install_hint() -> str:
+    """How to get libtpu: the one that matches the installed jax (instructors and CI have it from
+    requirements.txt; a student from the course wheel's extra, pallas-from-zero[tpu])."""
+    import jax
+
+    return (f'libtpu is not installed: pip install "jax[tpu]=={jax.__version__}" (or the course helpers with their '
+            '"[tpu]" extra), Linux x86_64/aarch64 only, ~700 MB; then restart the kernel')
 
 
 def available() -> bool:
@@ -37,30 +67,110 @@ def available() -> bool:
     return True
 
 
-def compile_for(fn: Callable[..., Any], *shapes: Any, chip: str = "v5e") -> CompileResult:
-    """Compile `fn(*shapes)` (ShapeDtypeStructs) for `chip`'s topology with the real TPU compiler."""
+def libtpu_version() -> str | None:
+    import importlib.metadata
+
+    for name in ("libtpu", "libtpu-nightly"):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def topology_device(chip: str) -> Any:
+    """The first device of `chip`'s deviceless topology (built once per process: ~0.05 s)."""
+    # Quiet libtpu's start-up complaints on a machine without a TPU; setdefault: a real TPU host keeps its own.
+    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+    os.environ.setdefault("TPU_HOST_BOUNDS", "1,1,1")
+    from jax.experimental import topologies
+
+    return topologies.get_topology_desc(TOPOLOGIES[chip], "tpu").devices[0]
+
+
+def _interpret_off(closed: Any) -> tuple[Any, int]:
+    """`closed` (a ClosedJaxpr) with every pallas_call's interpret parameter off, and how many had it on."""
+    from jax.extend import core as jex_core
+
+    count = 0
+
+    def fix_jaxpr(jaxpr: Any) -> Any:
+        nonlocal count
+        eqns = []
+        for eqn in jaxpr.eqns:
+            params = dict(eqn.params)
+            if eqn.primitive.name == "pallas_call" and params.get("interpret"):
+                params["interpret"] = False
+                count += 1
+            params = {k: fix_param(v) for k, v in params.items()}
+            eqns.append(eqn.replace(params=params))
+        return jaxpr.replace(eqns=eqns)
+
+    def fix_param(v: Any) -> Any:
+        if isinstance(v, jex_core.ClosedJaxpr):
+            return jex_core.ClosedJaxpr(fix_jaxpr(v.jaxpr), v.consts)
+        if isinstance(v, jex_core.Jaxpr):
+            return fix_jaxpr(v)
+        if isinstance(v, tuple) and v and all(isinstance(x, (jex_core.ClosedJaxpr, jex_core.Jaxpr)) for x in v):
+            return tuple(fix_param(x) for x in v)
+        return v
+
+    return jex_core.ClosedJaxpr(fix_jaxpr(closed.jaxpr), closed.consts), count
+
+
+def _first_line(text: str, limit: int = 400) -> str:
+    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    line = lines[0] if lines else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _cannot_judge(chip: str, topology: str, why: str, t0: float) -> CompileResult:
+    return CompileResult(chip, topology, False, skipped=True, error_kind="cannot-judge", message=why,
+                         seconds=time.perf_counter() - t0)
+
+
+def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "v5e") -> CompileResult:
+    """Compile `fn` over `in_avals` (anything with .shape and .dtype) for `chip`'s topology: the verdict."""
+    from pallas_course.errors import explain
+
+    t0 = time.perf_counter()
     topology = TOPOLOGIES.get(chip)
     if topology is None:
-        return CompileResult(chip, "", False, skipped=True,
-                             message=f"no deviceless topology for {chip}; known: {', '.join(TOPOLOGIES)}")
+        return _cannot_judge(chip, "", f"no deviceless topology for {chip}; known: {', '.join(TOPOLOGIES)}", t0)
     if not available():
-        return CompileResult(chip, topology, False, skipped=True,
-                             message="libtpu is not installed: pip install -r requirements-tpu-aot.txt in its own venv")
-    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")   # quiets an init error on CPU
+        return _cannot_judge(chip, topology, install_hint(), t0)
     import jax
-    from jax.experimental import topologies
+    from jax.experimental.pallas import tpu as pltpu
+    from jax.extend import core as jex_core
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    topo = topologies.get_topology_desc(topology, "tpu")
-    sharding = NamedSharding(Mesh([topo.devices[0]], ("x",)), PartitionSpec())
-    args = [jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding) for s in shapes]
     try:
-        jax.jit(fn).trace(*args).lower().compile()
-    except Exception as e:  # noqa: BLE001 - the compiler's error is the result
-        text = str(e)
-        if m := _VMEM.search(text):
-            return CompileResult(chip, topology, False, error_kind="vmem", message=m.group(0))
-        if m := _MOSAIC.search(text):
-            return CompileResult(chip, topology, False, error_kind="mosaic", message=m.group(0))
-        return CompileResult(chip, topology, False, error_kind="other", message=text.strip().splitlines()[0])
-    return CompileResult(chip, topology, True)
+        device = topology_device(chip)
+    except Exception as e:  # noqa: BLE001 - libtpu that cannot build the topology is not the kernel's fault
+        return _cannot_judge(chip, topology, f"the topology {topology} could not be built: {_first_line(str(e))}", t0)
+    sharding = NamedSharding(Mesh([device], ("x",)), PartitionSpec())
+    args = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype, sharding=sharding) for a in in_avals]
+    try:
+        with pltpu.force_tpu_interpret_mode(None), jax.default_device(device):
+            closed = jax.make_jaxpr(fn)(*args)
+            closed, _ = _interpret_off(closed)
+            jax.jit(jex_core.jaxpr_as_fun(closed)).trace(*args).lower().compile()
+    except Exception as e:  # noqa: BLE001 - the compiler's error is the verdict
+        text = f"{type(e).__name__}: {e}"
+        if any(marker in text for marker in CANNOT_JUDGE):
+            return _cannot_judge(chip, topology, f"the compiler could not be asked: {_first_line(str(e))}", t0)
+        explained = explain(e, locate=False)
+        return CompileResult(chip, topology, False, error_kind=explained.kind, message=_first_line(str(e)),
+                             explanation=explained.summary, seconds=time.perf_counter() - t0)
+    return CompileResult(chip, topology, True, seconds=time.perf_counter() - t0)
+
+
+def compile_for(fn: Callable[..., Any], *shapes: Any, chip: str = "v5e") -> CompileResult:
+    """Compile `fn(*shapes)` (ShapeDtypeStructs) for `chip`'s topology with the real TPU compiler."""
+    return compile_avals(fn, shapes, chip)
+
+
+def compile_chips(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Iterable[str]) -> list[CompileResult]:
+    """One verdict per chip."""
+    return [compile_avals(fn, in_avals, c) for c in chips]

@@ -15,3 +15,21 @@ if fast_compile_xla_flags() and "XLA_FLAGS" not in os.environ:
 # `python -m pytest -q -n 2 --dist loadfile` (README, CI) spreads the tests over two processes a whole file at a time:
 # most files build something costly once per module (a graded batch, a generated nbgrader course, the site).
 # (Not --dist loadgroup: pytest-xdist 3.8 marks groups through Item._nodeid, which pytest 9 no longer reads.)
+
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def libtpu() -> None:
+    """The real TPU compiler's tests need libtpu, which requirements.txt pins for Linux: there (CI included) a
+    missing libtpu fails these tests instead of skipping them; only where libtpu has no wheel are they skipped."""
+    from pallas_course import tpu_compile
+
+    if tpu_compile.available():
+        return
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"libtpu has no wheel for {sys.platform}: the compiler's tests run on Linux (CI)")
+    pytest.fail("libtpu is missing: requirements.txt pins it (pip install -r requirements.txt); the compile tests "
+                "must not be skipped on Linux")
