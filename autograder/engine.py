@@ -24,11 +24,11 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
+from autograder import cells
 from autograder.harness import TestFailure
 from autograder.sandbox import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.student import BadAnswer, Session, StudentGone
 from pallas_course.manifest import REPO_ROOT, LabSpec
-from pallas_course import notebooks
 
 MAX_TEXT = 100_000        # characters of one output field kept from the jail
 CHECKS_PACKAGE = "autograder.labs."
@@ -80,9 +80,9 @@ def _hidden_tests(source_path: Path, mtime: float) -> dict[str, HiddenTest]:
     nb = nbformat.read(source_path, as_version=4)
     tests = {}
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            tests[meta["grade_id"]] = parse_hidden_test(meta["grade_id"], cell.source)
+        if cells.is_test(cell):
+            gid = cells.meta(cell)["grade_id"]
+            tests[gid] = parse_hidden_test(gid, cell.source)
     return tests
 
 
@@ -223,7 +223,7 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            gid = notebooks.grade_id(cell)
+            gid = cells.grade_id(cell)
             cell.outputs = []
             cell.execution_count = None
             if stopped is not None:

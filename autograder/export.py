@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import nbformat
 
-from autograder import untrusted
+from autograder import cells, untrusted
 from autograder.report import Failures
 from autograder.results import SubmissionResult
 from pallas_course.manifest import manifest
@@ -154,7 +154,6 @@ def _merge_one(gb: Any, r: SubmissionResult, stage: str, course_root: Path, inst
                skipped: list[str], gradebook: Path) -> None:
     """One submission into the gradebook, committed on its own."""
     from nbgrader.api import MissingEntry
-    from nbgrader.utils import compute_checksum, determine_grade, is_grade, is_solution, is_task
 
     from autograder.submission import safe_relpath
 
@@ -180,17 +179,16 @@ def _merge_one(gb: Any, r: SubmissionResult, stage: str, course_root: Path, inst
     nb = nbformat.read(executed, as_version=4) if executed.exists() else None
     if nb is not None:
         for cell in nb.cells:
-            gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            gid = cells.grade_id(cell)
             if not gid:
                 continue
-            if is_grade(cell):
+            if cells.is_grade(cell):
                 grade = gb.find_grade(gid, notebook_id, stage, student)
-                grade.auto_score = determine_grade(cell)[0]
+                grade.auto_score = cells.grade(cell)
                 grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-            if is_solution(cell) or is_task(cell):
+            if cells.is_solution(cell) or cells.is_task(cell):
                 comment = gb.find_comment(gid, notebook_id, stage, student)
-                unchanged = cell.metadata.nbgrader.get("checksum") == compute_checksum(cell)
-                comment.auto_comment = "No response." if unchanged and not is_task(cell) else None
+                comment.auto_comment = "No response." if cells.unchanged(cell) and not cells.is_task(cell) else None
         dest = course_root / "autograded" / student / stage / f"{notebook_id}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(executed, dest)

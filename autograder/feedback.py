@@ -15,18 +15,13 @@ from pathlib import Path
 
 from nbformat import NotebookNode
 
-from autograder import untrusted
+from autograder import cells, untrusted
 from autograder.results import SubmissionResult, TestResult
 
-BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+BEGIN, END = cells.HIDDEN_TEST_MARKERS
 _HIDDEN = re.compile(rf"^[ \t]*{re.escape(BEGIN)}.*?^[ \t]*{re.escape(END)}[^\n]*\n?", re.S | re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 REMOVED = "# (hidden test: its code is not shown; the feedback gives its result)"
-
-
-def _is_test(cell: NotebookNode) -> bool:
-    nbg = cell.get("metadata", {}).get("nbgrader", {}) or {}
-    return bool(nbg.get("grade")) and not nbg.get("solution") and cell.get("cell_type") == "code"
 
 
 def strip_hidden(source: str) -> str:
@@ -46,7 +41,7 @@ def sanitize(nb: NotebookNode) -> NotebookNode:
             continue
         if BEGIN in cell.source:
             cell.source = strip_hidden(cell.source)
-        if not _is_test(cell):
+        if not cells.is_test(cell):
             continue
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":

@@ -14,9 +14,9 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
+from autograder.cells import grade_id
 from autograder.submission import MAX_NOTEBOOK_MB, Submission
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
-from pallas_course.notebooks import grade_id
 
 
 class Ungradable(Exception):

@@ -11,13 +11,7 @@ import copy
 
 from nbformat import NotebookNode
 
-
-def _nbg(cell: NotebookNode) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
-
-
-def _grade_id(cell: NotebookNode) -> str | None:
-    return _nbg(cell).get("grade_id")
+from autograder.cells import checksum, grade_id, has_grade_id, is_grade, is_locked, is_solution, meta
 
 
 def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNode | None = None) -> list[str]:
@@ -27,32 +21,32 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
     never touched: their hidden tests were stripped on release, restoring them is routine.
     """
     notes: list[str] = []
-    source_cells = {_grade_id(c): c for c in source.cells if _grade_id(c)}
-    released = {_grade_id(c): c.source for c in release.cells if _grade_id(c)} if release else {}
+    source_cells = {grade_id(c): c for c in source.cells if grade_id(c)}
+    released = {grade_id(c): c.source for c in release.cells if grade_id(c)} if release else {}
     # nbgrader sets every graded cell's checksum to the released one ("always update the checksum"), which
     # is how an unanswered written answer scores 0 and an answered one waits for manual grading.
-    checksums = {_grade_id(c): _nbg(c).get("checksum") for c in release.cells if _grade_id(c)} if release else {}
-    release_cells = {_grade_id(c): c for c in release.cells if _grade_id(c)} if release else {}
-    order = [_grade_id(c) for c in source.cells if _grade_id(c)]
+    checksums = {grade_id(c): checksum(c) for c in release.cells if grade_id(c)} if release else {}
+    release_cells = {grade_id(c): c for c in release.cells if grade_id(c)} if release else {}
+    order = [grade_id(c) for c in source.cells if grade_id(c)]
 
     for cell in submission.cells:
-        gid = _grade_id(cell)
-        if gid is None:
+        if not has_grade_id(cell):
             continue
-        src = source_cells.get(gid)
+        gid = grade_id(cell)
+        src = source_cells.get(gid) if gid is not None else None
         if src is None:
             # nbgrader drops grade ids it does not know: such a cell is not graded
             del cell.metadata["nbgrader"]["grade_id"]
-            notes.append(f"cell {gid!r} is not part of this lab; it runs but is not graded")
+            notes.append(f"cell {meta(cell)['grade_id']!r} is not part of this lab; it runs but is not graded")
             continue
-        if cell.cell_type != src.cell_type or _nbg(src).get("locked") and cell.source != src.source:
+        if cell.cell_type != src.cell_type or is_locked(src) and cell.source != src.source:
             if released.get(gid) != cell.source:
                 notes.append(f"cell {gid!r} was changed; the original was restored")
             fresh = copy.deepcopy(src)
             cell.clear()
             cell.update(fresh)
         else:
-            cell.metadata["nbgrader"] = copy.deepcopy(_nbg(src))
+            cell.metadata["nbgrader"] = copy.deepcopy(meta(src))
             # tags too (e.g. a student's `skip-execution` on a test cell): a graded cell is the instructor's
             cell.metadata["tags"] = list(src.get("metadata", {}).get("tags", []))
             if not cell.metadata["tags"]:
@@ -60,19 +54,19 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
         if checksums.get(gid):
             cell.metadata["nbgrader"]["checksum"] = checksums[gid]
 
-    present = {_grade_id(c) for c in submission.cells if _grade_id(c)}
+    present = {grade_id(c) for c in submission.cells if grade_id(c)}
     for pos, gid in enumerate(order):
         src = source_cells[gid]
-        if gid in present or not _nbg(src).get("grade"):   # like nbgrader: graded cells only
+        if gid in present or not is_grade(src):   # like nbgrader: graded cells only
             continue
         notes.append(f"cell {gid!r} was missing; it was added back")
         before = next((g for g in reversed(order[:pos]) if g in present), None)
         index = 0 if before is None else 1 + next(
-            i for i, c in enumerate(submission.cells) if _grade_id(c) == before)
+            i for i, c in enumerate(submission.cells) if grade_id(c) == before)
         # A deleted answer comes back as handed out (nbgrader re-adds the gradebook's copy, the stub):
         # the source's copy holds the model answer, which must not reach the student's notebook.
-        fresh = copy.deepcopy(release_cells[gid] if _nbg(src).get("solution") and gid in release_cells else src)
-        fresh.metadata["nbgrader"] = copy.deepcopy(_nbg(src))
+        fresh = copy.deepcopy(release_cells[gid] if is_solution(src) and gid in release_cells else src)
+        fresh.metadata["nbgrader"] = copy.deepcopy(meta(src))
         if checksums.get(gid):
             fresh.metadata["nbgrader"]["checksum"] = checksums[gid]
         submission.cells.insert(index, fresh)

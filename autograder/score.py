@@ -7,9 +7,10 @@ from typing import Iterable
 
 from nbformat import NotebookNode
 
+from autograder import cells
+from autograder.cells import grade_id
 from autograder.results import TestResult, WrittenResult
 from pallas_course.manifest import LabSpec
-from pallas_course.notebooks import grade_id
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -40,13 +41,11 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
     nbgrader's rule would read "no output" as full marks). `replied`: the cells that finished; a test cell
     outside it never finished and scores 0.
     """
-    from nbgrader.utils import determine_grade
-
     finished = set(replied) if replied is not None else None
-    cells = {grade_id(c): (i, c) for i, c in enumerate(nb.cells) if grade_id(c)}
+    by_id = {grade_id(c): (i, c) for i, c in enumerate(nb.cells) if grade_id(c)}
     results = []
     for spec in lab.tests:
-        index, cell = cells.get(spec.id, (None, None))
+        index, cell = by_id.get(spec.id, (None, None))
         if cell is None:
             results.append(TestResult(name=spec.id, points=0, max_points=spec.points, passed=False,
                                       message="the test cell is missing from the notebook"))
@@ -60,7 +59,7 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
             why = f"the run stopped before this test ({stopped})" if stopped else "this test did not run"
             results.append(TestResult(name=spec.id, points=0, max_points=spec.points, passed=False, message=why))
             continue
-        points, _ = determine_grade(cell)
+        points = cells.grade(cell)
         points = float(points or 0)
         passed = points >= spec.points
         message = "passed" if passed else _reason(cell)
@@ -72,15 +71,12 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
 
 
 def written_status(nb: NotebookNode, lab: LabSpec) -> list[WrittenResult]:
-    from nbgrader.utils import compute_checksum
-
-    cells = {grade_id(c): c for c in nb.cells if grade_id(c)}
+    by_id = {grade_id(c): c for c in nb.cells if grade_id(c)}
     out = []
     for spec in lab.written:
-        cell = cells.get(spec.id)
-        checksum = cell.metadata["nbgrader"].get("checksum") if cell is not None else None
-        answered = cell is not None and cell.source.strip() not in ("", "YOUR ANSWER HERE") and (
-            checksum is None or checksum != compute_checksum(cell))
+        cell = by_id.get(spec.id)
+        answered = (cell is not None and cell.source.strip() not in ("", "YOUR ANSWER HERE")
+                    and not cells.unchanged(cell))
         out.append(WrittenResult(name=spec.id, max_points=spec.points,
                                  status="answered: awaiting manual grading" if answered else "not answered"))
     return out

@@ -10,10 +10,11 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
+from autograder.cells import grade_id, is_solution
 from pallas_course.manifest import REPO_ROOT, manifest
+from pallas_course.notebooks import strip_markers
 
 DEMO_LAB = "lab-1.1-first-kernels"
-_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
 def filled_in(lab_id: str, edits: dict[str, tuple[str, str]] | None = None) -> NotebookNode:
@@ -22,13 +23,12 @@ def filled_in(lab_id: str, edits: dict[str, tuple[str, str]] | None = None) -> N
     lab = manifest().lab(lab_id)
     student = nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
     source = nbformat.read(REPO_ROOT / lab.source, as_version=4)
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
-               if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+    answers = {grade_id(c): c.source for c in source.cells if is_solution(c)}
     nb = copy.deepcopy(student)
     for cell in nb.cells:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        gid = grade_id(cell)
         if gid in answers:
-            cell.source = "\n".join(l for l in answers[gid].splitlines() if l.strip() not in _MARKERS)
+            cell.source = strip_markers(answers[gid])
         if gid in (edits or {}):
             old, new = edits[gid]
             if old not in cell.source:

@@ -1,9 +1,9 @@
-"""The one place that reads lab notebooks and their nbgrader metadata.
+"""Lab notebooks as a student sees them: their cells, tags and the code the site and the walks show.
 
-The grader loads a solution, stub or mutant in-process from here (`load`), the site and the walks read
-`site:show` cells from here, and the release reads the tags that say what a cell is. Cell sources and
-metadata are data: nothing here executes a notebook except `load`, which the course runs only on its own
-notebooks (solutions, stubs and the test corpus' mutants).
+The walks (and the site) read `site:show` cells from here, and the release reads the tags that say what a
+cell is. Cell sources and metadata are data: nothing here executes a notebook. nbgrader's metadata is the
+grader's to read (autograder.cells); executing the course's own notebooks in-process is
+autograder.notebook_code's.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import nbformat
 from nbformat import NotebookNode
 
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
-HIDDEN_TEST_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 SHOW_TAG = "site:show"
 
 
@@ -23,42 +22,17 @@ def read(path: Path | str) -> NotebookNode:
     return nbformat.read(Path(path), as_version=4)
 
 
-def nbgrader_meta(cell: Mapping[str, Any]) -> dict[str, Any]:
-    """The cell's nbgrader metadata ({} when it has none, or when it is not a mapping)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return dict(meta) if isinstance(meta, Mapping) else {}
-
-
-def grade_id(cell: Mapping[str, Any]) -> str | None:
-    gid = nbgrader_meta(cell).get("grade_id")
-    return gid if isinstance(gid, str) else None
-
-
 def tags(cell: Mapping[str, Any]) -> list[str]:
     raw = cell.get("metadata", {}).get("tags", [])
     return [t for t in raw if isinstance(t, str)] if isinstance(raw, list) else []
-
-
-def is_test_cell(cell: Mapping[str, Any]) -> bool:
-    """An autograded test cell: graded, not a solution region."""
-    meta = nbgrader_meta(cell)
-    return bool(meta.get("grade")) and not meta.get("solution")
-
-
-def is_solution_cell(cell: Mapping[str, Any]) -> bool:
-    return bool(nbgrader_meta(cell).get("solution"))
 
 
 def is_parameters_cell(cell: Mapping[str, Any]) -> bool:
     return "parameters" in tags(cell)
 
 
-def is_setup_cell(cell: Mapping[str, Any]) -> bool:
-    return grade_id(cell) == "setup"
-
-
 def strip_markers(source: str) -> str:
-    """`source` less nbgrader's `### BEGIN/END SOLUTION` lines."""
+    """`source` less the solution markers (`### BEGIN/END SOLUTION` lines)."""
     return "\n".join(line for line in source.split("\n") if line.strip() not in SOLUTION_MARKERS)
 
 
@@ -88,36 +62,3 @@ def def_text(source: str, name: str) -> str | None:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
             return "\n".join(source.split("\n")[start - 1:node.end_lineno])
     return None
-
-
-def _defines(cell: NotebookNode) -> bool:
-    return is_parameters_cell(cell) or is_setup_cell(cell) or "\ndef " in "\n" + cell.source
-
-
-def definition_cells(nb: NotebookNode) -> list[str]:
-    """The parameters, the set-up and every cell that defines a function, without the checks and tests."""
-    return [strip_markers(c.source) for c in nb.cells
-            if c.cell_type == "code" and not is_test_cell(c) and _defines(c)]
-
-
-def apply_edits(cells: list[str], edits: Mapping[str, str]) -> list[str]:
-    """Replace each `old` text with `new`; `old` must occur in exactly one cell, once."""
-    cells = list(cells)
-    for old, new in edits.items():
-        hits = [i for i, src in enumerate(cells) if old in src]
-        if len(hits) != 1 or cells[hits[0]].count(old) != 1:
-            raise ValueError(f"edit target must occur exactly once in the notebook's code; {old!r} occurs "
-                             f"in {len(hits)} cells")
-        cells[hits[0]] = cells[hits[0]].replace(old, new)
-    return cells
-
-
-def load(path: Path | str, edits: Mapping[str, str] | None = None, *, mode: str = "tpu-interpret") -> dict[str, Any]:
-    """Execute the definitions of the course's own notebook at `path` (after `edits`); return its namespace."""
-    cells = apply_edits(definition_cells(read(path)), edits or {})
-    namespace: dict[str, Any] = {"__name__": f"notebook:{Path(path).stem}"}
-    for src in cells:
-        exec(compile(src, str(path), "exec"), namespace)   # noqa: S102 - our own notebooks
-        if "MODE" in namespace and "INTERP" not in namespace:
-            namespace["MODE"] = mode
-    return namespace

@@ -17,6 +17,7 @@ import pytest
 from nbformat import NotebookNode
 
 import autograder.batch as batch
+from autograder import cells
 import autograder.submission as submission_module
 from course_tools.demo import filled_in
 from autograder.discover import Discovery
@@ -42,11 +43,6 @@ def _submission(nb: NotebookNode | str, name: str = NAME, label: str = LABEL) ->
     return Submission.from_bytes(name, label, text.encode())
 
 
-def _is_test(cell: NotebookNode) -> bool:
-    nbg = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(nbg.get("grade")) and not nbg.get("solution") and cell.cell_type == "code"
-
-
 def fake_execute(failing: set[str] = frozenset(), calls: list[dict] | None = None):   # type: ignore[assignment]
     """An engine that runs nothing: every cell finishes; the hidden tests in `failing` raise."""
 
@@ -58,8 +54,8 @@ def fake_execute(failing: set[str] = frozenset(), calls: list[dict] | None = Non
             if cell.cell_type != "code":
                 continue
             cell.execution_count = i + 1
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if _is_test(cell) and gid in failing:
+            gid = cells.grade_id(cell)
+            if cells.is_test(cell) and gid in failing:
                 cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue=f"{gid} is wrong",
                                                        traceback=[])]
         return Execution(nb, None, frozenset(range(len(nb.cells))))
@@ -136,7 +132,7 @@ def test_prepare_restores_the_hidden_tests_and_leaves_its_input_alone() -> None:
     found = identify(_submission(stub))
     before = nbformat.writes(found.notebook)
     prepared = prepare(found)
-    tests = [c for c in prepared.notebook.cells if _is_test(c)]
+    tests = [c for c in prepared.notebook.cells if cells.is_test(c)]
     assert len(tests) == len(manifest().lab(LAB).tests)
     assert all("BEGIN HIDDEN TESTS" in c.source for c in tests)
     assert nbformat.writes(found.notebook) == before and "BEGIN HIDDEN TESTS" not in before
@@ -144,7 +140,7 @@ def test_prepare_restores_the_hidden_tests_and_leaves_its_input_alone() -> None:
 
 def test_prepare_notes_what_was_changed(solved: NotebookNode) -> None:
     nb = copy.deepcopy(solved)
-    test = next(c for c in nb.cells if _is_test(c))
+    test = next(c for c in nb.cells if cells.is_test(c))
     test.source = "pass  # full marks, please"
     prepared = prepare(identify(_submission(nb)))
     assert any("was changed; the original was restored" in n for n in prepared.notes)
@@ -181,7 +177,7 @@ def test_score_counts_nbgrader_points_and_hides_the_tests(solved: NotebookNode) 
 
 def test_score_of_a_run_that_stopped(solved: NotebookNode) -> None:
     prepared = prepare(identify(_submission(solved)))
-    first_test = next(i for i, c in enumerate(prepared.notebook.cells) if _is_test(c))
+    first_test = next(i for i, c in enumerate(prepared.notebook.cells) if cells.is_test(c))
     run = Execution(prepared.notebook, "the kernel died", frozenset(range(first_test)), stopped_in=first_test)
     r = score(prepared, run).result
     assert r.score == 0 and r.error == "the kernel died"

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from course_tools.release import NEVER_SHIPPED, build_release
+from autograder import cells
 from pallas_course import notebooks
 from pallas_course.manifest import REPO_ROOT, manifest
 
@@ -65,7 +66,7 @@ def _regions(cell: nbformat.NotebookNode) -> list[list[str]]:
     cell where it has none), as lists of non-blank, non-comment lines."""
     regions: list[list[str]] = []
     current: list[str] | None = None
-    markers = notebooks.SOLUTION_MARKERS + notebooks.HIDDEN_TEST_MARKERS
+    markers = notebooks.SOLUTION_MARKERS + cells.HIDDEN_TEST_MARKERS
     for line in cell.source.splitlines():
         if line.strip() in markers[0::2]:
             current = []
@@ -86,7 +87,7 @@ def _secrets() -> dict[str, str]:
     secrets: dict[str, str] = {}
     for lab in manifest().labs:
         for cell in notebooks.read(REPO_ROOT / lab.source).cells:
-            if notebooks.is_solution_cell(cell) or notebooks.is_test_cell(cell):
+            if cells.is_solution(cell) or cells.is_test(cell):
                 for region in _regions(cell):
                     n = min(3, len(region))
                     for text in ("\n".join(region[i:i + n]) for i in range(len(region) - n + 1)):
@@ -162,9 +163,9 @@ def test_walks_are_baked_or_withheld(release) -> None:
 
 def _fill(stub: nbformat.NotebookNode, solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The stub with each solution region replaced by the model answer, except answers that read the key."""
-    answers = {notebooks.grade_id(c): c.source for c in solution.cells if notebooks.is_solution_cell(c)}
+    answers = {cells.grade_id(c): c.source for c in solution.cells if cells.is_solution(c)}
     for cell in stub.cells:
-        answer = answers.get(notebooks.grade_id(cell))
+        answer = answers.get(cells.grade_id(cell))
         if cell.cell_type == "code" and answer is not None and "autograder" not in answer:
             cell.source = notebooks.strip_markers(answer)
     return stub
@@ -301,7 +302,7 @@ def test_release_runs_in_a_clean_virtualenv(release, tmp_path: Path) -> None:
                 failures.append(f"stub {released.name}: first error {errors[:1] or 'none'}")
             if kind == "filled" and errors and not any("autograder" in c.source for c in
                                                        notebooks.read(REPO_ROOT / lab.source).cells
-                                                       if notebooks.is_solution_cell(c)):
+                                                       if cells.is_solution(c)):
                 failures.append(f"filled {released.name}: {errors}")
     assert not failures, "\n".join(failures)
 

@@ -1,7 +1,7 @@
 """The frames EX·02, EX·07 and EX·12 play: the schedule model run on the lab solution's real pallas_call.
 
 The lab's source notebook (course.yml `source:`) is executed for its definitions
-(pallas_course.notebooks.load), its wrapper is traced abstractly at the chapter's sizes
+(autograder.notebook_code.load), its wrapper is traced abstractly at the chapter's sizes
 (pallas_course.kernel_trace: nothing runs), and pallas_course.schedule turns the traced grid and BlockSpecs
 into frames at 2 buffers and at 1. Lines come from the notebook's own `site:show` cells
 (pallas_course.kernel_lines). Only when the lab is not written yet (no notebook, no such function, or a stub
@@ -59,7 +59,7 @@ def _matmul_args(sizes: dict[str, int], dtype: Any) -> tuple[tuple[Any, ...], di
 
 
 def _load_namespace(path: Path) -> dict[str, Any]:
-    from pallas_course.notebooks import load
+    from autograder.notebook_code import load
 
     with contextlib.redirect_stdout(io.StringIO()):     # the set-up cell announces its mode
         return load(path)

@@ -65,7 +65,7 @@ def cell_defining(cells: list[ShownCell], name: str) -> ShownCell | None:
 def function_from_cell(cell: ShownCell, name: str, namespace: dict[str, Any], label: str) -> Callable:
     """`name` as defined by `cell`'s text, compiled so that `inspect.getsource` returns that text.
 
-    The notebook's definitions run once, in `namespace` (pallas_course.notebooks.load); this re-compiles the
+    The notebook's definitions run once, in `namespace` (autograder.notebook_code.load); this re-compiles the
     shown cell under its own file name in linecache, so kernel_lines can read line numbers from what the page
     prints, not from the .ipynb file.
     """
