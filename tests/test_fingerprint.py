@@ -1,0 +1,74 @@
+"""The fingerprint covers what decides a score and nothing else: editing a report, an export or a docstring
+reuses every stored result; editing a check or the scoring code regrades (autograder.fingerprint)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import fingerprint
+from pallas_course.manifest import REPO_ROOT, manifest
+
+LABS = [lab for lab in manifest().labs if lab.tests]
+
+
+@pytest.fixture()
+def copy(tmp_path: Path) -> Path:
+    for part in ("autograder", "pallas_course", "solutions", "labs"):
+        shutil.copytree(REPO_ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def _prints(root: Path) -> dict[str, str]:
+    return {lab.id: fingerprint.fingerprint(lab, root) for lab in LABS}
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path}: {old!r}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_copy_has_the_same_fingerprint(copy: Path) -> None:
+    assert _prints(copy) == {lab.id: fingerprint.grader_fingerprint(lab.id) for lab in LABS}
+
+
+def test_reports_exports_and_docstrings_reuse_every_result(copy: Path) -> None:
+    before = _prints(copy)
+    _edit(copy / "autograder/report.py", '"""The results', '"""A typo fixed: the results')
+    _edit(copy / "autograder/report.py", "def to_json(", "def to_json_text(")      # not scoring: any edit
+    _edit(copy / "autograder/export.py", '"""Hand the grades', '"""Hand all the grades')
+    _edit(copy / "autograder/score.py", '"""Score an executed', '"""Score (a reworded docstring) an executed')
+    _edit(copy / "autograder/score.py", "def score_tests(", "# a comment\ndef score_tests(")
+    assert _prints(copy) == before
+
+
+def test_scoring_code_checks_and_notebooks_regrade(copy: Path) -> None:
+    before = _prints(copy)
+    _edit(copy / "autograder/labs/lab_1_1.py", "def ", "X = 1\n\n\ndef ")
+    after = _prints(copy)
+    assert after["lab-1.1-first-kernels"] != before["lab-1.1-first-kernels"]
+    assert {k: v for k, v in after.items() if k != "lab-1.1-first-kernels"} == \
+           {k: v for k, v in before.items() if k != "lab-1.1-first-kernels"}
+    _edit(copy / "autograder/score.py", "def score_tests(", "Y = 2\n\n\ndef score_tests(")
+    assert all(v != after[k] for k, v in _prints(copy).items())
+
+
+def test_what_is_hashed() -> None:
+    names = {str(p.relative_to(REPO_ROOT)) for lab in LABS for p in fingerprint.lab_files(lab)}
+    assert {"autograder/engine.py", "autograder/score.py", "autograder/restore.py", "autograder/cells.py",
+            "autograder/jail_agent/calls.py", "pallas_course/kernel_trace.py", "pallas_course/runtime.py",
+            "autograder/keys/tokamax_reading.yml"} <= names
+    assert not names & {"autograder/report.py", "autograder/export.py", "autograder/grade_command.py",
+                        "autograder/batch.py"}
+    assert not [n for n in names if n.startswith("course_tools/")]
+    lab = manifest().lab("lab-1.1-first-kernels")
+    assert {lab.source, lab.notebook, "autograder/labs/lab_1_1.py"} <= {
+        str(p.relative_to(REPO_ROOT)) for p in fingerprint.lab_files(lab)}
+
+
+def test_the_guard_watches_all_the_code() -> None:
+    """--no-jail: a notebook that rewrites a report could forge results too, so the guard watches every file."""
+    watched = {str(p.relative_to(REPO_ROOT)) for p in fingerprint.grader_files()}
+    assert {"autograder/report.py", "course_tools/grading_report.py", "course.yml", "autograder/score.py"} <= watched
