@@ -24,3 +24,9 @@ bench-grading:
 .PHONY: check-newest-jax
 check-newest-jax:
 	compat/newest_jax.sh
+
+# LAB·1.4's VMEM budget line, predicted and confirmed by the real TPU compiler (libtpu, deviceless) for the compile
+# rules' chips; writes bench/budget-line.json with its provenance (the site shows it).
+.PHONY: budget-line
+budget-line:
+	python -m course_tools.bench.budget_line

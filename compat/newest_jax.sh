@@ -12,7 +12,8 @@ REPO=$(pwd)
 # Outside the checkout: the root has /proc and /dev bound into it while it runs.
 ROOT=${NEWEST_JAX_ROOT:-/var/tmp/pallas-from-zero-newest-jax}
 SUITE=${NEWEST_JAX_SUITE:-trixie}
-JAX_SPEC=${NEWEST_JAX_SPEC:-"jax>=0.12,<0.13"}
+# With its own libtpu (the [tpu] extra): the compile step runs there too.
+JAX_SPEC=${NEWEST_JAX_SPEC:-"jax[tpu]>=0.12,<0.13"}
 # Fast tests: everything but the end-to-end runs of whole notebooks, batches, mutants and browsers, and the
 # grading tests (they need the jail, and a chrooted process may not make user namespaces; the record script
 # deselects the one jailed test of test_grading_steps.py). test_errors.py matters most here: it runs real
@@ -37,8 +38,8 @@ build_root() {
   cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.crt"
   cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
   bind proc; bind dev
-  # requirements.txt less the repository itself and the jax pins, which JAX_SPEC replaces.
-  grep -vE '^(jax|jaxlib|numpy|ml_dtypes)==|^-e ' requirements.txt > "$ROOT/requirements-newest.txt"
+  # requirements.txt less the repository itself and the jax pins (libtpu's too), which JAX_SPEC replaces.
+  grep -vE '^(jax|jaxlib|libtpu|numpy|ml_dtypes)==|^-e ' requirements.txt > "$ROOT/requirements-newest.txt"
   in_root "[ -x /venv/bin/python ] || python3 -m venv /venv
            pip install -q '$JAX_SPEC' -r /requirements-newest.txt"
 }

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -119,7 +120,13 @@ def _interpret_off(closed: Any) -> tuple[Any, int]:
     return jex_core.ClosedJaxpr(fix_jaxpr(closed.jaxpr), closed.consts), count
 
 
+# The compiler's own words worth quoting, where its first line is only a status ("RESOURCE_EXHAUSTED: E1001: ...").
+_QUOTE = re.compile(r"Scoped allocation with size [\d.]+\w? and limit [\d.]+\w?|Used [\d.]+\w? of [\d.]+\w? vmem")
+
+
 def _first_line(text: str, limit: int = 400) -> str:
+    if m := _QUOTE.search(text):
+        return m.group(0)
     lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
     line = lines[0] if lines else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"

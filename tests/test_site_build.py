@@ -113,6 +113,18 @@ def test_gate_is_course_gates_json(built_site):  # noqa: F811
         assert html.escape(c["text"], quote=False) in page and html.escape(c["row"], quote=False) in page
 
 
+def test_budget_line_confirmation_shows_the_record_with_its_provenance(built_site):  # noqa: F811
+    """LAB·1.4's budget line as the compiler judged it: bench/budget-line.json, row by row, with libtpu and date."""
+    record = json.loads((REPO / "bench" / "budget-line.json").read_text())
+    fig = re.search(r'<figure[^>]*id="budget-line".*?</figure>', built_site.read_text(), re.S).group(0)
+    rows = blocks(fig, r"<tr class=\"(?:agrees|differs)\">(.*?)</tr>")
+    assert len(rows) == len(record["lines"]) >= 4
+    for row, line in zip(rows, record["lines"]):
+        assert row.startswith(f"{line['chip']} ({line['topology']}){line['dtype']}{line['predicted_line']}"), row
+    assert f"libtpu {record['provenance']['libtpu']}, jax {record['provenance']['jax']}" in text_of(fig)
+    assert record["date"] in fig
+
+
 def test_plan_weeks_and_deliverables_from_course_yml(built_site):  # noqa: F811
     """Deliverables are course.yml's; every lab is named in the week course.yml gives it."""
     page = built_site.read_text()

@@ -258,8 +258,12 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
     except (BenchRecordError, ManifestError, KeyError) as e:     # as `course gates` reports them
         raise SiteError(str(e).strip("'\"")) from None
 
+    # LAB·1.4's budget line as the real TPU compiler judged it (course_tools.bench.budget_line), with its provenance
+    budget_file = root / "bench" / "budget-line.json"
+    budget_line = json.loads(budget_file.read_text()) if budget_file.exists() else None
+
     return {"course": m.course, "stage": m.stage, "labs": labs, "content": content, "instruments": instruments,
-            "walks": walks, "gate": gate, "sched": sched, "line_ranges": _line_ranges,
+            "walks": walks, "gate": gate, "sched": sched, "line_ranges": _line_ranges, "budget_line": budget_line,
             "breadcrumb": content.breadcrumb.replace("{track_chapter}", str(m.course.track_chapter)),
             "plan": _plan(content, m)}
 
