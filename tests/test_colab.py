@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from pallas_course.manifest import REPO_ROOT, manifest
-from pallas_course.notebooks import is_setup_cell
+from autograder.cells import is_setup as is_setup_cell
 
 PIN = re.compile(r'"(?P<name>jax(?:\[tpu\])?)==(?P<version>[\d.]+)"')
 
