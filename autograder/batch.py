@@ -13,7 +13,9 @@ grades only what is new or changed. A task gets the Submission (its bytes) and r
 workers need the course installed at the same version (checked: a result from a different grader is
 refused), not a shared file system. A worker that dies is replaced and its submission tried once more; a
 task that fails, or a result that cannot be saved, is that submission's grader failure (retried by the next
-run); Ctrl-C and SIGTERM stop the workers and their jails without waiting.
+run); a jail that cannot start at all (autograder.student.SetupFailed: bubblewrap's or Python's own message)
+stops the batch, since every submission would fail the same way; Ctrl-C and SIGTERM stop the workers and
+their jails without waiting.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from autograder.grade import grade_payload
 from autograder.record import Outcome, plan, record, record_failure
 from autograder.sandbox import Limits
 from autograder.store import Store
+from autograder.student import SetupFailed
 from autograder.submission import Submission, read_submission, submission_label
 
 __all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_payload", "run_batch", "start_workers"]
@@ -208,6 +211,8 @@ def _grade_here(todo: list[Submission], limits: Limits) -> Iterator[Finished]:
     for sub in todo:
         try:
             yield Finished(sub, payload=grade_payload(sub, limits))
+        except SetupFailed:
+            raise   # the jail cannot run here: stop before scoring anyone for it
         except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
             yield Finished(sub, failure=f"{type(e).__name__}: {e}")
 
@@ -228,6 +233,8 @@ def _grade_on(pool: Any, todo: list[Submission], limits: Limits) -> Iterator[Fin
             sub = futures[future]
             try:
                 payload = future.result()
+            except SetupFailed:
+                raise   # the jail cannot run here: stop the whole batch (the pool is stopped by _scheduled)
             except cf.process.BrokenProcessPool:
                 broken = True
                 if attempts[sub.label] < 2:

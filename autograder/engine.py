@@ -31,6 +31,10 @@ from autograder.student import BadAnswer, Session, StudentGone
 from pallas_course.manifest import REPO_ROOT, LabSpec
 
 MAX_TEXT = 100_000        # characters of one output field kept from the jail
+# Characters of all the notebook's cell outputs kept, together: the caps per field and per cell (the agent's)
+# alone let 600 small cells of floods make a 2 x 568 MB notebook and a 4.4 GB grader. The hidden tests'
+# outcomes (written here, small) are always kept; past the budget a cell's outputs are dropped, with one note.
+MAX_NOTEBOOK_OUTPUT = 2_000_000
 CHECKS_PACKAGE = "autograder.labs."
 
 
@@ -40,6 +44,7 @@ class Execution:
     stopped: str | None             # why the run stopped before the last cell, if it did
     replied: frozenset[int] = field(default_factory=frozenset)   # cells that finished
     stopped_in: int | None = None   # the cell running when the run stopped
+    notes: tuple[str, ...] = ()     # what the grader did to the notebook's outputs (a cut), for the feedback
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,41 @@ def clean_output(raw: Any) -> NotebookNode | None:
         return nbformat.v4.new_output("error", ename=_text(raw.get("ename"))[:200], evalue=_text(raw.get("evalue")),
                                       traceback=lines)
     return None
+
+
+def _size(output: NotebookNode) -> int:
+    """Characters an output holds (every string in it)."""
+    if output.output_type == "stream":
+        return len(output.text)
+    if output.output_type == "error":
+        return len(output.ename) + len(output.evalue) + sum(len(line) for line in output.traceback)
+    return sum(len(k) + len(v) for k, v in output.get("data", {}).items())
+
+
+class OutputBudget:
+    """The notebook's outputs kept, all cells together, up to MAX_NOTEBOOK_OUTPUT characters."""
+
+    def __init__(self, limit: int = MAX_NOTEBOOK_OUTPUT) -> None:
+        self.limit, self.used, self.dropped = limit, 0, 0
+        self.cut_at: int | None = None     # the cell where the cut began
+
+    def keep(self, index: int, outputs: list[NotebookNode]) -> list[NotebookNode]:
+        kept: list[NotebookNode] = []
+        for output in outputs:
+            n = _size(output)
+            if self.cut_at is None and self.used + n <= self.limit:
+                self.used += n
+                kept.append(output)
+                continue
+            self.dropped += n
+            if self.cut_at is None:
+                self.cut_at = index
+                kept.append(nbformat.v4.new_output("stream", name="stdout", text=f"\n... [cut: {self.note()}]\n"))
+        return kept
+
+    def note(self) -> str:
+        return (f"the notebook's outputs passed the grader's limit of {self.limit:,} characters in all; from "
+                f"cell {(self.cut_at or 0) + 1} on, its cells' outputs were dropped (the tests' outcomes are kept)")
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -210,15 +250,12 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
     deadline = started + limits.wall_s
     jail_limits = JailLimits(memory_mb=limits.memory_mb, file_mb=limits.file_mb)
     replied: set[int] = set()
+    budget = OutputBudget()
     stopped: str | None = None
     stopped_in: int | None = None
-    session: Session | None = None
-    try:
-        session = Session(limits=jail_limits, cell_timeout_s=cell_timeout_s, deadline=deadline, jailed=jailed)
-    except StudentGone as e:
-        stopped = f"the notebook's process did not start ({e.why})"
-    except BadAnswer as e:
-        stopped = f"the notebook's process did not start ({e})"
+    # A jail that cannot start (or imports other helpers than ours) raises student.SetupFailed: the machine's
+    # fault, before any student code ran, so never a 0 for the submission.
+    session = Session(limits=jail_limits, cell_timeout_s=cell_timeout_s, deadline=deadline, jailed=jailed)
     try:
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
@@ -230,14 +267,14 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
                 if gid in tests:
                     cell.outputs = [error_output("TestFailure", f"the run stopped before this test ({stopped})")]
                 continue
-            assert session is not None
             try:
                 if gid in tests:
                     cell.outputs = run_check(tests[gid], session)
                     cell.execution_count = index + 1
                 else:
                     outputs, count = session.run_cell(cell.source)
-                    cell.outputs = [o for o in map(clean_output, outputs) if o is not None]
+                    cell.outputs = budget.keep(index, [o for o in map(clean_output, outputs) if o is not None])
+                    del outputs
                     cell.execution_count = count
                     if "parameters" in cell.get("metadata", {}).get("tags", []):
                         session.run_cell(f"MODE = {GRADING_MODE!r}")   # papermill's injected parameters
@@ -249,6 +286,6 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
                 cell.outputs = [error_output("TestFailure" if gid in tests else "KernelStopped",
                                              f"the run stopped during this cell: {stopped}")]
     finally:
-        if session is not None:
-            session.close()
-    return Execution(nb, stopped, frozenset(replied), stopped_in)
+        session.close()
+    notes = (budget.note() + f" ({budget.dropped:,} characters dropped)",) if budget.cut_at is not None else ()
+    return Execution(nb, stopped, frozenset(replied), stopped_in, notes)

@@ -86,7 +86,7 @@ def score(prepared: Prepared, run: engine.Execution) -> Graded:
     nb = run.notebook
     limit_output(nb)
     tests = score_tests(nb, lab, run.stopped, stopped_in=run.stopped_in, replied=run.replied)
-    notes = [*prepared.notes] + ([f"the run stopped early: {run.stopped}"] if run.stopped else [])
+    notes = [*prepared.notes, *run.notes] + ([f"the run stopped early: {run.stopped}"] if run.stopped else [])
     result = SubmissionResult(
         submission=label, lab=lab.id, score=sum(t.points for t in tests), max_score=lab.autograded_max,
         tests=tests, written=written_status(nb, lab), notes=notes,

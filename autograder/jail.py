@@ -5,12 +5,17 @@ The jail is Debian's bubblewrap (`bwrap`) plus one cgroup v1 group per jail and 
 - user, pid, net, ipc, uts (and cgroup) namespaces; uid/gid 65534 inside *and* on the host (a root grader
   switches to 65534 before bwrap, so a file the jail could reach by accident is judged by "other" bits);
   no capabilities; no nested user namespaces; a new session; it dies with the grader (die-with-parent);
-- a file system made of read-only binds of what the caller names (`python_binds()` plus course helpers), a
-  read-only /usr (and the /bin, /lib* links), its own /proc (only the jail's processes), a minimal /dev, a
-  size-limited tmpfs at /tmp (HOME=/tmp/home) and another at /dev/shm; "/" and /dev themselves are
-  read-only. Nothing of /etc, /root, /home, /work, /sys or the repository unless bound;
+- a file system made of a read-only /usr (and the /bin, /lib* links), its own /proc (only the jail's
+  processes), a minimal /dev, a size-limited tmpfs at /tmp (HOME=/tmp/home) and another at /dev/shm, then
+  (mounted after those, so a Python or a checkout under /tmp is not hidden by the jail's own /tmp: bwrap
+  applies its arguments in order) read-only binds of what the caller names (`python_binds()` plus course
+  helpers) and small read-only files passed as data (`files`: no temporary file on the host); "/" and /dev
+  themselves are read-only. Nothing of /etc, /root, /home, /work, /sys or the repository unless bound;
 - memory (anonymous, shared and tmpfs pages together, no swap) and processes/threads capped by the
-  `memory` and `pids` cgroups; CPU seconds and file size by rlimits (per process), no core files.
+  `memory` and `pids` cgroups; a fair share of the CPU and at most `cpus` CPUs by the `cpu` cgroup (so
+  one jail's spinning processes cannot starve a neighbour graded beside it); CPU seconds and file size by
+  rlimits (per process), no core files;
+- a seccomp filter denying the kernel keyring (autograder.syscall_filter: Linux has no keyring namespace).
 
 Start-up chain (one process, each step exec'ing the next, so the cgroups hold everything from bwrap on):
 `[unshare --mount] sh -c WRAPPER` joins the cgroups (and, only when a bind source sits below a folder uid
@@ -43,6 +48,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from autograder import syscall_filter
 
 NOBODY = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -84,9 +91,11 @@ class JailLimits:
     cpu_s: int = 1200          # CPU seconds per process (RLIMIT_CPU: SIGXCPU, then SIGKILL 2 s later)
     file_mb: int = 256         # largest single file (RLIMIT_FSIZE)
     tmpfs_mb: int = 512        # size of the writable scratch tmpfs (/tmp in the jail; HOME lives there too)
+    cpus: float = 1.0          # CPUs the whole jail may use at once (cgroup cpu quota; a notebook runs on one
+                               # thread: see autograder.student's XLA flags), with an equal share under contention
 
     def __post_init__(self) -> None:
-        for name in ("memory_mb", "pids", "cpu_s", "file_mb", "tmpfs_mb"):
+        for name in ("memory_mb", "pids", "cpu_s", "file_mb", "tmpfs_mb", "cpus"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"JailLimits.{name}={getattr(self, name)} should be > 0")
 
@@ -175,16 +184,24 @@ def _cgroup_dir(controller: str) -> Path:
     return CGROUP_ROOT / controller
 
 
+def _writable(controller: str) -> bool:
+    return os.access(_cgroup_dir(controller), os.W_OK) and (_cgroup_dir(controller) / "cgroup.procs").exists()
+
+
 def _cgroups_writable() -> bool:
-    return all(os.access(_cgroup_dir(c), os.W_OK) and (_cgroup_dir(c) / "cgroup.procs").exists()
-               for c in ("memory", "pids"))
+    return all(_writable(c) for c in ("memory", "pids"))
+
+
+def _cpu_writable() -> bool:
+    return _writable("cpu") and (_cgroup_dir("cpu") / "cpu.cfs_quota_us").exists()
 
 
 def limits_note() -> str:
     """One line for reports: how the limits are enforced on this machine."""
     if _cgroups_writable():
-        return ("limits: memory (shared memory and tmpfs included) and processes per jail by cgroups; "
-                "CPU time and file size per process by rlimits")
+        cpu = "a fair share of the CPU (at most 1 CPU)" if _cpu_writable() else "no CPU share (no cpu cgroup here)"
+        return ("limits: memory (shared memory and tmpfs included), processes and "
+                f"{cpu} per jail by cgroups; CPU time and file size per process by rlimits")
     return ("limits: no cgroup permission here, so rlimits only: memory per process (address space; shared "
             "memory and tmpfs not counted), processes per uid (shared by all jails), CPU time and file size "
             "per process")
@@ -226,12 +243,13 @@ def _nobody_can_reach(path: str) -> bool:
 # ----------------------------------------------------------------------------------------------- cgroups
 
 class _Cgroups:
-    """One memory and one pids group for a jail, made below this process's own groups."""
+    """One memory, one pids and (where the controller is there) one cpu group for a jail, made below this
+    process's own groups."""
 
     def __init__(self, name: str, limits: JailLimits) -> None:
         self.dirs: dict[str, Path] = {}
         try:
-            for controller in ("memory", "pids"):
+            for controller in ("memory", "pids", *(("cpu",) if _cpu_writable() else ())):
                 d = _cgroup_dir(controller) / name
                 d.mkdir()
                 self.dirs[controller] = d
@@ -241,6 +259,11 @@ class _Cgroups:
             if (mem / "memory.memsw.limit_in_bytes").exists():   # RAM + swap: no escape into swap
                 (mem / "memory.memsw.limit_in_bytes").write_text(limit)
             (self.dirs["pids"] / "pids.max").write_text(str(limits.pids))
+            if "cpu" in self.dirs:   # every jail the same weight, whatever its number of processes; and a ceiling
+                cpu = self.dirs["cpu"]
+                (cpu / "cpu.shares").write_text("1024")
+                period = int((cpu / "cpu.cfs_period_us").read_text())
+                (cpu / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * period))))
         except OSError:
             self.remove()
             raise
@@ -314,7 +337,7 @@ def kill_orphans() -> int:
     removes a dead grader's cgroups.) start() calls it; jail groups are named after their grader's pid and
     start time."""
     found = 0
-    for controller in ("pids", "memory"):
+    for controller in ("pids", "memory", "cpu"):
         try:
             entries = list(os.scandir(_cgroup_dir(controller)))
         except OSError:
@@ -437,25 +460,42 @@ def _rlimits(limits: JailLimits, *, cgroups: bool) -> list[str]:
 
 
 def _bwrap_args(binds: Sequence[str | tuple[str, str]], env: Mapping[str, str], limits: JailLimits,
-                cwd: str, staged: dict[str, str]) -> list[str]:
+                cwd: str, staged: dict[str, str], files: Mapping[str, int], seccomp: int | None) -> list[str]:
     tmpfs = str(limits.tmpfs_mb * 2**20)
-    args = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(), *_system_binds()]
+    # The mounts that cover whole folders first, the binds into them after: bwrap applies its arguments in
+    # order, and a bind under /tmp placed before `--tmpfs /tmp` would be hidden by it.
+    args = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(), *_system_binds(),
+            "--proc", "/proc", "--dev", "/dev", "--size", tmpfs, "--tmpfs", "/dev/shm",
+            "--size", tmpfs, "--tmpfs", "/tmp", "--dir", "/tmp/home"]
     for bind in binds:
         host, inside = (bind, bind) if isinstance(bind, str) else bind
         args += ["--ro-bind", staged.get(host, host), inside]
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", tmpfs, "--tmpfs", "/dev/shm",
-             "--size", tmpfs, "--tmpfs", "/tmp", "--dir", "/tmp/home",
-             "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cwd, "--clearenv"]
+    for inside, fd in files.items():
+        args += ["--ro-bind-data", str(fd), inside]
+    if seccomp is not None:
+        args += ["--seccomp", str(seccomp)]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cwd, "--clearenv"]
     for key, value in {"HOME": "/tmp/home", "TMPDIR": "/tmp", **env}.items():
         args += ["--setenv", key, value]
     return [*args, "--"]
 
 
+def _data_fd(data: bytes, name: str) -> int:
+    """An in-memory file holding `data`, read from the start by bwrap (nothing written to the disk)."""
+    fd = os.memfd_create(name, 0)   # inheritable: it travels through sh, prlimit and setpriv to bwrap
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mapping[str, str],
-          limits: JailLimits, cwd: str = "/tmp", jailed: bool = True) -> Jail:
+          limits: JailLimits, cwd: str = "/tmp", jailed: bool = True,
+          files: Mapping[str, bytes] | None = None) -> Jail:
     """Start argv inside a fresh jail with stdin/stdout/stderr as binary pipes.
 
-    `binds`: host paths bound read-only into the jail at the same path, or (host, jail_path) pairs. `env` is
+    `binds`: host paths bound read-only into the jail at the same path, or (host, jail_path) pairs. `files`:
+    {jail path: bytes}, read-only files made from data (bound after `binds`, so one may cover a file of a
+    bound folder); not available with jailed=False, which binds nothing. `env` is
     the jail's whole environment (HOME and TMPDIR default to the tmpfs). jailed=False (the instructor's
     explicit --no-jail only): a plain subprocess with the same env and limits (cgroups and rlimits) in a
     new session, without namespaces or binds; `cwd` is then a host folder.
@@ -478,6 +518,7 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     staged: dict[str, str] = {}
     stage: str | None = None
     prefix = ["/bin/sh", "-c", _WRAPPER, "course-jail"]
+    fds: list[int] = []
     if jailed:
         hosts = [b if isinstance(b, str) else b[0] for b in binds]
         unreachable = sorted({h for h in hosts if os.geteuid() == 0 and not _nobody_can_reach(h)})
@@ -486,19 +527,26 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
             staged = {h: f"{stage}/{i}" for i, h in enumerate(unreachable)}
             wrapper_env["COURSE_JAIL_STAGE"] = stage
             prefix = [_tool("unshare"), "--mount", "--propagation", "private", *prefix, *unreachable]
+        file_fds = {inside: _data_fd(data, "course-jail-file") for inside, data in (files or {}).items()}
+        program = syscall_filter.keyring_filter()
+        seccomp = _data_fd(program, "course-jail-seccomp") if program is not None else None
+        fds = [*file_fds.values(), *([seccomp] if seccomp is not None else [])]
         cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None), *_guarded(),
-               *_bwrap_args(binds, env, limits, cwd, staged), *argv]
+               *_bwrap_args(binds, env, limits, cwd, staged, file_fds, seccomp), *argv]
         popen_env, popen_cwd = {"PATH": SYSTEM_PATH, **wrapper_env}, "/"
     else:
         cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None), *_guarded(drop_root=False), *argv]
         popen_env, popen_cwd = {**env, **wrapper_env}, cwd   # the wrapper unsets its own variables
     try:
         process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env=popen_env, cwd=popen_cwd, start_new_session=True)
+                                   env=popen_env, cwd=popen_cwd, start_new_session=True, pass_fds=fds)
     except BaseException:
         if cgroups is not None:
             cgroups.remove()
         if stage is not None:
             os.rmdir(stage)
         raise
+    finally:
+        for fd in fds:   # the child has its copies; bwrap reads them before running the command
+            os.close(fd)
     return Jail(process, limits=limits, cgroups=cgroups, stage=stage, jailed=jailed, note=note)

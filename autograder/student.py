@@ -40,6 +40,12 @@ class BadAnswer(RuntimeError):
     """The jail answered with data that does not follow the wire format (a broken or forged agent)."""
 
 
+class SetupFailed(RuntimeError):
+    """The jail could not start the grading agent, or its helpers are not the grader's: a problem of this
+    machine's set-up, never of a submission (no student code has run yet), so nobody may be scored for it.
+    The message holds the jail's own words (bubblewrap's or Python's stderr)."""
+
+
 @dataclass(frozen=True)
 class Invocation:
     structure: Trace | None
@@ -219,17 +225,33 @@ class Session:
         self.deadline = deadline
         self._stderr_tail = bytearray()
         env = jail_env()
-        if not jailed:   # --no-jail: no binds, so the agent is imported from where it lies
-            env["PYTHONPATH"] = str(AGENT_DIR.parent)
+        if not jailed:   # --no-jail: no binds, so the agent and the grader's helpers are imported from where they lie
+            env["PYTHONPATH"] = f"{AGENT_DIR.parent}{os.pathsep}{helpers_dir().parent}"
         self.jail = jail.start([sys.executable, "-m", "jail_agent.agent"], binds=agent_binds(), env=env,
-                               limits=limits, cwd="/tmp", jailed=jailed)
+                               limits=limits, cwd="/tmp", jailed=jailed, files=agent_files() if jailed else None)
         proc = self.jail.process
         self.reader = wire.Reader(proc.stdout.fileno())
         self._drain = threading.Thread(target=self._drain_stderr, args=(proc.stderr,), daemon=True)
         self._drain.start()
-        hello, _ = self._read(timeout=min(120.0, self._left()))
-        if hello.get("ready") is not True:
-            raise BadAnswer("the agent did not start")
+        try:
+            hello, _ = self._read(timeout=min(120.0, self._left()))
+            if hello.get("ready") is not True:
+                raise BadAnswer("the agent did not say it was ready")
+        except (StudentGone, BadAnswer) as e:
+            self.jail.kill()
+            self._drain.join(timeout=2)
+            raise SetupFailed(f"the jail could not start the grading agent ({e}){self._jail_said()}") from None
+        # No student code has run yet, so the agent's word on where `import pallas_course` leads is its own.
+        want = f"{JAIL_HELPERS}/__init__.py" if jailed else str(helpers_dir() / "__init__.py")
+        if hello.get("helpers") != want:
+            self.jail.kill()
+            raise SetupFailed(f"the jail's Python would import pallas_course from {str(hello.get('helpers'))[:300]}, "
+                              f"not the grader's own helpers ({want}): is another checkout installed first?")
+
+    def _jail_said(self) -> str:
+        """The last lines of the jail's stderr (bubblewrap's or Python's own message), for a set-up error."""
+        lines = [line.strip() for line in self.stderr_tail().splitlines() if line.strip()][-3:]
+        return ": " + " | ".join(line[:300] for line in lines) if lines else ""
 
     # ---- plumbing
     def _drain_stderr(self, stream: Any) -> None:
@@ -320,34 +342,43 @@ class Session:
 
 
 @functools.lru_cache(maxsize=1)
-def _public_manifest_file() -> str:
-    """course.yml as students may read it (no rubrics, no hidden-test descriptions), written once per process:
-    the helpers in the jail read chips and labs from it; the instructor's file never enters."""
-    import tempfile
-
+def _public_manifest() -> bytes:
+    """course.yml as students may read it (no rubrics, no hidden-test descriptions): the helpers in the jail
+    read chips and labs from it; the instructor's file never enters. Made once per process, in memory."""
     import yaml
 
     from pallas_course.manifest import MANIFEST_PATH, public_manifest
 
     raw = yaml.safe_load(MANIFEST_PATH.read_text())
-    fd, path = tempfile.mkstemp(prefix="course-public-", suffix=".yml")
-    with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(public_manifest(raw, raw.get("course", {}).get("colab_pip", "")), f, sort_keys=False,
-                       allow_unicode=True)
-    os.chmod(path, 0o644)
-    return path
+    return yaml.safe_dump(public_manifest(raw, raw.get("course", {}).get("colab_pip", "")), sort_keys=False,
+                          allow_unicode=True).encode()
+
+
+def helpers_dir() -> Path:
+    """The pallas_course/ folder this grader imported: the very files bound into the jail."""
+    import pallas_course
+
+    return Path(pallas_course.__file__).resolve().parent
+
+
+JAIL_HELPERS = f"{JAIL_AGENT_ROOT}/pallas_course"   # on the jail's PYTHONPATH, ahead of site-packages and any
+                                                    # editable install's finder (which may name another checkout)
 
 
 def agent_binds() -> list[str | tuple[str, str]]:
-    """What the jail sees, read-only: Python and its packages, the student helpers, the agent, and course.yml
-    as students may read it. Nothing else of the repository: not solutions/, autograder/ (but the agent), the
-    keys, the rubrics, grades/, the gradebook."""
+    """What the jail sees, read-only: Python and its packages, the grader's own student helpers (bound where
+    the jail's PYTHONPATH finds them first), the agent, and (agent_files) course.yml as students may read it.
+    Nothing else of the repository: not solutions/, autograder/ (but the agent), the keys, the rubrics,
+    grades/, the gradebook."""
     from autograder import jail
+
+    return [*jail.python_binds(), (str(helpers_dir()), JAIL_HELPERS), (str(AGENT_DIR), f"{JAIL_AGENT_ROOT}/jail_agent")]
+
+
+def agent_files() -> dict[str, bytes]:
+    """Files the jail gets as data (no temporary file on the host): the public course.yml over the helpers'."""
     from pallas_course.manifest import MANIFEST_PATH
-    import pallas_course
 
-    helpers = Path(pallas_course.__file__).resolve().parent
-    return [*jail.python_binds(), str(helpers), (_public_manifest_file(), str(MANIFEST_PATH.resolve())),
-            (str(AGENT_DIR), f"{JAIL_AGENT_ROOT}/jail_agent")]
-
-
+    # pallas_course/course.yml is a link to the repository's course.yml: the file goes where the link leads
+    name = os.readlink(MANIFEST_PATH) if MANIFEST_PATH.is_symlink() else MANIFEST_PATH.name
+    return {os.path.normpath(os.path.join(JAIL_HELPERS, name)): _public_manifest()}

@@ -431,3 +431,114 @@ for path in ["/opt/course/x", "/opt/data.txt"]:
     out, err, ended = run(script, binds=binds)
     assert (ended, out.splitlines()) == ("exit 0", ["42 course data", "Read-only file system",
                                                      "Read-only file system"]), err
+
+
+# ------------------------------------------------------------------- between jails, and Python anywhere
+
+def test_the_kernel_keyring_is_denied():
+    """Linux has no keyring namespace: jails of uid 65534 would share the user keyring. keyctl, add_key and
+    request_key fail with EPERM (autograder.syscall_filter's seccomp filter), by any ABI."""
+    from autograder.syscall_filter import keyring_filter
+
+    if keyring_filter() is None:
+        pytest.skip("no keyring filter for this machine's ABI")
+    script = """
+import ctypes, errno, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[platform.machine()]
+got = [libc.syscall(nr[2], 0, -3, 0), ctypes.get_errno()]                     # KEYCTL_GET_KEYRING_ID(@s)
+got += [libc.syscall(nr[0], b"user", b"k", b"secret", 6, -4), ctypes.get_errno()]   # add_key to @u
+got += [libc.syscall(nr[1], b"user", b"k", None, 0), ctypes.get_errno()]            # request_key
+print(got, errno.EPERM)
+"""
+    out, err, ended = run(script)
+    got, eperm = out.rsplit(" ", 1)
+    assert got == str([-1, int(eperm)] * 3), out + err
+
+
+def test_a_python_or_checkout_under_tmp_is_not_hidden_by_the_jails_tmp():
+    """bwrap applies its arguments in order: the jail's own tmpfs on /tmp is mounted before the binds, so a
+    venv (here: this one, bound at /tmp/course-venv) or a checkout under /tmp is still there."""
+    inside = "/tmp/course-venv"
+    binds = [*jail.python_binds(), (sys.prefix, inside)]
+    with jail.start([f"{inside}/bin/python", "-c", "import sys, numpy; print(sys.prefix)"], binds=binds,
+                    env={}, limits=SMALL) as j:
+        out, err = j.process.communicate(timeout=60)
+        assert (j.wait(), out.decode().strip()) == (0, inside), err.decode()
+
+
+def test_each_jail_gets_an_equal_cpu_share_and_at_most_one_cpu(cgroups):
+    """The cpu cgroup: every jail the same weight (cpu.shares) whatever its number of processes, and a ceiling
+    of JailLimits.cpus (cfs quota), so one jail's spinners cannot push a neighbour past its cell timeout."""
+    if not jail._cpu_writable():
+        _need("no permission to make cpu cgroups here")
+    with jail.start([sys.executable, "-c", "import sys; sys.stdin.read()"], binds=jail.python_binds(), env={},
+                    limits=JailLimits(cpus=0.5)) as j:
+        cpu = j._cgroups.dirs["cpu"]
+        assert (cpu / "cpu.shares").read_text().strip() == "1024"
+        period = int((cpu / "cpu.cfs_period_us").read_text())
+        assert int((cpu / "cpu.cfs_quota_us").read_text()) == period // 2
+        deadline = time.monotonic() + 10
+        while not (cpu / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (cpu / "cgroup.procs").read_text().split(), "the jail's processes are in its cpu group"
+    assert not cpu.exists()
+
+
+SPINNERS = """
+import os
+for _ in range(40):
+    if os.fork() == 0:
+        while True: pass
+import sys; sys.stdin.read()
+"""
+HONEST = """
+import time
+wall, cpu = time.perf_counter(), time.process_time()
+n = 0
+while time.process_time() - cpu < 0.5: n += 1
+print(time.perf_counter() - wall)
+"""
+
+
+def test_a_jail_of_spinners_does_not_starve_its_neighbour(cgroups):
+    """40 spinning processes in one jail, a single-threaded task in the next: the spinners are held to their
+    quota (here 0.1 CPU, so the throttling shows on a busy machine too) and the task's 0.5 CPU-seconds take a
+    few wall seconds at most. (Where the
+    kernel's autogroup is on, as here, sessions already share fairly; servers and CI often run without it, and
+    then 40 spinners took the neighbour ~20x as long on 2 cores.)"""
+    if not jail._cpu_writable():
+        _need("no permission to make cpu cgroups here")
+    with jail.start([sys.executable, "-c", SPINNERS], binds=jail.python_binds(), env={},
+                    limits=JailLimits(pids=64, cpu_s=60, cpus=0.1)) as spinners:
+        time.sleep(1.0)   # the spinners are running
+        out, err, _ = run(HONEST, timeout=120)
+        assert spinners.process.poll() is None
+        stat = dict(line.split() for line in (spinners._cgroups.dirs["cpu"] / "cpu.stat").read_text().splitlines())
+    assert int(stat["nr_throttled"]) > 0 and int(stat["throttled_time"]) > 0, stat
+    assert float(out) < 0.5 * 8, (out, err)
+
+
+def test_the_jail_imports_the_graders_helpers_whatever_the_venv_says(tmp_path):
+    """The trap: a venv installed editable from another checkout, whose finder maps pallas_course there.
+    The jail binds the grader's own pallas_course where its PYTHONPATH finds it first."""
+    from autograder.student import JAIL_HELPERS, agent_binds, agent_files, jail_env
+
+    finders = list(Path(sys.prefix).glob("lib/python*/site-packages/__editable___*_finder.py"))
+    if not finders:
+        pytest.skip("the helpers are not installed editable here")
+    other = tmp_path / "other"
+    (other / "pallas_course").mkdir(parents=True)
+    (other / "pallas_course" / "__init__.py").write_text("WHO = 'another checkout'\n")
+    text = finders[0].read_text()
+    mapping = text.split("MAPPING", 1)[1].split("\n", 1)[0]
+    patched = text.replace(mapping, f": dict[str, str] = {{'pallas_course': {str(other / 'pallas_course')!r}}}", 1)
+    files = {**agent_files(), str(finders[0]): patched.encode()}
+    probe = "import os, pallas_course; print(os.path.realpath(pallas_course.__file__))"
+    seen = []
+    for env in (jail_env(), {**jail_env(), "PYTHONPATH": ""}):   # the grader's, and a control without it
+        with jail.start([sys.executable, "-c", probe], binds=[*agent_binds(), str(other)], env=env,
+                        limits=SMALL, files=files) as j:
+            out, err = j.process.communicate(timeout=60)
+            seen.append(out.decode().strip() or err.decode()[-300:])
+    assert seen == [f"{JAIL_HELPERS}/__init__.py", str(other / "pallas_course" / "__init__.py")]

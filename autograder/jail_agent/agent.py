@@ -131,6 +131,17 @@ def _make_shell(agent: "Agent") -> Any:
     return shell
 
 
+def _helpers() -> str | None:
+    """Where `import pallas_course` leads here (found, not imported), for the grader to check it binds its own."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pallas_course")
+    except (ImportError, ValueError):
+        return None
+    return os.path.realpath(spec.origin) if spec and spec.origin else None
+
+
 class Agent:
     def __init__(self, proto_in: int, proto_out: Any) -> None:
         from .wire import Reader
@@ -213,7 +224,7 @@ class Agent:
         from .wire import PeerGone
 
         signal.signal(signal.SIGALRM, _on_alarm)
-        self.reply({"ok": True, "ready": True, "python": sys.version.split()[0]})
+        self.reply({"ok": True, "ready": True, "python": sys.version.split()[0], "helpers": _helpers()})
         while True:
             try:
                 req, blobs = self.reader.read()
