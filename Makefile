@@ -30,3 +30,10 @@ check-newest-jax:
 .PHONY: budget-line
 budget-line:
 	python -m course_tools.bench.budget_line
+
+# Colab's TPU runtime stood in for on this CPU (Python 3.13 root of check-newest-jax, Colab's versions, a
+# google.colab module): every released notebook, filled in, runs from its set-up cell; every solution kernel
+# compiles with the libtpu that cell leaves. Writes compat/colab.json. Needs root; reuses the newest-jax root.
+.PHONY: check-colab
+check-colab:
+	compat/check_colab.sh

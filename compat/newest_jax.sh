@@ -37,7 +37,7 @@ build_root() {
   # pip inside the root fails with CERTIFICATE_VERIFY_FAILED without the host's CA bundle.
   cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.crt"
   cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
-  bind proc; bind dev
+  bind proc; bind dev; bind sys   # /sys: libtpu's tcmalloc aborts without it ("CHECK in NumCPUs")
   # requirements.txt less the repository itself and the jax pins (libtpu's too), which JAX_SPEC replaces.
   grep -vE '^(jax|jaxlib|libtpu|numpy|ml_dtypes)==|^-e ' requirements.txt > "$ROOT/requirements-newest.txt"
   in_root "[ -x /venv/bin/python ] || python3 -m venv /venv
@@ -45,7 +45,7 @@ build_root() {
 }
 
 run_checks() {
-  bind proc; bind dev
+  bind proc; bind dev; bind sys   # /sys: libtpu's tcmalloc aborts without it ("CHECK in NumCPUs")
   rm -rf "$ROOT/course"
   # The history too (4 MB): `course gates` judges a record's commit against it, and accepts any without a .git
   # (a pip-installed package), so test_cli_bench's stale-record test fails on a copy without one.

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "tokamax", "nbgrader", "papermill", "pytest")
+PACKAGES = ("jax", "jaxlib", "libtpu", "numpy", "ml_dtypes", "tokamax", "nbgrader", "papermill", "pytest")
 # The demo's scores, as tests/test_grade_cli.EXPECTED: a demo that exits 0 with every score 0 is no pass.
 DEMO_EXPECTED = {"demo-solution": 6.0, "demo-stub": 0.0, "demo-wrong-transpose": 3.0}
 # The one grading test of the fast files that needs a real jail (none can be made in a chroot: see below).
@@ -66,6 +66,19 @@ def _xla_flags() -> dict[str, str | None]:
             "graded notebook's process": jail_env()["XLA_FLAGS"]}
 
 
+def _compile_step() -> tuple[dict[str, object], dict | None]:
+    """The grade's compile step with this jax and its libtpu (compat/compile_report.py): per kernel and chip, and
+    where it differs from the pinned set. A difference is recorded, not a failure; not running is a failure."""
+    step = _step("compile step (libtpu, deviceless)", [sys.executable, "compat/compile_report.py"], 900,
+                 keep_stdout=True)
+    try:
+        report = json.loads(step.pop("stdout").strip().splitlines()[-1])
+    except (ValueError, IndexError) as e:
+        step["ok"], report = False, None
+        step["tail"] = [*step["tail"], f"unreadable report: {e}"]
+    return step, report
+
+
 def main() -> int:
     steps = []
     for nb in sorted((ROOT / "solutions").rglob("*.ipynb")):
@@ -80,6 +93,8 @@ def main() -> int:
     deselect = [a for t in JAILED_TESTS if t.split("::")[0] in tests for a in ("--deselect", t)]
     steps.append(_step("fast tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests,
                                       *deselect], 1800))
+    compile_step, compile_report = _compile_step()
+    steps.append(compile_step)
     marker = ROOT / ".commit"     # written by compat/newest_jax.sh: the copy has no .git
     lines = marker.read_text().splitlines() if marker.exists() else []
     commit, uncommitted = (lines[0] if lines else ""), lines[1:]
@@ -96,6 +111,9 @@ def main() -> int:
         "fast_tests_deselected": deselect[1::2],
         "fast_tests": tests,
         "steps": steps,
+        # the grade's compile step on this jax (compat/compile_report.py): verdicts per kernel and chip, and where
+        # they differ from the pinned jax 0.10.2 + libtpu 0.0.42.1
+        "compile": compile_report,
         "ok": all(s["ok"] for s in steps),
     }
     (ROOT / "compat" / "newest-jax.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -17,11 +17,13 @@ from pallas_course.notebooks import strip_markers
 DEMO_LAB = "lab-1.1-first-kernels"
 
 
-def filled_in(lab_id: str, edits: dict[str, tuple[str, str]] | None = None) -> NotebookNode:
-    """The student notebook with every solution cell answered as in solutions/, then `edits` applied:
-    {grade_id: (old, new)} text replacements that turn a right answer into a wrong one."""
+def filled_in(lab_id: str, edits: dict[str, tuple[str, str]] | None = None, *,
+              student: NotebookNode | None = None) -> NotebookNode:
+    """The student notebook (labs/, or `student`: e.g. a released one) with every solution cell answered as in
+    solutions/, then `edits` applied: {grade_id: (old, new)} text replacements that turn a right answer into a
+    wrong one."""
     lab = manifest().lab(lab_id)
-    student = nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
+    student = student if student is not None else nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
     source = nbformat.read(REPO_ROOT / lab.source, as_version=4)
     answers = {grade_id(c): c.source for c in source.cells if is_solution(c)}
     nb = copy.deepcopy(student)

@@ -69,10 +69,16 @@ UNLOWERED = {
 }
 
 
+def unlowered_in(primitives: set[str] | frozenset[str]) -> str | None:
+    """The first primitive of a kernel body that the Pallas TPU lowering cannot compile (of those seen), if any."""
+    found = sorted(set(primitives) & set(UNLOWERED))
+    return found[0] if found else None
+
+
 def _unlowered(m: re.Match[str]) -> str:
     prim = m["prim"]
     what = UNLOWERED.get(prim, (f"the primitive {prim} has no lowering in Pallas TPU kernels", ""))[0]
-    return f"the TPU compiler refused the kernel: {what}"
+    return f"the TPU compiler refuses the kernel: {what}"
 
 
 def _unlowered_fix(m: re.Match[str]) -> str:
@@ -89,7 +95,7 @@ def _mib(text: str) -> str:
 
 def _vmem(m: re.Match[str]) -> str:
     need, limit = _mib(m["need"] or m["need2"]), _mib(m["limit"] or m["limit2"])
-    return (f"the TPU compiler refused the kernel: it needs {need} of VMEM, over the limit of {limit} "
+    return (f"the TPU compiler refuses the kernel: it needs {need} of VMEM, over the limit of {limit} "
             "the compiler gives one kernel (the working set: every block x its buffers x bytes, plus scratch)")
 
 
@@ -114,7 +120,7 @@ PATTERNS: tuple[Pattern, ...] = (
             "compiler_params=pltpu.CompilerParams(vmem_limit_bytes=...) below the chip's physical VMEM",
             MATMUL_DOCS),
     Pattern("tpu-verification", re.compile(r"internal verification error|Verification failed|failed to verify"),
-            lambda m: ("the TPU compiler (Mosaic) refused the kernel's body: an operation it cannot lay out on the "
+            lambda m: ("the TPU compiler (Mosaic) refuses the kernel's body: an operation it cannot lay out on the "
                        "TPU, often a dot without preferred_element_type accumulated into an f32 scratch, or a "
                        "reshape of the last two dimensions"),
             "accumulate with jnp.dot(a, b, preferred_element_type=jnp.float32), and keep reshapes off the last "

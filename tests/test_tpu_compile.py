@@ -17,6 +17,8 @@ from jax.experimental.pallas import tpu as pltpu
 
 from autograder.compile_rule import compile_verdict, rejection_message
 from autograder.notebook_code import load
+from course_tools import compile_cases
+from course_tools.compile_cases import row_kernel, structs
 from pallas_course import tpu_compile
 from pallas_course.manifest import REPO_ROOT, manifest
 from pallas_course.runtime import interpret_params
@@ -32,17 +34,8 @@ def _rule_chips() -> list[str]:
 
 
 # (lab, kernel, args, kwargs): one case per solution kernel the compile rules grade, at a graded shape.
-SOLUTION_CASES = [
-    ("lab-1.1-first-kernels", "add", (S((256, 256), F32), S((256, 256), F32)), {}),
-    ("lab-1.1-first-kernels", "transpose", (S((256, 512), F32),), {"bm": 128, "bn": 256}),
-    ("lab-1.2-tiled-matmul", "matmul", (S((256, 384), F32), S((384, 512), F32)), {}),
-    ("lab-1.2-tiled-matmul", "matmul_acc", (S((256, 512), BF16), S((512, 256), BF16)), {}),
-    ("lab-1.2-tiled-matmul", "matmul_gelu", (S((256, 256), F32), S((256, 256), F32)), {}),
-    ("lab-1.3-fused-softmax-layernorm", "softmax", (S((256, 512), F32),), {}),
-    ("lab-1.3-fused-softmax-layernorm", "softmax", (S((256, 512), BF16),), {"rows_per_block": 16}),
-    ("lab-1.3-fused-softmax-layernorm", "layernorm", (S((256, 512), F32), S((512,), F32), S((512,), F32)), {}),
-    ("lab-1.4-pipelining-profile", "matmul_pipeline_off", (S((256, 256), F32), S((256, 256), F32)), {}),
-]
+SOLUTION_CASES = [(lab_id, kernel, structs(args), kwargs)
+                  for lab_id, cases in compile_cases.CASES.items() for kernel, args, kwargs in cases]
 
 
 @pytest.fixture(scope="module")
@@ -84,17 +77,17 @@ def _rows(body: Callable[[Any], Any], shape: tuple[int, int] = (256, 512), block
     return fn, (S(shape, dtype),)
 
 
-# name: (kernel, error kind, regex the course's explanation must match)
-REJECTS = {
-    "gelu exact (erfc)": (_rows(lambda x: jax.nn.gelu(x, approximate=False)), "tpu-unimplemented",
-                          r"gelu\(x, approximate=False\) computes erfc.*fix: use jax\.nn\.gelu\(x, approximate=True\)"
-                          r".*lax\.erf"),
-    "jnp.sort": (_rows(lambda x: jnp.sort(x, axis=-1)), "tpu-unimplemented", r"sorting \(jnp\.sort, jnp\.median"),
-    "jnp.cumsum": (_rows(lambda x: jnp.cumsum(x, axis=-1)), "tpu-unimplemented", r"cumulative sum \(jnp\.cumsum\)"),
-    "1-row f32 block": (_rows(lambda x: x * 2, block=(1, 512)), "tpu-tiling",
-                        r"block \(1, 512\) of args\[0\] \(array \(256, 512\)\) breaks the TPU tiling rule.*\(8, 128\)"),
-    "4-row f32 block": (_rows(lambda x: x * 2, block=(4, 512)), "tpu-tiling", r"block \(4, 512\)"),
+# name: regex the course's explanation must match (the kernels: course_tools.compile_cases.REJECTS)
+WORDS = {
+    "gelu exact (erfc)": r"gelu\(x, approximate=False\) computes erfc.*fix: use jax\.nn\.gelu\(x, approximate=True\)"
+                         r".*lax\.erf",
+    "jnp.sort": r"sorting \(jnp\.sort, jnp\.median",
+    "jnp.cumsum": r"cumulative sum \(jnp\.cumsum\)",
+    "1-row f32 block": r"block \(1, 512\) of args\[0\] \(array \(256, 512\)\) breaks the TPU tiling rule.*\(8, 128\)",
+    "4-row f32 block": r"block \(4, 512\)",
 }
+REJECTS = {name: (row_kernel(*compile_cases.REJECTS[name][:3]), compile_cases.REJECTS[name][3], words)
+           for name, words in WORDS.items()}
 
 
 @pytest.mark.parametrize("name", list(REJECTS))
@@ -112,14 +105,14 @@ def test_vmem_reject_gives_bytes_and_the_limit_knob(libtpu) -> None:
     grade's message puts the legality model's working set beside it."""
     from pallas_course import kernel_trace
 
-    fn, args = _rows(lambda x: x * 2, shape=(2048, 2048), block=(2048, 2048))
+    fn, args = row_kernel(*compile_cases.REJECTS["whole 2048x2048 f32 block"][:3])
     (r,) = compile_verdict(fn, args, ["v5e"]).results
     assert r.rejected and r.error_kind == "tpu-vmem", r
     assert "16.00MiB (16,777,216 bytes)" in r.explanation and "vmem_limit_bytes" in r.explanation
     structure = kernel_trace.trace(fn, *args)
     message = rejection_message("copy(x)", ["v5e", "v6e"], r, structure)
     assert message.startswith("copy(x) does not compile for v5e (the real TPU compiler, v5e:2x2; it must compile "
-                              "for v5e and v6e):\n✗ the TPU compiler refused the kernel: it needs ")
+                              "for v5e and v6e):\n✗ the TPU compiler refuses the kernel: it needs ")
     assert "predicted working set 67,108,864 bytes" in message and "16,777,216 bytes on v5e" in message
 
 
@@ -175,3 +168,21 @@ def test_two_processes_compile_at_once(libtpu) -> None:
     code = ("from pallas_course import tpu_compile; tpu_compile.topology_device('v5e'); print('built')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "built" in done.stdout, done.stderr[-2000:]
+
+
+def test_visible_check_refuses_what_the_compiler_cannot_lower() -> None:
+    """The notebook's check(...) says what the grade's compile will say for erfc/sort/cumsum, with no libtpu: read off
+    the traced kernel, in the translator's words; a kernel that lowers still passes."""
+    import numpy as np
+
+    from pallas_course.check import CheckFailure, check
+
+    x = jnp.asarray(np.linspace(-3, 3, 256 * 512, dtype=np.float32).reshape(256, 512))
+    exact, _ = row_kernel(*compile_cases.REJECTS["gelu exact (erfc)"][:3], interpret=interpret_params())
+    with pytest.raises(CheckFailure) as failure:
+        check("gelu", lambda: exact(x), jax.nn.gelu(x, approximate=False), tol=1e-5)
+    assert str(failure.value).startswith("gelu: the TPU compiler refuses the kernel: jax.nn.gelu(x, approximate=False) "
+                                         "computes erfc"), failure.value
+    assert "fix: use jax.nn.gelu(x, approximate=True)" in str(failure.value)
+    tanh, _ = row_kernel("jax.nn.gelu(x)", (8, 512), (256, 512), interpret=interpret_params())
+    check("gelu", lambda: tanh(x), jax.nn.gelu(x), tol=1e-5)

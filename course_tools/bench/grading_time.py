@@ -88,8 +88,38 @@ def _cases(root: Path) -> list[Case]:
     return cases
 
 
+COMPILE_CASE = "compile step · LAB·1.1"
+N_COMPILE = 3
+
+
+def _compile_step(n: int = N_COMPILE) -> dict:
+    """What the real TPU compiler adds to grading one LAB·1.1 notebook: the seconds spent compiling (every
+    compile-rule test on the solution, course_tools.bench.compile_step), in n fresh processes."""
+    runs = []
+    for _ in range(n):
+        out = subprocess.run([sys.executable, "-m", "course_tools.bench.compile_step", "LAB·1.1"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=1800, env={**os.environ, "JAX_PLATFORMS": "cpu",
+                                                                                 "PALLAS_COURSE_MODE": "tpu-interpret"})
+        if out.returncode != 0:
+            raise RuntimeError(f"compile step failed:\n{out.stderr[-3000:]}")
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    samples = [r["compile_s"] for r in runs]
+    print(f"{COMPILE_CASE}: median {statistics.median(samples):.2f} s of {n} {samples}", file=sys.stderr)
+    return {"case": COMPILE_CASE, "what": "seconds the grade spends in the real TPU compiler (libtpu, deviceless) for "
+            f"one LAB·1.1 notebook: {runs[0]['compiles']} compiles ({', '.join(runs[0]['tests'])} on the solution, "
+            f"chips {', '.join(runs[0]['chips'])}), each process fresh (its first compile builds the topology)",
+            "command": "python -m course_tools.bench.compile_step LAB·1.1", "n": n, "compiles": runs[0]["compiles"],
+            "median_s": round(statistics.median(samples), 3), "min_s": min(samples), "max_s": max(samples),
+            "samples_s": samples, "first_compile_s": [r["first_compile_s"] for r in runs], "libtpu": runs[0]["libtpu"]}
+
+
 def run(only: str = "") -> list[dict]:
     """Time every case (or those whose name contains `only`)."""
+    compile_case = [_compile_step()] if only in COMPILE_CASE else []
+    return _run_commands(only) + compile_case
+
+
+def _run_commands(only: str) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         root = Path(tmp)
         cases = [c for c in _cases(root) if only in c.name]
@@ -116,7 +146,7 @@ def main() -> None:
     results = run(args.only)
     report = json.loads(OUT.read_text()) if args.only and OUT.exists() else {"results": []}
     kept = [r for r in report["results"] if r["case"] not in {x["case"] for x in results}]
-    order = [c.name for c in _cases_names()]
+    order = [c.name for c in _cases_names()] + [COMPILE_CASE]
     report.update(
         benchmark="grading time",
         method=f"wall clock of the whole command in a fresh process, 1 untimed warm-up then the median of "
