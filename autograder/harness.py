@@ -63,15 +63,10 @@ def _runnable(args: Sequence[Any]) -> bool:
     return not any(type(a).__name__ == "ShapeDtypeStruct" for a in args)
 
 
-def call(test: str, label: str, fn: Callable[..., Any], *args: Any,
-         references: dict[str, list[Any]] | None = None, **kwargs: Any) -> Any:
-    """What the student's `fn` returns for these inputs (run in the jail under forced TPU interpret mode, from
-    the very computation `traced` reports); any error of the student's, or the real TPU compiler's rejection of
-    that computation where the lab's compile rule lists `test` (autograder.compile_rule), becomes a TestFailure.
-    `references`: the student's helpers `fn` calls answer from these values ({name: [[parameters, result],
-    ...]}), so `fn` is graded on its own."""
+def _answer(test: str, label: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+            stand_in: list[str] | None = None) -> Any:
     try:
-        answer = student_function(fn).invoke(args, kwargs, run=True, references=references)
+        answer = student_function(fn).invoke(tuple(args), kwargs, run=True, stand_in=stand_in)
     except StudentError as e:
         raise _failure(test, label, e) from None
     if answer.error is not None:
@@ -80,7 +75,26 @@ def call(test: str, label: str, fn: Callable[..., Any], *args: Any,
     rejected = compile_rule.check(test, label, answer)
     if rejected is not None:
         raise TestFailure(f"{test}: {rejected}")
-    return answer.result
+    return answer
+
+
+def call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """What the student's `fn` returns for these inputs (run in the jail under forced TPU interpret mode, from
+    the very computation `traced` reports); any error of the student's, or the real TPU compiler's rejection of
+    that computation where the lab's compile rule lists `test` (autograder.compile_rule), becomes a TestFailure."""
+    return _answer(test, label, fn, args, kwargs).result
+
+
+def call_alone(test: str, label: str, fn: Callable[..., Any], *args: Any, stand_in: list[str],
+               **kwargs: Any) -> tuple[Any, dict[str, list[Any]]]:
+    """`call` with the helpers named in `stand_in` answered, in the jail, by the course's model of the notebook's
+    own matmul (as its visible checks do; nothing of the grader's enters the jail), and what they answered
+    ({name: [[params, value], ...]}, plain data) for the grader to judge `fn` by: one wrong helper costs only its
+    own test."""
+    answer = _answer(test, label, fn, args, kwargs, stand_in)
+    own = answer.own or {}
+    return answer.result, {name: [r for r in own.get(name) or [] if isinstance(r, list) and len(r) == 2
+                                  and isinstance(r[0], dict)] for name in stand_in}
 
 
 def traced(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:

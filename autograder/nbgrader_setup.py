@@ -29,3 +29,10 @@ def configure(c: Any) -> None:
     steps[steps.index(next(p for p in steps if p.__name__ == "Execute"))] = "autograder.nbgrader_engine.JailedExecute"
     c.Autograde.autograde_preprocessors = steps
     c.JailedExecute.timeout = CELL_TIMEOUT_S
+    # generate_feedback renders the autograded notebook, whose test cells hold the hidden tests nbgrader restored:
+    # clear them first, as generate_assignment does (tests/test_solutions_both_doors.py).
+    from nbgrader.converters.generate_feedback import GenerateFeedback
+
+    feedback: list[Any] = list(GenerateFeedback.class_traits()["preprocessors"].default())
+    feedback.insert(1, "nbgrader.preprocessors.ClearHiddenTests")
+    c.GenerateFeedback.preprocessors = feedback

@@ -51,6 +51,7 @@ class Invocation:
     structure: Trace | None
     result: Any
     error: "StudentError | None" = None     # the traced computation failed to run (the structure stands)
+    own: dict[str, list[Any]] | None = None  # what the stand-in helpers answered: {name: [[params, value]]}
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,13 @@ def _answer(header: dict[str, Any], blobs: list[bytes]) -> Invocation:
     try:
         structure = None if header.get("structure") is None else from_data(header["structure"])
         result = wire.decode(header.get("result"), blobs)
+        own = wire.decode(header.get("own"), blobs)
     except (MalformedTrace, wire.WireError) as e:
         raise BadAnswer(f"malformed answer ({e})") from None
+    if own is not None and not (isinstance(own, dict) and all(isinstance(v, list) for v in own.values())):
+        raise BadAnswer("malformed answer (own: not a mapping of lists)")
     error = None if header.get("error") is None else _error(header["error"])
-    return Invocation(structure, result, error)
+    return Invocation(structure, result, error, own)
 
 
 class StudentFunction:
@@ -113,21 +117,22 @@ class StudentFunction:
         self._cache: dict[str, Invocation] = {}
 
     def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
-              tables: dict[str, list[Any]] | None) -> Invocation:
+              stand_in: list[str] | None) -> Invocation:
         raise NotImplementedError
 
     def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool,
-               references: dict[str, list[Any]] | None = None) -> Invocation:
+               stand_in: list[str] | None = None) -> Invocation:
         """Trace (and if `run`, execute) the function on these inputs. The same inputs are answered once: the
-        structure check and the value check of one case see one traced computation. `references`: helpers
-        the function calls, answered from these reference values ({name: [[parameters, result], ...]})."""
+        structure check and the value check of one case see one traced computation. `stand_in`: helpers the
+        function calls that answer as the course's model of the notebook's own matmul (jail_agent.calls.stand_ins);
+        what they answered comes back in `own`. Only names travel in, never a value of the grader's."""
         enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
-        tables = json.loads(json.dumps(references)) if references else None
-        key = _key([enc_args, tables], enc_kwargs, blobs)
+        stand_in = [str(n) for n in stand_in] if stand_in else None
+        key = _key([enc_args, stand_in], enc_kwargs, blobs)
         cached = self._cache.get(key + ":run") or (None if run else self._cache.get(key + ":trace"))
         if cached is not None:
             return cached
-        answer = self._send(enc_args, enc_kwargs, blobs, run, tables)
+        answer = self._send(enc_args, enc_kwargs, blobs, run, stand_in)
         self._cache[key + (":run" if run else ":trace")] = answer
         return answer
 
@@ -143,17 +148,18 @@ class LocalFunction(StudentFunction):
         self.fn = fn
 
     def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
-              tables: dict[str, list[Any]] | None) -> Invocation:
+              stand_in: list[str] | None) -> Invocation:
         from autograder.jail_agent.calls import CallFailed, invoke
 
         args, kwargs = wire.decode(enc_args, blobs), wire.decode(enc_kwargs, blobs)
         try:
-            answer = invoke(self.fn, list(args), dict(kwargs), run=run, tables=tables)
+            answer = invoke(self.fn, list(args), dict(kwargs), run=run, stand_in=stand_in)
         except CallFailed as e:
             return _answer({"ok": False, "error": e.info}, [])
         out_blobs: list[bytes] = []
         header = json.loads(json.dumps({"ok": True, "structure": answer["structure"],
                                         "result": wire.encode(answer["result"], out_blobs),
+                                        "own": wire.encode(answer.get("own"), out_blobs),
                                         "error": answer.get("error")}))
         return _answer(header, out_blobs)
 
@@ -166,10 +172,10 @@ class RemoteFunction(StudentFunction):
         self.session = session
 
     def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
-              tables: dict[str, list[Any]] | None) -> Invocation:
+              stand_in: list[str] | None) -> Invocation:
         header, out_blobs = self.session.request(
             {"op": "call", "name": self.name, "args": enc_args, "kwargs": enc_kwargs, "run": run,
-             "references": tables, "timeout_s": self.session.call_timeout_s()}, blobs,
+             "stand_in": stand_in, "timeout_s": self.session.call_timeout_s()}, blobs,
             timeout=self.session.call_timeout_s() + 10)
         return _answer(header, out_blobs)
 

@@ -83,16 +83,19 @@ def read_margin(marks: Any, w: Walk | None = None) -> Margin:
             problems.append(f"{key!r}: {value!r} is not a mark; use 'algorithm' or 'schedule'")
             continue
         if isinstance(key, range):
-            lines, into = list(key), ranged
+            # the reading's lines in it, never list(key): range(0, 10**18) is one honest-looking entry
+            lines, into = [n for n in range(w.first_line, w.last_line + 1) if n in key], ranged
+            ends = sorted((key[0], key[-1])) if len(key) else []
+            outside = bool(ends) and (ends[0] < w.first_line or ends[1] > w.last_line)
+            what = f"lines outside {w.first_line}-{w.last_line}" if len(key) else "an empty range: nothing"
         elif isinstance(key, int) and not isinstance(key, bool):
             lines, into = [key], single
+            outside, what = not w.first_line <= key <= w.last_line, str(key)
         else:
             problems.append(f"{key!r}: a key is a line number or a range of line numbers, got {type(key).__name__}")
             continue
-        outside = [n for n in lines if not w.first_line <= n <= w.last_line]
-        if outside:
-            problems.append(f"{key!r}: the reading has lines {w.first_line}-{w.last_line}; "
-                            f"{format_ranges(outside)} ignored")
+        if outside or not lines:
+            problems.append(f"{key!r}: the reading has lines {w.first_line}-{w.last_line}; {what} ignored")
         for n in lines:
             if n in code:
                 into[n] = mark

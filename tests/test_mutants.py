@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from autograder.disclosure import instructor_only
 from autograder.harness import TestFailure
 from autograder.notebook_code import load
 from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
@@ -71,8 +72,9 @@ def test_solution_passes(lab: LabSpec, test_id: str, solutions: dict) -> None:
 @pytest.mark.parametrize("lab,test_id", _params("tests"))
 def test_stub_fails_with_not_implemented(lab: LabSpec, test_id: str, stubs: dict) -> None:
     """The untouched student notebook earns nothing, and the message says why."""
-    with pytest.raises(TestFailure, match="not implemented yet"):
+    with pytest.raises(TestFailure, match="not implemented yet") as failure:
         _run(lab, stubs[lab.id], test_id)
+    assert not instructor_only(str(failure.value)), str(failure.value)
 
 
 @pytest.mark.parametrize("lab,mutant,test_id", _params("mutants"))
@@ -83,6 +85,7 @@ def test_mutant_loses_targeted_test(lab: LabSpec, mutant: Mutant, test_id: str) 
         _run(lab, namespace, test_id)
     message = str(failure.value)
     assert message.startswith(f"{test_id}: "), message
+    assert not instructor_only(message), message     # autograder.disclosure: what feedback never says
     assert re.search(mutant.targets[test_id], message), f"{mutant.name} ({mutant.why}): {message}"
 
 

@@ -3,8 +3,12 @@ partial credit, a stale key says so, and the kernel matches tokamax's reference 
 (That the student-facing package carries no key is tests/test_walks.py's, which needs no tokamax.)"""
 from __future__ import annotations
 
+import datetime as dt
+import re
 import shutil
 from pathlib import Path
+
+import json
 
 import nbformat
 import numpy as np
@@ -22,6 +26,7 @@ from pallas_course.manifest import REPO_ROOT, manifest   # noqa: E402
 
 LAB = manifest().lab(lab_1_5.LAB)
 POINTS = LAB.test("margin_marks").points
+BEFORE, AFTER = LAB.reveal - dt.timedelta(days=1), LAB.reveal     # the reveal date, from course.yml
 
 
 @pytest.fixture(scope="module")
@@ -77,15 +82,6 @@ def test_key_is_current_and_written_for_the_pin(key: W.Walk) -> None:
     assert (len(graded), sum(1 for n in graded if key.marks[n] == "algorithm")) == (137, 45)   # lab_1_5's docstring
 
 
-def test_solution_notebook_answers_with_the_key(key: W.Walk) -> None:
-    """The solution's marks cell reads the grader-side key; what nbgrader strips from it, students never see."""
-    assert lab_1_5.key_margin() == _key_margin(key)
-    nb = nbformat.read(REPO_ROOT / LAB.source, as_version=4)
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "marks")
-    solution = cell.source.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
-    assert "key_margin()" in solution and ".marks" not in solution
-
-
 def test_a_key_that_does_not_fit_the_lines_refuses_to_grade(key: W.Walk, tmp_path: Path) -> None:
     """A grader-side key with a mark on a blank line and an unmarked code line: stale, and no grading."""
     import yaml
@@ -103,7 +99,7 @@ def test_a_key_that_does_not_fit_the_lines_refuses_to_grade(key: W.Walk, tmp_pat
 def test_without_the_key_file_the_grader_says_where_it_lives(monkeypatch, tmp_path: Path) -> None:
     """An install of the helpers package has no autograder/keys/: the test cannot grade, and says why."""
     monkeypatch.setattr(lab_1_5, "KEY_PATH", tmp_path / "keys" / "tokamax_reading.yml")
-    with pytest.raises(TestFailure, match=r"^margin_marks: cannot grade here: the key is not here .*grader-side only"):
+    with pytest.raises(TestFailure, match=r"^margin_marks: cannot grade here: the key is not here: .*grader-side only"):
         lab_1_5.margin_marks({66: "algorithm"})
 
 
@@ -130,6 +126,79 @@ def test_key_written_as_ranges_gets_full_marks() -> None:
     assert lab_1_5.margin_marks(overlapping) == POINTS
 
 
+def test_any_form_the_notebook_allows_is_graded_through_the_wire() -> None:
+    """Ranges, ints and both mixed, as the jail sends them (tagged ranges, keys that are not strings): full
+    marks, not "unhashable dict key". A range of 10**18 lines costs nothing: only the reading's lines are read."""
+    from autograder.jail_agent import wire
+
+    raw = lab_1_5.load_key()
+    as_ranges: dict = {}
+    for mark in ("schedule", "algorithm"):
+        for part in raw["marks"][mark].split(","):
+            lo, _, hi = part.strip().partition("-")
+            as_ranges[range(int(lo), int(hi or lo) + 1)] = mark
+    as_ints = {n: m for r, m in as_ranges.items() for n in r}
+    mixed = {range(0, 10**18): "schedule"} | {n: "algorithm" for n in parse_key("algorithm")}
+    for margin in (as_ranges, as_ints, mixed):
+        blobs: list[bytes] = []
+        sent = wire.decode(json.loads(json.dumps(wire.encode(margin, blobs))), blobs)
+        assert sent == margin
+        assert lab_1_5.margin_marks(sent) == POINTS
+
+
+def test_before_the_reveal_date_feedback_counts_and_never_names_a_line(key: W.Walk, capsys) -> None:
+    """A margin marking everything "algorithm" learns how many lines disagree per category, not which: no line
+    number of the reading appears in what it prints (the one-submission leak of the whole key)."""
+    assert lab_1_5.margin_marks({range(66, 341): "algorithm"}, on=BEFORE) == 0
+    out = capsys.readouterr().out
+    alg, sch = (sum(1 for n in key.graded_lines() if key.marks[n] == m) for m in ("algorithm", "schedule"))
+    assert f"algorithm lines marked algorithm {alg}/{alg}" in out
+    assert f"schedule lines marked schedule 0/{sch} ({sch} marked the other way, 0 not marked)" in out
+    assert f"which lines disagree is shown from {LAB.reveal}" in out
+    assert not [int(x) for x in re.findall(r"\d+", out) if 66 <= int(x) <= 340 and int(x) not in (alg, sch)], out
+    margin = _key_margin(key)
+    for n in (82, 204):
+        margin[n] = _flip(margin[n])
+    lab_1_5.margin_marks(margin, on=BEFORE)
+    out = capsys.readouterr().out
+    assert "82" not in out and "204" not in out and "marked differently" not in out
+
+
+def test_from_the_reveal_date_feedback_names_the_lines(key: W.Walk, capsys) -> None:
+    margin = _key_margin(key)
+    for n in (82, 204):
+        margin[n] = _flip(margin[n])
+    del margin[192]
+    lab_1_5.margin_marks(margin, on=AFTER)
+    out = capsys.readouterr().out
+    assert "marked differently from the key: 82, 204" in out and "not marked: 192" in out
+
+
+def test_the_grader_s_today_is_the_reveal_clock(monkeypatch, capsys) -> None:
+    """The hidden test cell passes no date: the grader's today decides (tests move it)."""
+    monkeypatch.setattr(lab_1_5, "today", lambda: BEFORE)
+    lab_1_5.margin_marks({range(66, 341): "algorithm"})
+    assert "which lines disagree is shown from" in capsys.readouterr().out
+    monkeypatch.setattr(lab_1_5, "today", lambda: AFTER)
+    lab_1_5.margin_marks({range(66, 341): "algorithm"})
+    assert "marked differently from the key: " in capsys.readouterr().out
+
+
+def test_the_solution_writes_out_the_key_and_agrees_with_it(key: W.Walk) -> None:
+    """The solution's answer cell holds the model answer as code (the jail cannot see the key), exactly what
+    `python -m autograder.labs.lab_1_5 --write-solution` writes from the key, and it means the key's marks."""
+    from pallas_course.notebooks import grade_id
+
+    nb = nbformat.read(REPO_ROOT / LAB.source, as_version=4)
+    (cell,) = [c for c in nb.cells if grade_id(c) == lab_1_5.SOLUTION_CELL]
+    region = lab_1_5.solution_region(cell.source)
+    assert region == lab_1_5.model_answer(), "run `python -m autograder.labs.lab_1_5 --write-solution`"
+    assert "import" not in region and "key_margin" not in region
+    namespace: dict = {}
+    exec(region, namespace)
+    assert tokamax_reading.read_margin(namespace["marks"], key).marks == _key_margin(key)
+
+
 def parse_key(mark: str) -> list[int]:
     return W.parse_ranges(lab_1_5.load_key()["marks"][mark])
 
@@ -140,7 +209,7 @@ def test_half_wrong_margin_gets_about_half(key: W.Walk, capsys) -> None:
     for i, n in enumerate(key.graded_lines()):
         if i % 2:
             margin[n] = _flip(margin[n])
-    score = lab_1_5.margin_marks(margin)
+    score = lab_1_5.margin_marks(margin, on=AFTER)
     assert 0.4 * POINTS < score < 0.6 * POINTS
     out = capsys.readouterr().out
     assert "marked differently from the key: " in out and "smaller share" in out
@@ -168,7 +237,7 @@ def test_ungraded_lines_and_unreadable_entries(key: W.Walk, capsys) -> None:
     margin[500] = "schedule"
     margin["82"] = "schedule"
     margin[82] = "copper"
-    score = lab_1_5.margin_marks(margin)
+    score = lab_1_5.margin_marks(margin, on=AFTER)
     out = capsys.readouterr().out
     assert 0 < score < POINTS                      # line 82 now unmarked
     assert "not marked: 82" in out
@@ -274,6 +343,29 @@ def test_course_grade_reads_the_partial_credit(key: W.Walk, tmp_path: Path) -> N
     assert result.error is None, result.error
     assert [t.points for t in result.tests] == [expected]
     assert 0 < result.score < POINTS
+
+
+def test_the_worked_example_is_public_runs_and_names_no_instructor_file() -> None:
+    """The rule's worked example is a kernel of no lab, in the notebook itself: students see it from day one,
+    with no path into solutions/ and no "source hash None" before a reveal date. Its code runs and sums rows."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    from pallas_course.runtime import interpret_params
+
+    text = (REPO_ROOT / LAB.notebook).read_text()
+    assert "solutions/" not in text and "source hash" not in text and 'walk("' not in text
+    nb = nbformat.read(REPO_ROOT / LAB.notebook, as_version=4)
+    (example,) = [c.source for c in nb.cells if c.cell_type == "markdown" and "def rowsum_kernel" in c.source]
+    rows = [line for line in example.split("```")[1].splitlines() if "│" in line]
+    marks = [line.split("│")[0].split()[1:] for line in rows]
+    assert all(m in ([], ["A"], ["S"], ["S-"]) for m in marks), marks
+    code = "\n".join(line.split("│ ", 1)[1] if "│ " in line else "" for line in rows)
+    namespace = {"pl": pl, "jnp": jnp, "jax": jax, "INTERP": interpret_params()}
+    exec(code, namespace)
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((16, 1024)).astype(np.float32))
+    np.testing.assert_allclose(np.asarray(namespace["rowsum"](x)), np.asarray(x).sum(1, keepdims=True), rtol=1e-5)
 
 
 def test_student_notebook_has_no_key(key: W.Walk) -> None:

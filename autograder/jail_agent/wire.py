@@ -3,8 +3,8 @@
 A frame is an 8-byte big-endian header length, the UTF-8 JSON header, then the blobs the header lists
 (`"blobs": [size, ...]`), each the bytes of one .npy file. Values inside the header are JSON, with a few
 tagged objects for what JSON lacks: {"__array__": k} (blob k), {"__spec__": {"shape", "dtype"}} (an abstract
-array), {"__dtype__": name}, {"__tuple__": [...]}, {"__dict__": [[key, value], ...]} (keys that are not
-strings), {"__opaque__": type name} (a value that cannot travel). Arrays are loaded with
+array), {"__dtype__": name}, {"__tuple__": [...]}, {"__range__": [start, stop, step]},
+{"__dict__": [[key, value], ...]} (keys that are not strings), {"__opaque__": type name} (a value that cannot travel). Arrays are loaded with
 allow_pickle=False; bfloat16 travels as its uint16 bits with the dtype named in the tag. No pickle, ever.
 """
 from __future__ import annotations
@@ -84,6 +84,8 @@ def encode(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         np.save(buf, arr.view(np.uint16) if name == "bfloat16" else arr, allow_pickle=False)
         blobs.append(buf.getvalue())
         return {"__array__": len(blobs) - 1, "dtype": name}
+    if isinstance(value, range):    # LAB·1.5's margins use ranges as keys
+        return {"__range__": [value.start, value.stop, value.step]}
     if isinstance(value, tuple):
         return {"__tuple__": [encode(v, blobs, depth + 1) for v in value]}
     if isinstance(value, list):
@@ -153,6 +155,12 @@ def decode(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         if text not in ("nan", "inf", "-inf"):
             raise WireError("bad float")
         return float(text)
+    if "__range__" in value:
+        items = value["__range__"]
+        if (not isinstance(items, list) or len(items) != 3 or items[2] == 0
+                or not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in items)):
+            raise WireError("bad range")
+        return range(*items)
     if "__tuple__" in value:
         items = value["__tuple__"]
         if not isinstance(items, list):
@@ -165,7 +173,7 @@ def decode(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         out = {}
         for k, v in items:
             key = decode(k, blobs, depth + 1)
-            if not isinstance(key, (int, float, str, bool, tuple)) and key is not None:
+            if not isinstance(key, (int, float, str, bool, tuple, range)) and key is not None:
                 raise WireError("unhashable dict key")
             out[key] = decode(v, blobs, depth + 1)
         return out

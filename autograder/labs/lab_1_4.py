@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from autograder.harness import TestFailure, call, expect_close, expect_equal, fresh_seed, one_pallas_call, quiet
-from pallas_course.check import (BLOCK_STEP, NOT_SHOWN, SEARCH_LIMIT, VISIBLE_BLOCK_CHOICE_CASES,
+from autograder.harness import (TestFailure, call, call_alone, expect_close, expect_equal, fresh_seed,
+                               one_pallas_call, quiet)
+from pallas_course.check import (NOT_SHOWN, VISIBLE_BLOCK_CHOICE_CASES,
                                  VISIBLE_BUDGET_LINE_CASES, VISIBLE_FED_BLOCK_CASES, block_choice_label,
                                  block_choice_problem, budget_line_label, budget_line_problem, dot_flops,
                                  fed_block_label, fed_block_problem, steady_step)
@@ -122,8 +123,8 @@ def _budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int) -> V
     return model_budget(bm, bn, bk, dtype, chip, buffers)
 
 
-# The models' arithmetic, for reference tables of a few hundred rows (tracing each would take seconds):
-# tests/test_check.py holds it equal to the traced models above, float for float.
+# The models' arithmetic, float for float the traced models above (tests/test_check.py holds them equal): quick
+# enough for the notebook-free tests of the rules.
 
 def reference_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
     c = chip_named(chip)
@@ -134,43 +135,78 @@ def reference_working_set(bm: int, bn: int, bk: int, dtype: Any, buffers: int = 
     return (bm * bk + bk * bn + bm * bn) * _dtype(dtype).itemsize * buffers + (bm * bn * 4 if acc_scratch else 0)
 
 
-# ------------------------------------------------------- reference values, so each function is graded alone
+# ---------------------------------------------- each function graded alone, against the student's own helpers
 # smallest_fed_block calls the student's step_times, largest_square_block their vmem_working_set, choose_blocks
-# both: each is graded with the models' values for those (harness.call's `references`), so one wrong helper
-# costs only its own test. The tables cover the calls a search makes: every square block the lab searches (64),
-# and for choose_blocks every (bm, bn, bk) of multiples of 128 that divide the shapes (216 for 4096³); a search
-# that stops early or scans them all sees the same values. A call outside them falls back to the student's own
-# helper. The values are the models' arithmetic
-# (reference_*: tests/test_check.py holds them equal to the traced models), which keeps a 216-row table fast.
-
-def _squares() -> list[int]:
-    return list(range(BLOCK_STEP, SEARCH_LIMIT + 1, BLOCK_STEP))
+# both. While one is graded, those helpers answer, in the jail, as the course's model of the notebook's own
+# matmul (pallas_course.check.YourMatmul, what the notebook's visible checks use; the student's own helper where
+# that model cannot answer), and the jail reports what they answered. Nothing the grader computed enters the jail.
+# The answer passes when it is right by the grader's models, or right by the values its helpers gave: so one
+# wrong helper costs only its own test, and a function wrong whatever its helpers say fails with the models' reason.
+STAND_IN = ["step_times", "vmem_working_set"]
 
 
-def _step_rows(triples: list[tuple[int, int, int]], dtype: Any, chip: str) -> list[Any]:
-    name = _dtype(dtype).name
-    return [[{"bm": bm, "bn": bn, "bk": bk, "dtype": name, "chip": chip},
-             list(reference_step_times(bm, bn, bk, name, chip))] for bm, bn, bk in triples]
+class _NoAnswer(LookupError):
+    """The helpers gave no usable answer for a call the rule needs: judge by the models alone."""
 
 
-def _working_set_rows(triples: list[tuple[int, int, int]], dtype: Any, buffers: int) -> list[Any]:
-    name = _dtype(dtype).name
-    return [[{"bm": bm, "bn": bn, "bk": bk, "dtype": name, "buffers": buffers, "acc_scratch": False},
-             reference_working_set(bm, bn, bk, name, buffers)] for bm, bn, bk in triples]
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and bool(np.isfinite(v))
 
 
-def step_time_references(dtype: Any, chip: str, blocks: list[int]) -> dict[str, list[Any]]:
-    return {"step_times": _step_rows([(b, b, b) for b in blocks], dtype, chip)}
+def _norm(v: Any) -> Any:
+    if isinstance(v, (bool, int, str, np.integer)) or v is None:
+        return v if not isinstance(v, np.integer) else int(v)
+    try:
+        return _dtype(v).name
+    except TypeError:
+        return repr(v)
 
 
-def working_set_references(dtype: Any, buffers: int, blocks: list[int]) -> dict[str, list[Any]]:
-    return {"vmem_working_set": _working_set_rows([(b, b, b) for b in blocks], dtype, buffers)}
+def _call_key(params: dict[str, Any]) -> tuple[Any, ...]:
+    """A helper call's arguments in signature order (whatever the student named them), dtypes by name."""
+    return tuple(_norm(v) for v in params.values())
 
 
-def block_choice_references(m: int, n: int, k: int, dtype: Any, chip: str) -> dict[str, list[Any]]:
-    sizes = [[s for s in range(BLOCK_STEP, dim + 1, BLOCK_STEP) if dim % s == 0] for dim in (m, n, k)]
-    triples = [(bm, bn, bk) for bm in sizes[0] for bn in sizes[1] for bk in sizes[2]]
-    return {"step_times": _step_rows(triples, dtype, chip), "vmem_working_set": _working_set_rows(triples, dtype, 2)}
+def _their_step_times(rows: list[Any]) -> Any:
+    """A StepModel answering with the values step_times gave during the call."""
+    table = {_call_key(p): v for p, v in rows}
+
+    def step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
+        v = table.get((bm, bn, bk, _dtype(dtype).name, chip))
+        if not (isinstance(v, (tuple, list)) and len(v) == 2 and all(_real(x) for x in v)):
+            raise _NoAnswer((bm, bn, bk))
+        return float(v[0]), float(v[1])
+
+    return step_times
+
+
+def _their_budget(rows: list[Any]) -> Any:
+    """A BudgetModel whose working set is what vmem_working_set gave during the call (the chip's limits are the
+    model's)."""
+    import dataclasses
+
+    from pallas_course.legality import VmemEntry
+
+    table = {_call_key(p): v for p, v in rows}
+
+    def budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int) -> VmemBudget:
+        v = table.get((bm, bn, bk, _dtype(dtype).name, buffers, False))
+        if not _real(v):
+            raise _NoAnswer((bm, bn, bk))
+        return dataclasses.replace(model_budget(bm, bn, bk, dtype, chip, buffers),
+                                   entries=(VmemEntry("vmem_working_set", int(v), 1),))
+
+    return budget
+
+
+def _judged(by_models: str | None, by_theirs: Callable[[], str | None]) -> str | None:
+    """The models' objection, unless the answer is right by the student's own helper values."""
+    if by_models is None:
+        return None
+    try:
+        return None if by_theirs() is None else by_models
+    except _NoAnswer:
+        return by_models
 
 
 def _unseen(case: tuple[Any, ...], visible: tuple[tuple[Any, ...], ...]) -> str:
@@ -285,9 +321,11 @@ def fed_block(smallest_fed_block: Callable[..., Any]) -> None:
     test = "fed_block"
     cases = [("bfloat16", name) for name in chips()] + [("float32", "v5e")]
     for dtype, chip in cases:
-        got = call(test, fed_block_label(dtype, chip), smallest_fed_block, _dtype(dtype), chip,
-                   references=step_time_references(dtype, chip, _squares()))
-        problem = fed_block_problem(got, dtype, chip, model_step_times)
+        got, own = call_alone(test, fed_block_label(dtype, chip), smallest_fed_block, _dtype(dtype), chip,
+                              stand_in=STAND_IN)
+        theirs = _their_step_times(own["step_times"])
+        problem = _judged(fed_block_problem(got, dtype, chip, model_step_times),
+                          lambda: fed_block_problem(got, dtype, chip, theirs))
         if problem is not None:
             raise TestFailure(f"{test}: {fed_block_label(dtype, chip)} {problem}"
                               f"{_unseen((dtype, chip), VISIBLE_FED_BLOCK_CASES)}")
@@ -321,9 +359,11 @@ def budget_line(largest_square_block: Callable[..., Any]) -> None:
     test = "budget_line"
     for dtype, chip, buffers in BUDGET_CASES:
         label = budget_line_label(dtype, chip, buffers)
-        got = call(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers,
-                   references=working_set_references(dtype, buffers, _squares()))
-        problem = budget_line_problem(got, dtype, chip, buffers, _budget)
+        got, own = call_alone(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers,
+                              stand_in=STAND_IN)
+        theirs = _their_budget(own["vmem_working_set"])
+        problem = _judged(budget_line_problem(got, dtype, chip, buffers, _budget),
+                          lambda: budget_line_problem(got, dtype, chip, buffers, theirs))
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}{_unseen((dtype, chip, buffers), VISIBLE_BUDGET_LINE_CASES)}")
 
@@ -334,13 +374,22 @@ BLOCK_CHOICE_CASES = [(4096, 4096, 4096, "bfloat16", "v5e"), (4096, 4096, 4096, 
 
 def block_choice(choose_blocks: Callable[..., Any]) -> None:
     """(bm, bn, bk) that divide the shapes, are legal BlockSpecs, feed the MXU and use <= 3/4 of the scoped limit;
-    graded with the models' step times and working sets for the helpers choose_blocks calls."""
+    right by the models' step times and working sets, or by the values its helpers gave."""
     test = "block_choice"
     for m, n, k, dtype, chip in BLOCK_CHOICE_CASES:
         label = block_choice_label(m, n, k, dtype, chip)
-        got = call(test, label, choose_blocks, m, n, k, _dtype(dtype), chip,
-                   references=block_choice_references(m, n, k, dtype, chip))
-        problem = block_choice_problem(got, m, n, k, dtype, chip, model_step_times, _report)
+        got, own = call_alone(test, label, choose_blocks, m, n, k, _dtype(dtype), chip, stand_in=STAND_IN)
+        their_steps, their_budget = _their_step_times(own["step_times"]), _their_budget(own["vmem_working_set"])
+
+        def their_report(m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str,
+                         theirs: Any = their_budget) -> PallasCallReport:
+            import dataclasses
+
+            return dataclasses.replace(_report(m, n, k, bm, bn, bk, dtype, chip),
+                                       budget=theirs(bm, bn, bk, dtype, chip, 2))
+
+        problem = _judged(block_choice_problem(got, m, n, k, dtype, chip, model_step_times, _report),
+                          lambda: block_choice_problem(got, m, n, k, dtype, chip, their_steps, their_report))
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}"
                               f"{_unseen((m, n, k, dtype, chip), VISIBLE_BLOCK_CHOICE_CASES)}")

@@ -16,8 +16,10 @@ Unmarked lines count as wrong.
 """
 from __future__ import annotations
 
+import datetime as dt
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +43,24 @@ def load_key(path: Path | None = None) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise KeyMissing(f"the key is not here ({path}): it lives grader-side only, in the course repository's "
-                         "autograder/keys/, and no helpers install carries it; grade from the repository") from None
+        # no path in the message: it reaches the student's feedback
+        raise KeyMissing("the key is not here: it lives grader-side only, in the course repository, and no "
+                         "helpers install carries it; grade from the repository") from None
     if not isinstance(raw, dict):
         raise WalkDataError(f"{path}: expected a mapping with source_hash and marks")
     return raw
 
 
-def key(path: Path | None = None) -> Walk:
-    """The reading with the key's marks (`stale` says why it may not grade). Raises TokamaxMissing, KeyMissing."""
+def key(path: Path | None = None, *, where: str | None = None) -> Walk:
+    """The reading with the key's marks (`stale` says why it may not grade). Raises TokamaxMissing, KeyMissing.
+    `where` names the key in messages (default: its path, for the instructor)."""
     from pallas_course import tokamax_reading
 
     path = Path(path or KEY_PATH)
     raw = load_key(path)
     if raw.get("walk") != tokamax_reading.WALK_ID:
-        raise WalkDataError(f"{path}: a key for walk {raw.get('walk')!r}, not {tokamax_reading.WALK_ID!r}")
-    return with_key(tokamax_reading.reading(), raw, where=_shown(path))
+        raise WalkDataError(f"{where or path}: a key for walk {raw.get('walk')!r}, not {tokamax_reading.WALK_ID!r}")
+    return with_key(tokamax_reading.reading(), raw, where=where or _shown(path))
 
 
 def key_margin(path: Path | None = None) -> dict[int, str]:
@@ -75,15 +79,70 @@ def _points(test_id: str) -> float:
     return manifest().lab(LAB).test(test_id).points
 
 
-def margin_marks(marks: Any) -> float:
-    """Score `marks` ({line or range: "algorithm" | "schedule"}) against the key; returns the points earned."""
+def today() -> dt.date:
+    """The grader's notion of today (UTC), for the reveal date; tests replace it."""
+    return dt.datetime.now(dt.timezone.utc).date()
+
+
+def revealed(on: dt.date | None = None) -> bool:
+    """Whether the lab's `reveal:` date (course.yml) has come: from then on feedback names the lines."""
+    return manifest().lab(LAB).revealed(on or today())
+
+
+@dataclass(frozen=True)
+class Tally:
+    """One category of the key as feedback may state it before the reveal date: counts, never lines."""
+
+    mark: str           # "algorithm" | "schedule"
+    lines: int          # graded lines of this category
+    right: int          # marked as the key marks them
+    unmarked: int       # not marked at all (the rest of lines - right are marked the other way)
+
+    def sentence(self) -> str:
+        wrong = self.lines - self.right - self.unmarked
+        return (f"{self.mark} lines marked {self.mark} {self.right}/{self.lines} "
+                f"({wrong} marked the other way, {self.unmarked} not marked)")
+
+
+@dataclass(frozen=True)
+class ReadingFeedback:
+    """Everything LAB·1.5's feedback may say, typed: the two tallies, the credit, the student's own entries
+    that were not understood, and (after the reveal date only) the lines that disagree with the key."""
+
+    tallies: tuple[Tally, Tally]
+    points: float
+    earned: float
+    problems: tuple[str, ...]                  # about the student's own entries, in their own words
+    disagree: tuple[int, ...] | None = None    # after the reveal date: graded lines marked the other way
+    unmarked: tuple[int, ...] | None = None    # after the reveal date: graded lines not marked
+
+    def lines(self) -> list[str]:
+        tallies = "; ".join(t.sentence() for t in self.tallies)
+        out = [f"margin_marks: {tallies}; credit = {self.points:g} x the smaller share = {self.earned:g} of "
+               f"{self.points:g}"]
+        if self.disagree is None:
+            out.append(f"which lines disagree is shown from {manifest().lab(LAB).reveal} (the lab's reveal date)")
+        else:
+            if self.disagree:
+                out.append(f"marked differently from the key: {format_ranges(list(self.disagree))}")
+            if self.unmarked:
+                out.append(f"not marked: {format_ranges(list(self.unmarked))}")
+        out += [f"not understood (ignored): {p}" for p in self.problems]
+        return out
+
+
+def margin_marks(marks: Any, *, on: dt.date | None = None) -> float:
+    """Score `marks` ({line or range: "algorithm" | "schedule"}) against the key; returns the points earned.
+
+    What it prints goes back to the student (ReadingFeedback): before the lab's reveal date (`on`, default
+    today) only counts per category, never which lines; from that date the lines that disagree."""
     test = "margin_marks"
     points = _points(test)
     with quiet():
         from pallas_course import tokamax_reading
 
         try:
-            answer = key()
+            answer = key(where="the grader's key")     # no grader-side path in what the student reads
         except (tokamax_reading.TokamaxMissing, KeyMissing, WalkDataError) as e:
             raise TestFailure(f"{test}: cannot grade here: {e}") from None
         if answer.missing:
@@ -96,31 +155,88 @@ def margin_marks(marks: Any) -> float:
     if not any(given.values()):
         why = "; ".join(margin.problems) or "the marks dict is empty"
         raise TestFailure(f"{test}: not implemented yet: no line of the reading is marked ({why})")
-    shares = {}
+    tallies = []
     for mark in ("algorithm", "schedule"):
         lines = [n for n in graded if answer.marks[n] == mark]
-        right = sum(1 for n in lines if given[n] == mark)
-        shares[mark] = (right, len(lines))
-    wrong = [n for n in graded if given[n] is not None and given[n] != answer.marks[n]]
-    unmarked = [n for n in graded if given[n] is None]
-    fraction = min(r / t for r, t in shares.values())
+        tallies.append(Tally(mark, len(lines), sum(1 for n in lines if given[n] == mark),
+                             sum(1 for n in lines if given[n] is None)))
+    fraction = min(t.right / t.lines for t in tallies)
     earned = points if fraction == 1 else math.floor(points * fraction * 100) / 100
-    (ra, ta), (rs, ts) = shares["algorithm"], shares["schedule"]
-    print(f"{test}: algorithm lines marked algorithm {ra}/{ta}, schedule lines marked schedule {rs}/{ts}; "
-          f"credit = {points:g} x the smaller share = {earned:g} of {points:g}")
-    if wrong:
-        print(f"marked differently from the key: {format_ranges(wrong)}")
-    if unmarked:
-        print(f"not marked: {format_ranges(unmarked)}")
-    for p in margin.problems:
-        print(f"not understood (ignored): {p}")
+    show = revealed(on)
+    feedback = ReadingFeedback(
+        tuple(tallies), points, earned, tuple(margin.problems),   # type: ignore[arg-type]
+        disagree=tuple(n for n in graded if given[n] is not None and given[n] != answer.marks[n]) if show else None,
+        unmarked=tuple(n for n in graded if given[n] is None) if show else None)
+    print("\n".join(feedback.lines()))
     return earned
 
 
-def main() -> int:
-    """`python -m autograder.labs.lab_1_5`: the reading numbered with the key's marks and the current hash."""
+SOLUTION_CELL = "marks"    # the grade_id of the answer cell in solutions/ (and labs/)
+_BEGIN, _END = "### BEGIN SOLUTION\n", "### END SOLUTION"
+
+
+def model_answer(path: Path | None = None) -> str:
+    """The key as the code a student would write: one `range(first, last + 1)` per run of code lines with the
+    same mark (a run may span blank lines, which are ignored), three to a line."""
+    w = key(path)
+    runs: list[tuple[int, int, str]] = []
+    for n in w.code_lines():
+        mark = w.marks[n]
+        if runs and runs[-1][2] == mark:
+            runs[-1] = (runs[-1][0], n, mark)
+        else:
+            runs.append((n, n, mark))
+    entries = [f'range({lo}, {hi + 1}): "{mark}",' if hi > lo else f'{lo}: "{mark}",' for lo, hi, mark in runs]
+    rows = [" ".join(entries[i:i + 3]) for i in range(0, len(entries), 3)]
+    return ("# The model answer, written out from the grader's key (autograder/keys/tokamax_reading.yml) by\n"
+            "# `python -m autograder.labs.lab_1_5 --write-solution`; tests/test_reading.py checks they agree.\n"
+            "marks = {\n" + "".join(f"    {row}\n" for row in rows) + "}\n")
+
+
+def solution_region(source: str) -> str:
+    """The text between the BEGIN/END SOLUTION markers of a cell."""
+    head, _, rest = source.partition(_BEGIN)
+    body, found, _ = rest.partition(_END)
+    if not found:
+        raise ValueError("the answer cell has no BEGIN/END SOLUTION region")
+    return body
+
+
+def write_solution(notebook: Path | None = None) -> bool:
+    """Write model_answer() into the solution notebook's answer cell; True if it changed."""
+    from pallas_course.manifest import REPO_ROOT
+    from pallas_course.notebooks import grade_id
+
+    import nbformat
+
+    path = Path(notebook or REPO_ROOT / manifest().lab(LAB).source)
+    nb = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in nb.cells if grade_id(c) == SOLUTION_CELL]
+    old = solution_region(cell.source)
+    new = model_answer()
+    if old == new:
+        return False
+    cell.source = cell.source.replace(_BEGIN + old + _END, _BEGIN + new + _END)
+    nbformat.write(nb, path)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m autograder.labs.lab_1_5`: the reading numbered with the key's marks and the current hash;
+    `--write-solution`: the solution notebook's model answer regenerated from the key (then regenerate labs/)."""
+    import argparse
+
     from pallas_course.walks import render
 
+    parser = argparse.ArgumentParser(prog="python -m autograder.labs.lab_1_5", description=main.__doc__)
+    parser.add_argument("--write-solution", action="store_true",
+                        help="rewrite the model answer in solutions/ from the key (re-run after re-keying)")
+    args = parser.parse_args(argv)
+    if args.write_solution:
+        changed = write_solution()
+        print("the solution's model answer " + ("was rewritten from the key; now run `nbgrader generate_assignment "
+                                                "stage-1 --force`" if changed else "already agrees with the key"))
+        return 0
     print(render(key()))
     return 0
 

@@ -1,0 +1,71 @@
+"""Every solutions/ notebook, handed in as it is, earns full marks on both doors: `course grade` (the engine,
+in this process) and `nbgrader autograde` (its own gradebook). Then nbgrader's `generate_feedback`, what a
+student may be sent, shows none of the hidden tests. One set-up for the five labs: slow, but run once.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pallas_course.manifest import REPO_ROOT, manifest
+from pallas_course.notebooks import is_test_cell, read
+from tests.nbgrader_course import generated_course, nbgrader
+
+STUDENT = "model-answers"
+STAGE = manifest().stage.id
+LABS = manifest().labs
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A course root with the five solution notebooks submitted by one student, autograded by nbgrader, and
+    nbgrader's feedback generated."""
+    root = generated_course(tmp_path_factory.mktemp("course"))
+    folder = root / "submitted" / STUDENT / STAGE
+    folder.mkdir(parents=True)
+    for lab in LABS:
+        shutil.copy(REPO_ROOT / lab.source, folder / Path(lab.notebook).name)
+    run = nbgrader(root, "autograde", STAGE, "--force")
+    assert run.returncode == 0, run.stdout + run.stderr
+    run = nbgrader(root, "generate_feedback", STAGE, "--force")
+    assert run.returncode == 0, run.stdout + run.stderr
+    return root
+
+
+@pytest.mark.parametrize("lab", LABS, ids=[lab.id for lab in LABS])
+def test_the_solution_scores_full_marks_with_course_grade(lab, tmp_path: Path) -> None:
+    from autograder.grade import grade_one
+
+    path = tmp_path / Path(lab.notebook).name
+    shutil.copy(REPO_ROOT / lab.source, path)
+    result = grade_one(path)
+    assert result.error is None, result.error
+    lost = {t.name: t.message for t in result.tests if t.points != t.max_points}
+    assert not lost and result.score == result.max_score == sum(t.points for t in lab.tests), lost
+
+
+@pytest.mark.parametrize("lab", LABS, ids=[lab.id for lab in LABS])
+def test_the_solution_scores_full_marks_with_nbgrader_autograde(lab, course: Path) -> None:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grades = {g.name: g for g in gb.find_submission_notebook(lab.id, STAGE, STUDENT).grades}
+        for test in lab.tests:
+            g = grades[test.id]
+            assert (g.auto_score, g.max_score) == (test.points, test.points), (test.id, g.auto_score)
+
+
+@pytest.mark.parametrize("lab", LABS, ids=[lab.id for lab in LABS])
+def test_nbgrader_feedback_shows_no_hidden_test(lab, course: Path) -> None:
+    """generate_feedback runs ClearHiddenTests (autograder.nbgrader_setup): the hidden region of each test cell,
+    the calls into the grader's checks, never reaches the feedback page."""
+    page = (course / "feedback" / STUDENT / STAGE / f"{Path(lab.notebook).stem}.html").read_text()
+    hidden = [c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].strip()
+              for c in read(REPO_ROOT / lab.source).cells if is_test_cell(c) and "BEGIN HIDDEN TESTS" in c.source]
+    assert hidden, "every lab has hidden tests"
+    assert "BEGIN HIDDEN TESTS" not in page and "autograder.labs" not in page and lab.grader not in page
+    for region in hidden:
+        for line in region.splitlines():
+            assert line.strip() not in page, line
