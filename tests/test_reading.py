@@ -187,7 +187,7 @@ def test_the_grader_s_today_is_the_reveal_clock(monkeypatch, capsys) -> None:
 def test_the_solution_writes_out_the_key_and_agrees_with_it(key: W.Walk) -> None:
     """The solution's answer cell holds the model answer as code (the jail cannot see the key), exactly what
     `python -m autograder.labs.lab_1_5 --write-solution` writes from the key, and it means the key's marks."""
-    from pallas_course.notebooks import grade_id
+    from autograder.cells import grade_id
 
     nb = nbformat.read(REPO_ROOT / LAB.source, as_version=4)
     (cell,) = [c for c in nb.cells if grade_id(c) == lab_1_5.SOLUTION_CELL]

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from autograder.cells import is_test
 from pallas_course.manifest import REPO_ROOT, manifest
-from pallas_course.notebooks import is_test_cell, read
+from pallas_course.notebooks import read
 from tests.nbgrader_course import generated_course, nbgrader
 
 STUDENT = "model-answers"
@@ -66,7 +67,7 @@ def test_nbgrader_feedback_shows_no_hidden_test(lab, course: Path) -> None:
     page = (course / "feedback" / STUDENT / STAGE / f"{Path(lab.notebook).stem}.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))      # the page as read, code highlighting and all
     hidden = [c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].strip()
-              for c in read(REPO_ROOT / lab.source).cells if is_test_cell(c) and "BEGIN HIDDEN TESTS" in c.source]
+              for c in read(REPO_ROOT / lab.source).cells if is_test(c) and "BEGIN HIDDEN TESTS" in c.source]
     assert hidden, "every lab has hidden tests"
     assert "BEGIN HIDDEN TESTS" not in text
     for region in hidden:

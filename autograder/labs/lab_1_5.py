@@ -205,7 +205,7 @@ def solution_region(source: str) -> str:
 def write_solution(notebook: Path | None = None) -> bool:
     """Write model_answer() into the solution notebook's answer cell; True if it changed."""
     from pallas_course.manifest import REPO_ROOT
-    from pallas_course.notebooks import grade_id
+    from autograder.cells import grade_id
 
     import nbformat
 
