@@ -85,9 +85,9 @@ def read_margin(marks: Any, w: Walk | None = None) -> Margin:
         if isinstance(key, range):
             # the reading's lines in it, never list(key): range(0, 10**18) is one honest-looking entry
             lines, into = [n for n in range(w.first_line, w.last_line + 1) if n in key], ranged
-            ends = sorted((key[0], key[-1])) if len(key) else []
+            ends = sorted((key[0], key[-1])) if key else []      # bool(), not len(): len overflows past 2**63
             outside = bool(ends) and (ends[0] < w.first_line or ends[1] > w.last_line)
-            what = f"lines outside {w.first_line}-{w.last_line}" if len(key) else "an empty range: nothing"
+            what = f"lines outside {w.first_line}-{w.last_line}" if key else "an empty range: nothing"
         elif isinstance(key, int) and not isinstance(key, bool):
             lines, into = [key], single
             outside, what = not w.first_line <= key <= w.last_line, str(key)

@@ -13,6 +13,7 @@ import json
 import nbformat
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pallas_course import tokamax_reading, walks as W
 
@@ -144,6 +145,23 @@ def test_any_form_the_notebook_allows_is_graded_through_the_wire() -> None:
         sent = wire.decode(json.loads(json.dumps(wire.encode(margin, blobs))), blobs)
         assert sent == margin
         assert lab_1_5.margin_marks(sent) == POINTS
+
+
+_HUGE = 2**63 - 1
+_KEYS = st.one_of(st.integers(-_HUGE, _HUGE),
+                  st.builds(range, st.integers(-_HUGE, _HUGE), st.integers(-_HUGE, _HUGE),
+                            st.integers(-400, 400).filter(bool)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(_KEYS, st.sampled_from(["a", "s", "algorithm", "schedule", "copper"]), max_size=6))
+def test_any_margin_of_ints_and_ranges_is_read_quickly_and_never_fails(marks: dict) -> None:
+    """Whatever ints and ranges (any size, step or sign the wire lets through) a margin holds: read, never an
+    error, only code lines of the reading marked, anything else named as not understood."""
+    w = tokamax_reading.reading()
+    margin = tokamax_reading.read_margin(marks, w)
+    assert set(margin.marks) <= set(w.code_lines())
+    assert all(isinstance(p, str) and len(p) < 300 for p in margin.problems)
 
 
 def test_before_the_reveal_date_feedback_counts_and_never_names_a_line(key: W.Walk, capsys) -> None:
