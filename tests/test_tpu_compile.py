@@ -186,3 +186,18 @@ def test_visible_check_refuses_what_the_compiler_cannot_lower() -> None:
     assert "fix: use jax.nn.gelu(x, approximate=True)" in str(failure.value)
     tanh, _ = row_kernel("jax.nn.gelu(x)", (8, 512), (256, 512), interpret=interpret_params())
     check("gelu", lambda: tanh(x), jax.nn.gelu(x), tol=1e-5)
+
+
+def test_setup_on_a_cpu_machine_with_libtpu_stays_quiet(libtpu, tmp_path) -> None:
+    """An instructor's (or a [tpu] student's) notebook without JAX_PLATFORMS: setup() asks for the CPU where libtpu
+    finds no TPU chip, instead of JAX starting a TPU runtime and printing its failure to stderr."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "PALLAS_COURSE_MODE")}
+    code = "from pallas_course.runtime import setup; setup(); import jax; print(jax.devices())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert "[CpuDevice(id=0)]" in done.stdout, done.stderr[-2000:]
+    assert "TPU" not in done.stderr and "libtpu" not in done.stderr, done.stderr[-2000:]
