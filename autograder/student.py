@@ -97,10 +97,13 @@ def _answer(header: dict[str, Any], blobs: list[bytes]) -> Invocation:
         raise _error(header.get("error"))
     try:
         structure = None if header.get("structure") is None else from_data(header["structure"])
-        result = wire.decode(header.get("result"), blobs)
-        own = wire.decode(header.get("own"), blobs)
+        result = wire.decode_reply(header.get("result"), blobs)
+        own = wire.decode_reply(header.get("own"), blobs)
     except (MalformedTrace, wire.WireError) as e:
         raise BadAnswer(f"malformed answer ({e})") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
+        # data of a shape the rebuilder did not foresee: still the jail's junk, never the grader's failure
+        raise BadAnswer(f"malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
     if own is not None and not (isinstance(own, dict) and all(isinstance(v, list) for v in own.values())):
         raise BadAnswer("malformed answer (own: not a mapping of lists)")
     error = None if header.get("error") is None else _error(header["error"])
@@ -320,7 +323,7 @@ class Session:
             return RemoteFunction(name, self)
         if kind == "value":
             try:
-                return wire.decode(header.get("value"), blobs)
+                return wire.decode_reply(header.get("value"), blobs)
             except wire.WireError as e:
                 raise BadAnswer(f"malformed value ({e})") from None
         if kind == "missing":

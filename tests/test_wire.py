@@ -27,9 +27,20 @@ def _roundtrip(value: object) -> object:
 
 
 def _pipe(data: bytes) -> int:
+    """A pipe holding `data`, then closed (written from a thread: more than a pipe's buffer would block)."""
+    import threading
+
     r, w = os.pipe()
-    os.write(w, data)
-    os.close(w)
+
+    def feed() -> None:
+        try:
+            os.write(w, data)
+        except OSError:   # the reader stopped early and closed its end
+            pass
+        finally:
+            os.close(w)
+
+    threading.Thread(target=feed, daemon=True).start()
     return r
 
 
@@ -145,3 +156,102 @@ def test_a_vmapped_kernel_is_understood() -> None:
     pc = traced("t", "vmap(add)", jax.vmap(add), x, x).pallas_calls[0]
     assert pc.grid == (4,) and pc.inputs[0].block_shape == (None, 8, 128) and pc.inputs[0].block_index(2) == (2, 0, 0)
     assert np.array_equal(call("t", "vmap(add)", jax.vmap(add), x, x), 2 * x)
+
+
+# ---------------------------------------------------------------- fuzzed: any shape is data or a refusal
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from autograder import engine, student  # noqa: E402
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__", "shape",
+        "dtype", "blobs", "ok", "error", "structure", "result", "own", "outputs", "output_type", "data", "text"]
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=12),
+                    st.sampled_from(["float32", "bfloat16", "object", "stream", "error", "display_data",
+                                     "execute_result", "nan", "-inf", "run"]))
+json_values = st.recursive(scalars, lambda kids: st.one_of(
+    st.lists(kids, max_size=4), st.dictionaries(st.sampled_from(TAGS) | st.text(max_size=4), kids, max_size=4)),
+    max_leaves=40)
+
+
+def _npy(arr: np.ndarray, *, allow_pickle: bool = False) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=allow_pickle)
+    return buf.getvalue()
+
+
+blob_lists = st.lists(st.one_of(st.binary(max_size=120), st.just(_npy(np.ones((2, 3), np.float32))),
+                                st.just(_npy(np.array([{"x": 1}], dtype=object), allow_pickle=True)),
+                                st.just(_npy(np.arange(4, dtype=np.uint16))),
+                                st.binary(max_size=40).map(lambda b: _npy(np.ones(3, np.float32))[:60] + b)),
+                      max_size=3)
+
+
+@FUZZ
+@given(value=json_values, blobs=blob_lists)
+def test_any_value_decodes_or_is_refused(value: object, blobs: list[bytes]) -> None:
+    for decode in (wire.decode, wire.decode_reply):
+        try:
+            decode(value, blobs)
+        except wire.WireError:
+            pass
+
+
+@FUZZ
+@given(value=json_values, blobs=blob_lists, noise=st.binary(max_size=64), cut=st.integers(0, 400))
+def test_any_bytes_are_a_frame_or_a_wire_error(value: object, blobs: list[bytes], noise: bytes, cut: int) -> None:
+    import json
+    import struct
+
+    text = json.dumps({"v": value, "blobs": [len(b) for b in blobs]}).encode()
+    whole = struct.pack(">Q", len(text)) + text + b"".join(blobs)
+    for data in (whole, whole[:cut], noise, struct.pack(">Q", len(noise)) + noise, whole + noise):
+        fd = _pipe(data)
+        try:
+            wire.Reader(fd).read(timeout=2)
+        except (wire.WireError, wire.PeerGone):
+            pass
+        finally:
+            os.close(fd)
+
+
+@FUZZ
+@given(header=st.dictionaries(st.sampled_from(TAGS), json_values, max_size=5), ok=st.booleans(), blobs=blob_lists)
+def test_any_reply_is_an_answer_a_student_error_or_a_bad_answer(header: dict, ok: bool, blobs: list[bytes]) -> None:
+    """student._answer, the grader's reader of a call's reply: nothing else ever comes out of it."""
+    try:
+        student._answer({**header, "ok": ok} if ok else header, blobs)
+    except (student.StudentError, student.BadAnswer):
+        pass
+
+
+@FUZZ
+@given(raw=json_values | st.dictionaries(st.sampled_from(TAGS), json_values, max_size=5).map(
+    lambda d: {**d, "output_type": d.get("output_type", "stream")}))
+def test_any_output_the_jail_sends_is_a_valid_output_or_dropped(raw: object) -> None:
+    import nbformat
+
+    out = engine.clean_output(raw)
+    if out is not None:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[out])])
+        nbformat.validate(nb)
+
+
+def test_the_shapes_that_failed_the_grader_are_refused_with_a_reason() -> None:
+    """Nested 100,000 deep (RecursionError before), an abstract array where values belong and a tuple key
+    holding a list (TypeError before): each a WireError or BadAnswer, which scores that notebook 0."""
+    import struct
+
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(wire.WireError, match="not JSON"):
+        wire.Reader(_pipe(struct.pack(">Q", len(deep)) + deep)).read(timeout=5)
+    nested = ('{"v": ' + "[" * 500 + "]" * 500 + "}").encode()
+    with pytest.raises(wire.WireError, match="nested deeper"):
+        wire.Reader(_pipe(struct.pack(">Q", len(nested)) + nested)).read(timeout=5)
+    with pytest.raises(student.BadAnswer, match="abstract array"):
+        student._answer({"ok": True, "result": {"__spec__": {"shape": [2], "dtype": "float32"}}}, [])
+    with pytest.raises(wire.WireError, match="unhashable"):
+        wire.decode({"__dict__": [[{"__tuple__": [[1]]}, 1]]}, [])
+    with pytest.raises(student.BadAnswer, match="unhashable"):
+        student._answer({"ok": True, "result": {"__dict__": [[{"__tuple__": [[1]]}, 1]]}}, [])

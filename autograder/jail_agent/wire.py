@@ -6,6 +6,11 @@ tagged objects for what JSON lacks: {"__array__": k} (blob k), {"__spec__": {"sh
 array), {"__dtype__": name}, {"__tuple__": [...]}, {"__range__": [start, stop, step]},
 {"__dict__": [[key, value], ...]} (keys that are not strings), {"__opaque__": type name} (a value that cannot travel). Arrays are loaded with
 allow_pickle=False; bfloat16 travels as its uint16 bits with the dtype named in the tag. No pickle, ever.
+
+The reader trusts nothing: any bytes become a frame or a WireError (never RecursionError, TypeError,
+MemoryError...): a header nested deeper than MAX_HEADER_DEPTH, a key that cannot be a key, an abstract array
+in a reply (`decode_reply`: abstract arrays only travel from the grader to the jail) are refused with a reason.
+tests/test_wire.py fuzzes it with hypothesis.
 """
 from __future__ import annotations
 
@@ -22,7 +27,8 @@ import numpy as np
 MAX_HEADER_BYTES = 8 * 2**20      # a header is JSON text: messages, outputs, a trace's tables
 MAX_BLOB_BYTES = 64 * 2**20       # one array (the labs' largest is 4 MB)
 MAX_FRAME_BYTES = 256 * 2**20     # header and blobs together
-MAX_DEPTH = 32
+MAX_DEPTH = 32                    # a value's nesting
+MAX_HEADER_DEPTH = 200            # a whole header's nesting (a trace's data included)
 ALLOWED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                   "float16", "float32", "float64", "bfloat16")
 
@@ -111,8 +117,8 @@ def load_array(data: bytes, dtype: str) -> np.ndarray:
     want = dtype_named(dtype)
     try:
         arr = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:   # a pickle, a truncated or forged file
-        raise WireError(f"not a plain .npy array ({str(e)[:100]})") from None
+    except Exception as e:  # noqa: BLE001 - a pickle, a truncated or forged file: whatever numpy raises for it
+        raise WireError(f"not a plain .npy array ({type(e).__name__}: {str(e)[:100]})") from None
     if not isinstance(arr, np.ndarray):
         raise WireError("not a plain .npy array")
     if want.name == "bfloat16":
@@ -124,22 +130,29 @@ def load_array(data: bytes, dtype: str) -> np.ndarray:
     return arr
 
 
-def decode(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
+def decode_reply(value: Any, blobs: list[bytes]) -> Any:
+    """`decode` for what the jail sends back: values only (an abstract array is never an answer)."""
+    return decode(value, blobs, specs=False)
+
+
+def decode(value: Any, blobs: list[bytes], depth: int = 0, *, specs: bool = True) -> Any:
     """The inverse of `encode`; raises WireError on anything else. Arrays come back as numpy arrays,
-    abstract arrays as {"shape": tuple, "dtype": np.dtype} specs (`Spec`)."""
+    abstract arrays as {"shape": tuple, "dtype": np.dtype} specs (`Spec`), unless `specs` is False."""
     if depth > MAX_DEPTH:
         raise WireError("value nested too deep")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [decode(v, blobs, depth + 1) for v in value]
+        return [decode(v, blobs, depth + 1, specs=specs) for v in value]
     if not isinstance(value, dict):
         raise WireError(f"unexpected JSON value {type(value).__name__}")
     if "__array__" in value:
         k = value["__array__"]
-        if not isinstance(k, int) or not 0 <= k < len(blobs):
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(blobs):
             raise WireError("array reference out of range")
         return load_array(blobs[k], value.get("dtype"))
+    if "__spec__" in value and not specs:
+        raise WireError("an abstract array (shape and dtype only) where values belong")
     if "__spec__" in value:
         spec = value["__spec__"]
         if not isinstance(spec, dict):
@@ -165,23 +178,27 @@ def decode(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         items = value["__tuple__"]
         if not isinstance(items, list):
             raise WireError("bad tuple")
-        return tuple(decode(v, blobs, depth + 1) for v in items)
+        return tuple(decode(v, blobs, depth + 1, specs=specs) for v in items)
     if "__dict__" in value:
         items = value["__dict__"]
         if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
             raise WireError("bad dict")
         out = {}
         for k, v in items:
-            key = decode(k, blobs, depth + 1)
+            key = decode(k, blobs, depth + 1, specs=specs)
             if not isinstance(key, (int, float, str, bool, tuple, range)) and key is not None:
                 raise WireError("unhashable dict key")
-            out[key] = decode(v, blobs, depth + 1)
+            try:
+                hash(key)
+            except TypeError:   # a tuple holding a list, an array, a dict
+                raise WireError("unhashable dict key (a tuple holding something unhashable)") from None
+            out[key] = decode(v, blobs, depth + 1, specs=specs)
         return out
     if "__opaque__" in value:
         return Opaque(str(value["__opaque__"])[:100])
     if any(k.startswith("__") for k in value):
         raise WireError("unknown tag")
-    return {k: decode(v, blobs, depth + 1) for k, v in value.items()}
+    return {k: decode(v, blobs, depth + 1, specs=specs) for k, v in value.items()}
 
 
 class Spec:
@@ -205,6 +222,20 @@ def pack(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
 def send(stream: BinaryIO, header: dict[str, Any], blobs: list[bytes] | None = None) -> None:
     stream.write(pack(header, blobs))
     stream.flush()
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether JSON data nests past `limit` (walked without recursion: the data may be adversarial)."""
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return True
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return False
 
 
 class Reader:
@@ -241,10 +272,13 @@ class Reader:
             raise WireError(f"a header of {size:,} bytes is over the {MAX_HEADER_BYTES:,}-byte limit")
         try:
             header = json.loads(self._take(size, deadline))
-        except ValueError:
-            raise WireError("the header is not JSON") from None
+        except (ValueError, RecursionError):   # not JSON, not UTF-8, a number too long, nested past the parser
+            raise WireError("the header is not JSON this reader takes") from None
+        if _too_deep(header, MAX_HEADER_DEPTH):
+            raise WireError(f"the header is nested deeper than {MAX_HEADER_DEPTH} levels")
         sizes = header.get("blobs", []) if isinstance(header, dict) else None
-        if not isinstance(sizes, list) or not all(isinstance(s, int) and 0 <= s <= MAX_BLOB_BYTES for s in sizes):
+        if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                  and 0 <= s <= MAX_BLOB_BYTES for s in sizes):
             raise WireError("bad blob sizes")
         if size + sum(sizes) > MAX_FRAME_BYTES:
             raise WireError(f"a frame of {size + sum(sizes):,} bytes is over the {MAX_FRAME_BYTES:,}-byte limit")
