@@ -165,8 +165,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from autograder import engine, student  # noqa: E402
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__", "shape",
-        "dtype", "blobs", "ok", "error", "structure", "result", "own", "outputs", "output_type", "data", "text"]
+TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__",
+        "shape", "dtype", "blobs", "ok", "error", "structure", "result", "own", "outputs", "output_type", "data", "text"]
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=12),
                     st.sampled_from(["float32", "bfloat16", "object", "stream", "error", "display_data",
                                      "execute_result", "nan", "-inf", "run"]))
