@@ -107,3 +107,32 @@ def test_helpers_other_than_the_graders_stop_the_grader(monkeypatch) -> None:
     with pytest.raises(student.SetupFailed, match="not the grader's own helpers"):
         with student.Session(limits=jail.JailLimits(), cell_timeout_s=60, deadline=time.monotonic() + 120):
             pass
+
+
+FORGE_DEEP = '''
+import gc, struct
+agent = next(o for o in gc.get_objects() if type(o).__name__ == "Agent")
+deep = b"[" * 100_000 + b"]" * 100_000
+agent.out.write(struct.pack(">Q", len(deep)) + deep)
+agent.out.flush()
+'''
+
+
+def test_a_forged_frame_nested_100000_deep_is_a_zero_with_a_reason() -> None:
+    """A cell writes a frame nested 100,000 deep on the agent's own pipe (RecursionError in the grader
+    before): the run stops with the reason, the tests score 0 with it, and grading goes on (no exception)."""
+    from autograder.engine import execute
+    from autograder.restore import restore
+    from autograder.sandbox import Limits
+    from course_tools.demo import filled_in
+
+    lab = manifest().lab(LAB)
+    nb = filled_in(LAB)
+    nb.cells.insert(3, nbformat.v4.new_code_cell(FORGE_DEEP))
+    restore(nb, nbformat.read(REPO_ROOT / lab.source, as_version=4), nbformat.read(REPO_ROOT / lab.notebook,
+                                                                                  as_version=4))
+    run = execute(nb, lab, limits=Limits(wall_s=300))
+    assert run.stopped and "malformed answer" in run.stopped and "not JSON" in run.stopped, run.stopped
+    tests = [c for c in run.notebook.cells if c.cell_type == "code"
+             and c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    assert tests and all(c.outputs and c.outputs[0].output_type == "error" for c in tests)
