@@ -3,8 +3,8 @@
     find      autograder.discover.find_submissions   (the caller: autograder.grade_command)
     read      autograder.submission.read_submission  -> Submission (bytes, label, SHA-256)
     plan      autograder.record.plan                 -> what a stored record still answers
-    grade     autograder.grade.grade_payload         -> in this process, a local worker, or a Dask task:
-              identify -> prepare -> execute (cells in the jail, checks outside) -> score
+    grade     autograder.pipeline.grade_payload      -> in this process, a local worker, or a Dask task:
+              identify -> restore -> execute (cells in the jail, checks outside) -> score
     record    autograder.record.record               -> the record and executed notebooks, kept at once
     report    autograder.grade_command / report / export
 
@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from autograder.fingerprint import GraderFilesGuard, GraderModified
-from autograder.grade import grade_payload
+from autograder import engines
+from autograder.pipeline import grade_payload
 from autograder.record import Outcome, plan, record, record_failure
 from autograder.sandbox import Limits
 from autograder.store import Store
@@ -41,7 +42,7 @@ __all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_payload", "run_batch",
 
 # What a worker imports before its first submission: the engine, jax (the checks draw inputs with it) and
 # every lab's checks (see start_workers).
-PRELOAD = ["autograder.batch", "autograder.grade", "autograder.engine", "jax.numpy", "jax.experimental.pallas",
+PRELOAD = ["autograder.batch", "autograder.pipeline", "autograder.engine", "jax.numpy", "jax.experimental.pallas",
            "nbgrader.utils"]
 
 
@@ -153,16 +154,17 @@ class _DaskPool:
 
 
 def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, jobs: int = 1, force: bool = False,
-              limits: Limits | None = None, scheduler: str | None = None,
+              limits: Limits | None = None, scheduler: str | None = None, engine: str = engines.JAIL,
               on_outcome: Callable[[Outcome], None] | None = None,
               on_plan: Callable[[int, int], None] | None = None) -> list[Outcome]:
     """Grade `paths` (reusing stored results unless `force`); outcomes come back in the order of `paths`.
 
     `scheduler`: a Dask scheduler address, or "local" for a LocalCluster of `jobs` workers; None for
-    local worker processes (`jobs` > 1) or this process (`jobs` == 1).
+    local worker processes (`jobs` > 1) or this process (`jobs` == 1). `engine`: autograder.engines' name.
     """
     limits = limits or Limits()
-    if limits.jailed and scheduler is None:
+    engines.get(engine)
+    if engine == engines.JAIL and scheduler is None:
         from autograder.jail import require_jail
 
         require_jail()   # refuse the whole batch in one line, not each submission (Dask workers check their own)
@@ -176,8 +178,9 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
         outcomes[o.label] = o
         if on_outcome:
             on_outcome(o)
-    guard = None if limits.jailed else GraderFilesGuard()   # --no-jail: a notebook can write the grader's files
-    with _scheduled(planned.todo, limits, jobs=jobs, scheduler=scheduler) as finished:
+    # --no-jail: a notebook can write the grader's files
+    guard = None if engines.is_jailed(engine) else GraderFilesGuard()
+    with _scheduled(planned.todo, limits, engine, jobs=jobs, scheduler=scheduler) as finished:
         for f in finished:
             o = (record(store, f.submission, f.payload) if f.payload is not None
                  else record_failure(store, f.submission, f.failure or "the task returned nothing"))
@@ -190,34 +193,34 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
 
 
 @contextlib.contextmanager
-def _scheduled(todo: list[Submission], limits: Limits, *, jobs: int,
+def _scheduled(todo: list[Submission], limits: Limits, engine: str, *, jobs: int,
                scheduler: str | None) -> Iterator[Iterator[Finished]]:
     """The graded submissions as they finish: here, one after another (`jobs` 1, no scheduler), or from a
     pool; leaving early (Ctrl-C, SIGTERM, an error) stops the pool without waiting for its running tasks."""
     if not todo or (scheduler is None and jobs <= 1):
-        yield _grade_here(todo, limits)
+        yield _grade_here(todo, limits, engine)
         return
     pool: Any = _DaskPool(scheduler, jobs) if scheduler else _LocalPool(jobs)
     with _sigterm_as_interrupt():
         try:
-            yield _grade_on(pool, todo, limits)
+            yield _grade_on(pool, todo, limits, engine)
         except BaseException:
             pool.close(abort=True)   # don't wait for the running submissions
             raise
         pool.close()
 
 
-def _grade_here(todo: list[Submission], limits: Limits) -> Iterator[Finished]:
+def _grade_here(todo: list[Submission], limits: Limits, engine: str) -> Iterator[Finished]:
     for sub in todo:
         try:
-            yield Finished(sub, payload=grade_payload(sub, limits))
+            yield Finished(sub, payload=grade_payload(sub, limits, engine))
         except SetupFailed:
             raise   # the jail cannot run here: stop before scoring anyone for it
         except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
             yield Finished(sub, failure=f"{type(e).__name__}: {e}")
 
 
-def _grade_on(pool: Any, todo: list[Submission], limits: Limits) -> Iterator[Finished]:
+def _grade_on(pool: Any, todo: list[Submission], limits: Limits, engine: str) -> Iterator[Finished]:
     """Each submission's task on `pool`; a worker that dies takes its pool with it: the pool is renewed and
     its unfinished submissions tried once more."""
     attempts = {sub.label: 0 for sub in todo}
@@ -226,7 +229,7 @@ def _grade_on(pool: Any, todo: list[Submission], limits: Limits) -> Iterator[Fin
         futures = {}
         for sub in pending:
             attempts[sub.label] += 1
-            futures[pool.submit(grade_payload, sub, limits)] = sub
+            futures[pool.submit(grade_payload, sub, limits, engine)] = sub
         pending = []
         broken = False
         for future in pool.as_completed(futures):

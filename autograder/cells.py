@@ -10,6 +10,7 @@ and the engine overlaps it with the jail's start (autograder.engine._import_mean
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Mapping
 
 from nbformat import NotebookNode, from_dict
@@ -23,6 +24,14 @@ def meta(cell: Mapping[str, Any]) -> NotebookNode:
     metadata = cell.get("metadata", {})
     found = metadata.get("nbgrader", {}) if isinstance(metadata, Mapping) else {}
     return from_dict(dict(found) if isinstance(found, Mapping) else {})
+
+
+def set_meta(cell: NotebookNode, values: Mapping[str, Any] | None) -> None:
+    """Replace the cell's nbgrader metadata with a copy of `values`; None removes it."""
+    if values is None:
+        cell.metadata.pop("nbgrader", None)
+    else:
+        cell.metadata["nbgrader"] = from_dict(copy.deepcopy(dict(values)))
 
 
 def has_grade_id(cell: Mapping[str, Any]) -> bool:

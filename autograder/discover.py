@@ -114,6 +114,18 @@ SPECIAL = "not a regular file (a fifo, socket or device): not read"
 LINK = "a symbolic link: never followed (it could point at solutions/ or at another student's work)"
 
 
+def refusal(path: Path) -> str | None:
+    """Why the file at `path` is refused without being read (LINK, SPECIAL, unreadable), or None: the rule
+    `find_submissions` applies, for a door that is handed one path (nbgrader's)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as e:
+        return f"could not be read ({e.strerror or e})"
+    if stat.S_ISLNK(mode):
+        return LINK
+    return None if stat.S_ISREG(mode) else SPECIAL
+
+
 def _walk(top: Path, root: Path | None, notebooks: list[Path], found: Discovery) -> None:
     stack = [top]
     while stack:

@@ -30,7 +30,7 @@ from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
 
 PACKAGES = ("autograder", "pallas_course")   # where modules that decide a score can live
 # The grading steps and the agent in the jail: where the walk of imports starts.
-SCORING_ENTRY = ("autograder.grade", "autograder.nbgrader_engine", "autograder.jail_agent.agent",
+SCORING_ENTRY = ("autograder.pipeline", "autograder.nbgrader_engine", "autograder.jail_agent.agent",
                  "autograder.jail_agent.calls", "autograder.jail_agent.wire")
 JAIL_PACKAGE = "jail_agent"                  # how the agent's package is named inside the jail
 # Data the checks read: answer keys (autograder/keys/), the walks' lines and notes (LAB·1.5's reading).

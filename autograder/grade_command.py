@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from autograder import engines
 from autograder.batch import run_batch
 from autograder.discover import Discovery, Skipped
 from autograder.export import GradebookError, merge_into_gradebook, one_per_student_lab, write_nbgrader_csv
@@ -53,8 +54,11 @@ class GradeOptions:
     jailed: bool = True
 
     def limits(self) -> Limits:
-        return Limits(wall_s=self.timeout_s, memory_mb=self.memory_mb, cell_s=self.cell_timeout_s,
-                      jailed=self.jailed)
+        return Limits(wall_s=self.timeout_s, memory_mb=self.memory_mb, cell_s=self.cell_timeout_s)
+
+    @property
+    def engine(self) -> str:
+        return engines.JAIL if self.jailed else engines.NO_JAIL
 
 
 @dataclass
@@ -130,7 +134,8 @@ def _grade(found: Discovery, options: GradeOptions, progress: Progress,
     outcomes: list[Outcome] = []
     for paths, batch_root in batches:
         outcomes += run_batch(paths, out_dir=options.out, root=batch_root, jobs=options.jobs, force=options.force,
-                              limits=options.limits(), scheduler=options.scheduler, on_plan=progress.planned,
+                              limits=options.limits(), scheduler=options.scheduler, engine=options.engine,
+                              on_plan=progress.planned,
                               on_outcome=progress.advance)
     return outcomes
 

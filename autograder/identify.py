@@ -3,7 +3,7 @@
 The lab is the one its file name names; a renamed file is recognised by its graded cells. A notebook that
 holds another lab's cells is graded as its name says, with the mismatch in its error (nbgrader does the
 same); one that holds none of the named lab's cells scores 0 without running. Whatever cannot be graded
-raises `Ungradable` with the reason, which becomes a score of 0 (autograder.grade).
+raises `Ungradable` with the reason, which becomes a score of 0 (autograder.pipeline).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from autograder.fingerprint import grader_fingerprint
-from autograder.grade import Graded, zero_result
+from autograder.pipeline import Graded, zero_result
 from autograder.results import SubmissionResult
 from autograder.store import Record, Store
 from autograder.submission import Submission

@@ -11,7 +11,24 @@ import copy
 
 from nbformat import NotebookNode
 
-from autograder.cells import checksum, grade_id, has_grade_id, is_grade, is_locked, is_solution, meta
+from autograder.cells import checksum, grade_id, has_grade_id, is_grade, is_locked, is_solution, meta, set_meta
+
+
+def deduplicate(nb: NotebookNode) -> list[str]:
+    """nbgrader's DeduplicateIds (its autograde runs it first): of the graded, answer or locked cells that share
+    a grade id, the last keeps it and the others lose their nbgrader metadata (they run, ungraded). The
+    metadata goes whole (nbgrader leaves `{}`, on which its own OverwriteCells then fails)."""
+    seen: set[str] = set()
+    notes = []
+    for cell in reversed(nb.cells):
+        if not (is_grade(cell) or is_solution(cell) or is_locked(cell)) or grade_id(cell) is None:
+            continue
+        gid = grade_id(cell)
+        if gid in seen:
+            set_meta(cell, None)
+            notes.append(f"cell {gid!r} appears more than once; only its last copy is graded")
+        seen.add(gid)
+    return notes[::-1]
 
 
 def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNode | None = None) -> list[str]:
@@ -29,6 +46,7 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
     release_cells = {grade_id(c): c for c in release.cells if grade_id(c)} if release else {}
     order = [grade_id(c) for c in source.cells if grade_id(c)]
 
+    notes += deduplicate(submission)
     for cell in submission.cells:
         if not has_grade_id(cell):
             continue
@@ -36,8 +54,8 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
         src = source_cells.get(gid) if gid is not None else None
         if src is None:
             # nbgrader drops grade ids it does not know: such a cell is not graded
-            del cell.metadata["nbgrader"]["grade_id"]
             notes.append(f"cell {meta(cell)['grade_id']!r} is not part of this lab; it runs but is not graded")
+            set_meta(cell, {k: v for k, v in meta(cell).items() if k != "grade_id"})
             continue
         if cell.cell_type != src.cell_type or is_locked(src) and cell.source != src.source:
             if released.get(gid) != cell.source:
@@ -46,13 +64,13 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
             cell.clear()
             cell.update(fresh)
         else:
-            cell.metadata["nbgrader"] = copy.deepcopy(meta(src))
+            set_meta(cell, meta(src))
             # tags too (e.g. a student's `skip-execution` on a test cell): a graded cell is the instructor's
             cell.metadata["tags"] = list(src.get("metadata", {}).get("tags", []))
             if not cell.metadata["tags"]:
                 del cell.metadata["tags"]
         if checksums.get(gid):
-            cell.metadata["nbgrader"]["checksum"] = checksums[gid]
+            set_meta(cell, {**meta(cell), "checksum": checksums[gid]})
 
     present = {grade_id(c) for c in submission.cells if grade_id(c)}
     for pos, gid in enumerate(order):
@@ -66,9 +84,7 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
         # A deleted answer comes back as handed out (nbgrader re-adds the gradebook's copy, the stub):
         # the source's copy holds the model answer, which must not reach the student's notebook.
         fresh = copy.deepcopy(release_cells[gid] if is_solution(src) and gid in release_cells else src)
-        fresh.metadata["nbgrader"] = copy.deepcopy(meta(src))
-        if checksums.get(gid):
-            fresh.metadata["nbgrader"]["checksum"] = checksums[gid]
+        set_meta(fresh, {**meta(src), **({"checksum": checksums[gid]} if checksums.get(gid) else {})})
         submission.cells.insert(index, fresh)
         present.add(gid)
 

@@ -2,8 +2,8 @@
 
 Student code runs in a jail (autograder.jail: bubblewrap namespaces, uid 65534, cgroup limits) started by
 autograder.student.Session; the checks that score it run outside (autograder.engine). `Limits` is what the
-instructor sets (`course grade --timeout/--cell-timeout/--memory/--no-jail`); `sandbox_status()` is the line
-reports print about it.
+instructor sets (`course grade --timeout/--cell-timeout/--memory`; whether there is a jail at all is the
+engine's name, autograder.engines); `sandbox_status()` is the line reports print about it.
 """
 from __future__ import annotations
 
@@ -20,14 +20,12 @@ MODE_ENV = "PALLAS_COURSE_MODE"   # pallas_course.runtime.MODE_ENV, without impo
 @dataclass(frozen=True)
 class Limits:
     """What one submission may use. `cell_s` is nbgrader's per-cell timeout (the cell is interrupted and
-    the run goes on, as in nbgrader); `wall_s` bounds the whole run (the jail is killed). `jailed=False` only
-    with the instructor's explicit `--no-jail`."""
+    the run goes on, as in nbgrader); `wall_s` bounds the whole run (the jail is killed)."""
 
     wall_s: float = DEFAULT_WALL_S
     memory_mb: int = DEFAULT_MEMORY_MB
     file_mb: int = DEFAULT_FILE_MB
     cell_s: int | None = None        # None: CELL_TIMEOUT_S
-    jailed: bool = True
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "memory_mb", "file_mb"):

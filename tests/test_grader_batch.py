@@ -180,13 +180,13 @@ def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: py
     watched.write_text("checks")
     monkeypatch.setattr(autograder.fingerprint, "grader_files", lambda: [watched])
     with pytest.raises(batch.GraderModified, match="grader files changed during the batch"):
-        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, limits=Limits(jailed=False),
+        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, engine="no-jail",
                         on_outcome=lambda o: watched.write_text("checks that always pass"))
 
 
 def test_records_are_written_whole(tmp_path: Path) -> None:
     """A record is replaced atomically: a reader sees the old one or the new one."""
-    from autograder.grade import zero_result
+    from autograder.pipeline import zero_result
 
     store = Store(tmp_path)
     result = zero_result(Path(NAME), "x/" + NAME, "why")

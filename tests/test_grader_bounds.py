@@ -33,7 +33,7 @@ CELLS = 120          # 119 MB of outputs in all; the bounds below do not depend 
 GRADE_TWICE = """
 import json, resource, sys
 from pathlib import Path
-from autograder.grade import grade_one
+from autograder.pipeline import grade_one
 from autograder.sandbox import Limits
 stub, flood, out = map(Path, sys.argv[1:4])
 grade_one(stub, keep=out / "stub.ipynb", keep_full=out / "stub-full.ipynb", limits=Limits(wall_s=600))

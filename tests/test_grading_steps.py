@@ -1,11 +1,13 @@
-"""Each step of grading called alone: read → identify → prepare → execute → score → record → schedule → report.
+"""Each step of grading called alone: read → identify → restore → execute → score → record → schedule → report,
+and the doors' declared lists (autograder.pipeline) run by the one runner.
 
-The engine is faked (a function with `engine.execute`'s signature) everywhere but one end-to-end test, so
+The engine is a stand-in registered as "fake" (autograder.engines) everywhere but one end-to-end test, so
 these run in seconds; real jails are covered there, in test_grade_cli.py and test_grader_batch.py.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import pickle
@@ -23,7 +25,8 @@ from course_tools.demo import filled_in
 from autograder.discover import Discovery
 from autograder.engine import Execution
 from autograder.fingerprint import grader_fingerprint
-from autograder.grade import Graded, Prepared, execute_cells, grade_payload, grade_submission, prepare, score
+from autograder import engines, pipeline
+from autograder.pipeline import Graded, Grading, grade_payload, grade_submission
 from autograder.grade_command import GradeOptions, report
 from autograder.identify import Ungradable, identify
 from autograder.record import GRADER_FAILED, Outcome, plan, record, record_failure
@@ -43,13 +46,13 @@ def _submission(nb: NotebookNode | str, name: str = NAME, label: str = LABEL) ->
     return Submission.from_bytes(name, label, text.encode())
 
 
-def fake_execute(failing: set[str] = frozenset(), calls: list[dict] | None = None):   # type: ignore[assignment]
-    """An engine that runs nothing: every cell finishes; the hidden tests in `failing` raise."""
+def fake_engine(failing: set[str] = frozenset(), calls: list[dict] | None = None) -> str:  # type: ignore[assignment]
+    """An engine that runs nothing, registered as "fake": every cell finishes; the hidden tests in `failing`
+    raise. Returns its name."""
 
-    def execute(nb: NotebookNode, lab: Any, *, limits: Limits, cell_timeout_s: float, jailed: bool) -> Execution:
+    def execute(nb: NotebookNode, lab: Any, limits: Limits) -> Execution:
         if calls is not None:
-            calls.append({"nb": nb, "lab": lab.id, "limits": limits, "cell_timeout_s": cell_timeout_s,
-                          "jailed": jailed})
+            calls.append({"nb": nb, "lab": lab.id, "limits": limits})
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -60,7 +63,18 @@ def fake_execute(failing: set[str] = frozenset(), calls: list[dict] | None = Non
                                                        traceback=[])]
         return Execution(nb, None, frozenset(range(len(nb.cells))))
 
-    return execute
+    engines.register("fake", execute)
+    return "fake"
+
+
+def _identified(nb: NotebookNode | str, **kwargs: Any) -> Grading:
+    return pipeline.identify(Grading(_submission(nb, **kwargs)))
+
+
+def _prepared(nb: NotebookNode | str, failing: set[str] = frozenset(), calls: list[dict] | None = None,   # type: ignore[assignment]
+              limits: Limits | None = None) -> Grading:
+    return pipeline.restore(dataclasses.replace(_identified(nb), engine=fake_engine(failing, calls),
+                                                limits=limits or Limits()))
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +101,18 @@ def test_read_of_an_unreadable_file_says_why(tmp_path: Path) -> None:
 # identify
 
 def test_identify_names_the_lab(solved: NotebookNode) -> None:
-    found = identify(_submission(solved))
-    assert found.lab.id == LAB and found.mismatch is None and found.notebook.cells
+    found = _identified(solved)
+    assert found.lab.id == LAB and found.mismatch is None and found.notebook.cells and found.result is None
 
 
 def test_identify_recognises_a_renamed_file_by_its_cells(solved: NotebookNode) -> None:
-    assert identify(_submission(solved, name="my work.ipynb")).lab.id == LAB
+    assert _identified(solved, name="my work.ipynb").lab.id == LAB
+
+
+def test_the_identify_step_records_a_zero_with_why() -> None:
+    g = _identified('{"cells": [')
+    assert g.notebook is None and g.lab.id == LAB and g.result.score == 0
+    assert g.result.error.startswith("could not read the notebook (NotJSONError")
 
 
 @pytest.mark.parametrize("text, why, lab", [
@@ -125,49 +145,50 @@ def test_identify_a_notebook_of_another_lab() -> None:
         identify(_submission(other))
 
 
-# prepare
+# restore
 
-def test_prepare_restores_the_hidden_tests_and_leaves_its_input_alone() -> None:
+def test_restore_brings_back_the_hidden_tests_and_leaves_its_input_alone() -> None:
     stub = nbformat.read(REPO_ROOT / manifest().lab(LAB).notebook, as_version=4)
-    found = identify(_submission(stub))
+    found = _identified(stub)
     before = nbformat.writes(found.notebook)
-    prepared = prepare(found)
+    prepared = pipeline.restore(found)
     tests = [c for c in prepared.notebook.cells if cells.is_test(c)]
     assert len(tests) == len(manifest().lab(LAB).tests)
     assert all("BEGIN HIDDEN TESTS" in c.source for c in tests)
     assert nbformat.writes(found.notebook) == before and "BEGIN HIDDEN TESTS" not in before
 
 
-def test_prepare_notes_what_was_changed(solved: NotebookNode) -> None:
+def test_restore_notes_what_was_changed(solved: NotebookNode) -> None:
     nb = copy.deepcopy(solved)
     test = next(c for c in nb.cells if cells.is_test(c))
     test.source = "pass  # full marks, please"
-    prepared = prepare(identify(_submission(nb)))
+    prepared = pipeline.restore(_identified(nb))
     assert any("was changed; the original was restored" in n for n in prepared.notes)
 
 
 # execute
 
 def test_execute_hands_the_engine_a_copy_and_the_limits(solved: NotebookNode) -> None:
-    prepared = prepare(identify(_submission(solved)))
     calls: list[dict] = []
-    limits = Limits(cell_s=7, jailed=False)
-    run = execute_cells(prepared, limits, fake_execute(calls=calls))
+    limits = Limits(cell_s=7)
+    prepared = _prepared(solved, calls=calls, limits=limits)
+    ran = pipeline.execute(prepared)
     [call] = calls
-    assert (call["lab"], call["limits"], call["cell_timeout_s"], call["jailed"]) == (LAB, limits, 7, False)
-    assert call["nb"] is not prepared.notebook and run.notebook is call["nb"]
+    assert (call["lab"], call["limits"]) == (LAB, limits)
+    assert call["nb"] is not prepared.notebook and ran.run.notebook is call["nb"]
     assert all(c.get("execution_count") is None for c in prepared.notebook.cells if c.cell_type == "code")
+
+
+def test_engines_by_name() -> None:
+    assert {"jail", "no-jail"} <= set(engines.ENGINES) and not engines.is_jailed("no-jail")
+    with pytest.raises(ValueError, match="no engine 'papermill'; the engines are jail, no-jail"):
+        engines.get("papermill")
 
 
 # score
 
-def _ran(prepared: Prepared, failing: set[str] = frozenset()) -> Execution:   # type: ignore[assignment]
-    return execute_cells(prepared, Limits(), fake_execute(failing))
-
-
 def test_score_counts_nbgrader_points_and_hides_the_tests(solved: NotebookNode) -> None:
-    prepared = prepare(identify(_submission(solved)))
-    graded = score(prepared, _ran(prepared, {"add_bf16"}))
+    graded = pipeline.score(pipeline.execute(_prepared(solved, {"add_bf16"})))
     r = graded.result
     assert (r.submission, r.lab, r.score, r.max_score, r.error) == (LABEL, LAB, 5.0, 6.0, None)
     assert {t.name: t.message for t in r.tests if not t.passed} == {"add_bf16": "add_bf16 is wrong"}
@@ -176,35 +197,52 @@ def test_score_counts_nbgrader_points_and_hides_the_tests(solved: NotebookNode) 
 
 
 def test_score_of_a_run_that_stopped(solved: NotebookNode) -> None:
-    prepared = prepare(identify(_submission(solved)))
+    prepared = pipeline.restore(_identified(solved))
     first_test = next(i for i, c in enumerate(prepared.notebook.cells) if cells.is_test(c))
     run = Execution(prepared.notebook, "the kernel died", frozenset(range(first_test)), stopped_in=first_test)
-    r = score(prepared, run).result
+    r = pipeline.score(dataclasses.replace(prepared, run=run)).result
     assert r.score == 0 and r.error == "the kernel died"
     assert "the run stopped early: the kernel died" in r.notes
 
 
-# grade (the steps chained) and the worker's task
+# the doors (the steps declared once each, one runner) and the worker's task
+
+def test_the_doors_are_declared_step_lists() -> None:
+    names = [step.__name__ for step in pipeline.COURSE_GRADE]
+    assert names == ["identify", "restore", "execute", "score"]
+    assert [step.__name__ for step in pipeline.NBGRADER] == names     # nbgrader's door identifies too
+
+
+def test_the_runner_visits_each_step_once_in_order(solved: NotebookNode, monkeypatch) -> None:
+    seen: list[str] = []
+
+    def step(name: str):
+        def s(g: Grading) -> Grading:
+            seen.append(name)
+            return dataclasses.replace(g, result=pipeline.zero(None, g.label, "stop") if name == "b" else None)
+        s.__name__ = name
+        return s
+
+    g = pipeline.run([step("a"), step("b"), step("c")], Grading(_submission(solved)))
+    assert seen == ["a", "b"] and g.result.error == "stop"
+
 
 def test_grade_submission_chains_the_steps(solved: NotebookNode) -> None:
-    graded = grade_submission(_submission(solved), Limits(), fake_execute({"transpose_values"}))
+    graded = grade_submission(_submission(solved), Limits(), fake_engine({"transpose_values"}))
     assert graded.result.score == 4.0 and graded.seconds > 0 and graded.grader == grader_fingerprint(LAB)
 
 
 def test_a_broken_submission_scores_zero_without_running() -> None:
     calls: list[dict] = []
-    graded = grade_submission(_submission('{"cells": ['), Limits(), fake_execute(calls=calls))
+    graded = grade_submission(_submission('{"cells": ['), Limits(), fake_engine(calls=calls))
     r = graded.result
     assert not calls and r.score == 0 and r.max_score == 6 and r.error.startswith("could not read the notebook")
     assert all(t.message == r.error for t in r.tests) and graded.executed is None
 
 
-def test_the_task_returns_plain_data(monkeypatch, solved: NotebookNode) -> None:
-    import autograder.grade
-
-    monkeypatch.setattr(autograder.grade.engine, "execute", fake_execute())
+def test_the_task_returns_plain_data(solved: NotebookNode) -> None:
     sub = _submission(solved)
-    payload = grade_payload(sub, Limits())
+    payload = grade_payload(sub, Limits(), fake_engine())
     assert json.loads(json.dumps(payload)) == payload
     assert Graded.model_validate(payload).result.score == 6.0
     assert pickle.loads(pickle.dumps(sub)) == sub
@@ -213,7 +251,7 @@ def test_the_task_returns_plain_data(monkeypatch, solved: NotebookNode) -> None:
 # record and plan
 
 def _graded(score_: float = 6.0) -> Graded:
-    from autograder.grade import zero
+    from autograder.pipeline import zero
 
     r = zero(manifest().lab(LAB), LABEL, "x").model_copy(update={"score": score_, "error": None})
     return Graded(result=r, executed="{}\n", full='{"whole": 1}\n', seconds=1.5, grader=grader_fingerprint(LAB))
@@ -266,7 +304,7 @@ def test_the_batch_schedules_in_the_order_given_and_survives_a_failing_task(tmp_
         paths.append(path)
     graded: list[str] = []
 
-    def task(sub: Submission, limits: Limits) -> dict:
+    def task(sub: Submission, limits: Limits, engine: str) -> dict:
         graded.append(sub.label)
         if sub.data == b"al":
             raise RuntimeError("grader bug")
@@ -275,12 +313,12 @@ def test_the_batch_schedules_in_the_order_given_and_survives_a_failing_task(tmp_
 
     monkeypatch.setattr(batch, "grade_payload", task)
     planned: list[tuple[int, int]] = []
-    outcomes = batch.run_batch(paths, out_dir=tmp_path / "out", root=tmp_path / "in", limits=Limits(jailed=False),
+    outcomes = batch.run_batch(paths, out_dir=tmp_path / "out", root=tmp_path / "in", engine="no-jail",
                                on_plan=lambda todo, reused: planned.append((todo, reused)))
     assert [o.label for o in outcomes] == [f"{s}/{NAME}" for s in ("cy", "al", "bo")] and planned == [(3, 0)]
     assert [o.result.score for o in outcomes] == [6.0, 0, 6.0]
     assert "grader bug" in outcomes[1].result.error
-    again = batch.run_batch(paths, out_dir=tmp_path / "out", root=tmp_path / "in", limits=Limits(jailed=False))
+    again = batch.run_batch(paths, out_dir=tmp_path / "out", root=tmp_path / "in", engine="no-jail")
     assert [o.reused for o in again] == [True, False, True] and graded[3:] == [f"al/{NAME}"]
 
 

@@ -64,3 +64,36 @@ def test_the_walk_finds_a_back_edge(tmp_path: Path) -> None:
 @pytest.mark.parametrize("part", sorted(ALLOWED))
 def test_every_part_is_a_package(part: str) -> None:
     assert (ROOT / part / "__init__.py").is_file()
+
+
+# What each part holds, beyond the arrows: the student wheel knows notebooks as a student sees them and nothing
+# of nbgrader; presentation (tables, progress) and benchmarks live with the tools, not in the grader.
+PRESENTATION = ("rich.table", "rich.progress", "rich.console")
+
+
+def _modules(part: str) -> dict[Path, list[tuple[int, str]]]:
+    return {p: _imports(p, ROOT) for p in sorted((ROOT / part).rglob("*.py"))}
+
+
+def test_the_student_wheel_knows_nothing_of_nbgrader() -> None:
+    imports = [f"{p.relative_to(ROOT)}:{line} {m}" for p, found in _modules("pallas_course").items()
+               for line, m in found if m.split(".")[0] == "nbgrader"]
+    reads = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in sorted((ROOT / "pallas_course").rglob("*.py"))
+             for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Constant) and node.value == "nbgrader"]
+    assert imports == [] and reads == []
+
+
+def test_presentation_and_benchmarks_are_not_the_graders() -> None:
+    shown = [f"{p.relative_to(ROOT)}:{line} {m}" for p, found in _modules("autograder").items()
+             for line, m in found if m.startswith(PRESENTATION)]
+    assert shown == []
+    assert not [p.name for p in (ROOT / "autograder").glob("*.py") if p.name.startswith(("bench", "demo"))]
+
+
+def test_one_reader_of_nbgrader_metadata_in_the_grader() -> None:
+    """Only autograder/cells.py reads or writes a cell's `nbgrader` metadata (the other mentions: nbgrader's
+    resources in its door, the package's version in the fingerprint)."""
+    readers = sorted({str(p.relative_to(ROOT)) for p in sorted((ROOT / "autograder").rglob("*.py"))
+                      for node in ast.walk(ast.parse(p.read_text()))
+                      if isinstance(node, ast.Constant) and node.value == "nbgrader"})
+    assert readers == ["autograder/cells.py", "autograder/fingerprint.py", "autograder/nbgrader_engine.py"]

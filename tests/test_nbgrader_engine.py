@@ -1,31 +1,128 @@
-"""nbgrader's door (autograder.nbgrader_engine.JailedExecute) refuses what `course grade` refuses, before any
-cell runs: a symbolic link (it could point at a solution notebook) and a notebook of no lab of this course."""
+"""nbgrader's door (autograder.nbgrader_engine) refuses what `course grade` refuses, with the same reason,
+before nbgrader reads or copies anything (a symbolic link, a special file), and grades by the same reader
+and steps (autograder.pipeline.NBGRADER): a notebook valid as JSON but not against nbformat's schema, one
+with over 20 MB of saved outputs, one with a test cell twice get the same score on both doors."""
 from __future__ import annotations
 
+import copy
+import json
+import os
+import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder.nbgrader_engine import JailedExecute
+from autograder import cells, nbgrader_engine
+from autograder.discover import LINK, SPECIAL, find_submissions
+from autograder.nbgrader_engine import JailedExecute, refuse_files
+from autograder.pipeline import grade_submission
+from autograder.submission import read_submission
+from course_tools.demo import filled_in
 from pallas_course.manifest import REPO_ROOT, manifest
+from tests.nbgrader_course import generated_course, nbgrader
+
+LAB = "lab-1.1-first-kernels"
+STAGE = manifest().stage.id
+NAME = Path(manifest().lab(LAB).notebook).name
 
 
-def _resources(folder: Path, name: str) -> dict:
-    return {"nbgrader": {"notebook": name}, "metadata": {"path": str(folder)}}
+def _resources(student: str, name: str) -> dict:
+    return {"nbgrader": {"notebook": name, "student": student, "assignment": STAGE}, "metadata": {"path": "."}}
 
 
-def test_a_symlinked_notebook_is_refused(tmp_path: Path) -> None:
-    lab = manifest().labs[0]
-    name = Path(lab.notebook).stem
-    (tmp_path / f"{name}.ipynb").symlink_to(REPO_ROOT / lab.source)   # the model answers, one link away
+def _place(root: Path, student: str) -> Path:
+    """Where nbgrader's submitted/ holds `student`'s notebook under `root`."""
+    path = root / student / STAGE / NAME
+    path.parent.mkdir(parents=True)
+    return path
+
+
+def _hook(path: Path) -> list[str]:
+    notebooks = [str(path)]
+    refuse_files(assignment=STAGE, student="*", notebooks=notebooks)   # nbgrader passes its globs
+    return notebooks
+
+
+def test_a_symlinked_notebook_is_refused_before_nbgrader_reads_it(tmp_path: Path) -> None:
+    lab = manifest().lab(LAB)
+    _place(tmp_path, "linker").symlink_to(REPO_ROOT / lab.source)   # the model answers, one link away
+    assert _hook(tmp_path / "linker" / STAGE / NAME) == []      # out of nbgrader's list: never opened or copied
     nb = nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
-    with pytest.raises(ValueError, match="is a symbolic link; hand in the notebook itself"):
-        JailedExecute().preprocess(nb, _resources(tmp_path, name))
+    with pytest.raises(ValueError, match="not graded: a symbolic link: never followed"):
+        JailedExecute().preprocess(nb, _resources("linker", Path(NAME).stem))
+    assert [s.reason for s in find_submissions([tmp_path]).skipped] == [LINK]   # course grade's reason
+
+
+def test_a_special_file_is_refused_with_course_grades_reason(tmp_path: Path) -> None:
+    os.mkfifo(_place(tmp_path, "fifo"))                             # opening it would block nbgrader
+    assert _hook(tmp_path / "fifo" / STAGE / NAME) == []
+    assert nbgrader_engine._found[("fifo", STAGE, Path(NAME).stem)] == SPECIAL
 
 
 def test_a_notebook_of_no_lab_is_refused(tmp_path: Path) -> None:
     nb = nbformat.v4.new_notebook()
-    nbformat.write(nb, tmp_path / "holiday-photos.ipynb")
     with pytest.raises(ValueError, match="not a notebook of this course"):
-        JailedExecute().preprocess(nb, _resources(tmp_path, "holiday-photos"))
+        JailedExecute().preprocess(nb, _resources("nobody", "holiday-photos"))
+
+
+def _off_schema(nb: nbformat.NotebookNode) -> str:
+    """`nb` as JSON with one code cell's execution_count a string, as some editors write it."""
+    raw = json.loads(nbformat.writes(nb))
+    next(c for c in raw["cells"] if c["cell_type"] == "code")["execution_count"] = "1"
+    return json.dumps(raw)
+
+
+def _big(nb: nbformat.NotebookNode) -> str:
+    """`nb` with 21 MB of saved output in its first code cell."""
+    nb = copy.deepcopy(nb)
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * (21 << 20))]
+    return nbformat.writes(nb)
+
+
+def _twice(nb: nbformat.NotebookNode) -> str:
+    nb = copy.deepcopy(nb)
+    i, test = next((i, c) for i, c in enumerate(nb.cells) if cells.is_grade(c) and cells.grade_id(c) == "add_f32")
+    nb.cells.insert(i + 1, copy.deepcopy(test))
+    return nbformat.writes(nb)
+
+
+def test_an_off_schema_notebook_scores_zero_from_the_bytes_read(tmp_path: Path) -> None:
+    """Through the preprocessor alone: the reason lands in every test cell, so nbgrader scores 0 too."""
+    path = _place(tmp_path, "editor")
+    path.write_text(_off_schema(filled_in(LAB)))
+    assert _hook(path) == [str(path)]
+    nb = nbformat.read(path, as_version=4)                # nbgrader reads it without validating
+    out, _ = JailedExecute().preprocess(nb, _resources("editor", Path(NAME).stem))
+    tests = [c for c in out.cells if cells.grade_id(c) in {t.id for t in manifest().lab(LAB).tests}]
+    assert tests and all(c.outputs[0]["evalue"].startswith("could not read the notebook") for c in tests)
+    assert grade_submission(read_submission(path, "x")).result.error.startswith("could not read the notebook")
+
+
+def test_both_doors_give_the_same_scores(tmp_path: Path) -> None:
+    """`nbgrader autograde` and `course grade` on the same odd submissions: the same points for every test."""
+    from nbgrader.api import Gradebook
+
+    course = generated_course(tmp_path / "course")
+    solution = filled_in(LAB)
+    texts = {"off-schema": _off_schema(solution), "big-outputs": _big(solution), "test-twice": _twice(solution)}
+    submitted = course / "submitted"
+    for student, text in texts.items():
+        (submitted / student / STAGE).mkdir(parents=True)
+        (submitted / student / STAGE / NAME).write_text(text)
+    (submitted / "linker" / STAGE).mkdir(parents=True)
+    (submitted / "linker" / STAGE / NAME).symlink_to(REPO_ROOT / manifest().lab(LAB).source)
+    run = nbgrader(course, "autograde", STAGE, "--force")
+    assert f"linker/{STAGE}/{NAME}: not graded: a symbolic link: never followed" in run.stderr
+    assert not (course / "autograded" / "linker" / STAGE / NAME).exists()
+    tests = [t.id for t in manifest().lab(LAB).tests]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        theirs = {s: {g.name: g.score for g in gb.find_submission_notebook(Path(NAME).stem, STAGE, s).grades
+                      if g.name in tests} for s in texts}
+    ours = {s: {t.name: t.points for t in grade_submission(read_submission(submitted / s / STAGE / NAME, s))
+                .result.tests} for s in texts}
+    assert theirs == ours
+    assert sum(ours["test-twice"].values()) == 6 and sum(ours["off-schema"].values()) == 0
+    assert sum(ours["big-outputs"].values()) == 0
+    shutil.rmtree(course)

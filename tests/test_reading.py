@@ -345,7 +345,7 @@ def test_ragged_vocabulary_counts_each_padded_logit_as_zero() -> None:
 def test_course_grade_reads_the_partial_credit(key: W.Walk, tmp_path: Path) -> None:
     """The student notebook with a half-wrong margin: `course grade` (papermill, nbgrader's scoring rule)
     gives the partial score the check returns, and the written note awaits a person."""
-    from autograder.grade import grade_one
+    from autograder.pipeline import grade_one
 
     nb = nbformat.read(REPO_ROOT / LAB.notebook, as_version=4)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "marks")
