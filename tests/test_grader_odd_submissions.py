@@ -39,7 +39,7 @@ PLANTED = [f"aaron/{STAGE}/bob/{STAGE}/{FILE}", f"aaron/{STAGE}/x/carl/{STAGE}/{
            f"mallory/{STAGE}/a/b/bob/{STAGE}/bob/{STAGE}/{FILE}", f"mallory/{FILE}"]
 
 
-def stub_payload(submission: Submission, limits: Any) -> dict[str, Any]:
+def stub_payload(submission: Submission, limits: Any, engine: str = "jail") -> dict[str, Any]:
     """What a worker returns, from the stub notebook's JSON: {"points": [...], "message": "..."}."""
     spec, label = json.loads(submission.data or b"{}"), submission.label
     lab = manifest().lab(LAB)
