@@ -59,7 +59,7 @@ def test_lab_1_5_one_colour_margin_through_the_jail_gets_counts_only(tmp_path: P
     import datetime as dt
 
     from autograder.feedback import to_markdown
-    from autograder.grade import grade_one
+    from autograder.pipeline import grade_one
     from autograder.labs import lab_1_5
 
     lab = manifest().lab(lab_1_5.LAB)

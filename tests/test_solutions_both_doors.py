@@ -39,7 +39,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("lab", LABS, ids=[lab.id for lab in LABS])
 def test_the_solution_scores_full_marks_with_course_grade(lab, tmp_path: Path) -> None:
-    from autograder.grade import grade_one
+    from autograder.pipeline import grade_one
 
     path = tmp_path / Path(lab.notebook).name
     shutil.copy(REPO_ROOT / lab.source, path)
