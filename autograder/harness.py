@@ -15,7 +15,8 @@ import numpy as np
 from autograder import compile_rule
 from autograder.jail_agent.calls import quiet  # noqa: F401 - the checks' name for it (LAB·1.4's models)
 from autograder.student import LocalFunction, StudentError, StudentFunction
-from pallas_course.check import compare
+from pallas_course import rules
+from pallas_course.check import compare, explained
 from pallas_course.kernel_trace import PallasCallInfo, Trace
 
 
@@ -30,13 +31,13 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
-def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any, *, scale: float = 1.0,
-                 offset: float = 0.0) -> Any:
+def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any, *, scale: Any = 1.0,
+                 offset: Any = 0.0) -> Any:
     import jax.numpy as jnp
 
-    # rounded to `dtype` by NumPy (ml_dtypes rounds to nearest even, as XLA's convert does), not by an XLA op that
-    # would compile once per shape and dtype in the grader
-    return jnp.asarray((rng.standard_normal(shape) * scale + offset).astype(np.float32).astype(np.dtype(dtype)))
+    # rounded to `dtype` by NumPy (rules.random_array), not by an XLA op that would compile once per shape and
+    # dtype in the grader
+    return jnp.asarray(rules.random_array(rng, shape, dtype, scale=scale, offset=offset))
 
 
 def as_f64(x: Any) -> np.ndarray:
@@ -119,27 +120,21 @@ def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, o
     LayerNorm's (d,) scale), never on the array the kernel streams.
     """
     t = traced(test, label, fn, *args, **kwargs)
-    if not t.pallas_calls:
-        ops = ", ".join(dict.fromkeys(t.outside)) or "no operations at all"
-        raise TestFailure(f"{test}: {label} launches no pallas_call; it computed with XLA ({ops}). "
-                          "The work must happen inside a Pallas kernel")
-    if len(t.pallas_calls) > 1:
-        raise TestFailure(f"{test}: {label} launches {len(t.pallas_calls)} pallas_calls; this kernel should be "
-                          "one pallas_call (one HBM round trip)")
-    work = t.work_outside(outside_min_size)
-    if work:
-        ops = ", ".join(dict.fromkeys(work))
-        raise TestFailure(f"{test}: {label} computes outside its kernel ({ops}); move that work into the "
-                          "kernel body so the array makes one trip through HBM")
+    problem = rules.one_kernel_problem(label, t, outside_min_size)
+    if problem:
+        raise TestFailure(f"{test}: {problem}")
     return t.pallas_calls[0]
 
 
 def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: float = 0.0,
-                 block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None) -> None:
-    mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol)
+                 block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None,
+                 kernel: PallasCallInfo | None = None, hint: str | None = None) -> None:
+    """`kernel` (the traced call) tells an accumulator never zeroed from an output never stored; `hint` is the
+    rule's diagnosis of a wrong answer (pallas_course.check.explained)."""
+    mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol, kernel=kernel)
     if mismatch is not None:
         where = f" [inputs from seed {seed}]" if seed is not None else ""
-        raise TestFailure(f"{test}: {mismatch.message}{where}")
+        raise TestFailure(f"{test}: {explained(mismatch, hint)}{where}")
 
 
 def expect_equal(test: str, what: str, got: Any, want: Any, hint: str) -> None:

@@ -31,7 +31,8 @@ class CheckFailure(AssertionError):
 class Mismatch:
     kind: str                 # "type", "shape", "dtype", "nan" or "values"
     message: str
-    cause: str = ""           # for "nan": "never-written", "never-written-at-all" or "computed"
+    cause: str = ""           # for "nan": "never-written", "never-written-at-all", "never-initialised",
+                              # "never-written-unknown", "computed" or "unknown"
 
 
 # Interpret mode fills memory nobody wrote with np.nan, a NaN whose sign bit is clear; a NaN computed on an x86
@@ -41,12 +42,23 @@ _SIGNED_DEFAULT_NAN = platform.machine().lower() in ("x86_64", "amd64", "i386", 
 
 NEVER_WRITTEN_AT_ALL = ("no value of the output was ever written: the kernel never stores into its output ref. "
                         "Store with o_ref[...] = value; `o_ref = value` only rebinds the name (and writes nothing)")
+NEVER_INITIALISED = ("the kernel reads {ref} (+=) before anything is stored there: it accumulates into memory it "
+                     "never zeroed. Under TPU interpret mode memory nobody wrote reads as NaN, and NaN + x stays NaN "
+                     "through every K step. Zero it on the first K step: @pl.when(pl.program_id(2) == 0) then "
+                     "{store} = jnp.zeros_like(...)")
+# Where the trace cannot be read: both causes of an output that is NaN everywhere, neither guessed.
+ALL_NAN_UNKNOWN = ("nothing written into the output survived. Either the kernel never stores into o_ref (store with "
+                   "o_ref[...] = value; `o_ref = value` only rebinds the name), or it accumulates (+=) into o_ref or "
+                   "a scratch it never zeroed (under TPU interpret mode that memory reads as NaN): zero it under "
+                   "@pl.when(pl.program_id(2) == 0)")
+STORES_NEVER_RUN = ("the kernel does store into its output, yet nothing it stored survived: does a pl.when guard the "
+                    "store with a condition that is never true (the last K step is pl.num_programs(2) - 1)?")
 NEVER_WRITTEN = ("under TPU interpret mode memory that nobody wrote reads as NaN, so these blocks were never "
                  "written: does the grid cover every output block (n // block, not one short), is the "
                  "accumulator initialised, and does each index map point where you think?")
-COMPUTED = ("the kernel computed these NaNs (an exp that overflowed to inf, then inf / inf; 0 / 0; "
-            "sqrt of a negative): they are not unwritten memory. Keep intermediate values in range, e.g. subtract "
-            "each row's max before jnp.exp")
+COMPUTED = ("the kernel computed these NaNs: they are not unwritten memory. Look for an inf meeting an inf or a "
+            "zero (an exp that overflowed, then inf / inf; a variance of 0 without eps, then 0 * rsqrt(0)), 0 / 0, "
+            "or the sqrt of a negative")
 
 
 def _nan_cause(a: np.ndarray, nan: np.ndarray) -> str:
@@ -60,14 +72,33 @@ def _nan_cause(a: np.ndarray, nan: np.ndarray) -> str:
     return "never-written-at-all" if nan.all() else "never-written"
 
 
+def _all_nan_cause(kernel: Any) -> tuple[str, str]:
+    """(cause, message) of an output that is NaN everywhere, from the traced kernel when there is one."""
+    if kernel is None:
+        return "never-written-unknown", ALL_NAN_UNKNOWN
+    from pallas_course.kernel_trace import read_before_written, stores
+
+    unread = read_before_written(kernel)
+    if unread:
+        ref = unread[0]
+        store = "o_ref[...]" if ref == "o_ref" else ("acc_ref[...]" if "scratch" in ref else f"{ref}[...]")
+        return "never-initialised", NEVER_INITIALISED.format(ref=ref, store=store)
+    if not stores(kernel):
+        return "never-written-at-all", NEVER_WRITTEN_AT_ALL
+    if unread is None:
+        return "never-written-unknown", ALL_NAN_UNKNOWN
+    return "never-written-unknown", STORES_NEVER_RUN
+
+
 def _nan_message(name: str, a: np.ndarray, nan: np.ndarray, blocks: list[tuple[int, ...]], shape: tuple[int, ...],
-                 blk: tuple[int, ...]) -> str:
-    head = f"{name}: {int(nan.sum())} of {a.size} values are NaN; {_blocks_phrase(blocks, shape, blk)}. "
+                 blk: tuple[int, ...], kernel: Any = None) -> str:
+    where = "" if a.ndim < 2 else f"; {_blocks_phrase(blocks, shape, blk)}"
+    head = (f"{name}: the value is NaN. " if a.ndim == 0 else f"{name}: {int(nan.sum())} of {a.size} values are NaN{where}. ")
     cause = _nan_cause(a, nan)
     if cause == "computed":
         return head + COMPUTED
     if cause == "never-written-at-all":
-        return f"{name}: all {a.size} values are NaN: {NEVER_WRITTEN_AT_ALL}"
+        return f"{name}: all {a.size} values are NaN: {_all_nan_cause(kernel)[1]}"
     if cause == "never-written":
         return head + NEVER_WRITTEN[0].upper() + NEVER_WRITTEN[1:]
     return head + ("Either the kernel never wrote them (" + NEVER_WRITTEN + ") or it computed them (" + COMPUTED + ")")
@@ -105,11 +136,13 @@ def _blocks_phrase(blocks: list[tuple[int, ...]], shape: tuple[int, ...], block:
 
 
 def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int] | None = None,
-            name: str = "output", atol: float | None = None) -> Mismatch | None:
+            name: str = "output", atol: float | None = None, kernel: Any = None) -> Mismatch | None:
     """None when `actual` matches `expected` within `tol` (absolute and relative), else a diagnosis.
 
     `atol`, when given, replaces `tol` as the absolute part: |actual - expected| <= atol + tol * |expected|
     (for outputs far below 1, such as softmax probabilities, where an absolute `tol` would accept anything).
+    `kernel`, the traced pallas_call that produced `actual` (kernel_trace.PallasCallInfo), tells an output never
+    stored from an accumulator never zeroed when every value is NaN; without it the message names both.
     """
     if not hasattr(actual, "shape") or not hasattr(actual, "dtype"):
         return Mismatch("type", f"{name}: got a {type(actual).__name__}, expected an array "
@@ -126,21 +159,51 @@ def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int
     nan = np.isnan(a) & ~np.isnan(e)
     if nan.any():
         blocks = _blocks_of(nan, blk)
-        return Mismatch("nan", _nan_message(name, a, nan, blocks, a_shape, blk), cause=_nan_cause(a, nan))
+        cause = _nan_cause(a, nan)
+        if cause == "never-written-at-all":
+            cause = _all_nan_cause(kernel)[0]
+        return Mismatch("nan", _nan_message(name, a, nan, blocks, a_shape, blk, kernel), cause=cause)
     with np.errstate(invalid="ignore"):
         err = np.abs(a - e)
         bad = ~(err <= (tol if atol is None else atol) + tol * np.abs(e)) & ~(np.isnan(a) & np.isnan(e))
     if not bad.any():
         return None
     err = np.where(bad, np.nan_to_num(err, nan=np.inf), 0)
+    tolerance = f"tol={tol:g}{'' if atol is None else f' (relative; atol={atol:g})'}"
+    if a.ndim == 0:     # a scalar check: the value, no blocks
+        return Mismatch("values", f"{name}: got {a.item():.6g}, expected {e.item():.6g} "
+                                  f"(off by {float(err):.3g}, more than {tolerance})")
     worst = np.unravel_index(int(np.argmax(err)), a.shape)
     where = list(int(i) for i in worst)
+    if a.ndim == 1 and a.size <= 16:     # a short list: name its entries, no blocks
+        wrong = [int(i) for i in np.flatnonzero(bad)]
+        return Mismatch("values", f"{name}: got {_short_list(a)}, expected {_short_list(e)}; entr"
+                                  f"{'y' if len(wrong) == 1 else 'ies'} {', '.join(map(str, wrong))} differ{'s' * (len(wrong) == 1)} by more "
+                                  f"than {tolerance}")
     blocks = _blocks_of(bad, blk)
     return Mismatch("values", (
-        f"{name}: {int(bad.sum())} of {a.size} values differ by more than tol={tol:g}"
-        f"{'' if atol is None else f' (relative; atol={atol:g})'}; the largest error is "
+        f"{name}: {int(bad.sum())} of {a.size} values differ by more than {tolerance}; the largest error is "
         f"{float(err[worst]):.3g} at {where} (got {a[worst]:.6g}, expected {e[worst]:.6g}); "
         f"{_blocks_phrase(blocks, a_shape, blk)}"))
+
+
+def _short_list(v: np.ndarray) -> str:
+    return "[" + ", ".join(f"{float(x):.6g}" for x in v) + "]"
+
+
+def explained(mismatch: Mismatch, hint: str | None) -> str:
+    """What a student reads for a mismatch, with a rule's diagnosis (`hint`, None when it names no cause) first.
+    NaNs never written (or never zeroed) keep compare's own text: an overflow or eps hint would name the wrong
+    cause; computed NaNs get the hint instead of compare's generic text; other mismatches get both."""
+    if not hint and mismatch.kind == "values":     # no cause named: say so rather than guess
+        return (f"{mismatch.message}; no usual mistake gives these values (the cause is not one this check "
+                "knows): start from the first wrong block")
+    if not hint or mismatch.kind not in ("nan", "values") or mismatch.cause.startswith("never"):
+        return mismatch.message
+    label = mismatch.message.split(": ", 1)[0]
+    if mismatch.kind == "nan" and mismatch.cause == "computed":
+        return f"{label}: {hint}"
+    return f"{label}: {hint}. {mismatch.message}"
 
 
 def max_error(actual: Any, expected: Any) -> float:
@@ -178,21 +241,20 @@ def failure_text(exc: BaseException) -> str:
 
 
 def show(exc: BaseException) -> None:
-    """Display a failure: the two or three lines first, the raw traceback folded (HTML <details> in Jupyter)."""
+    """Display a failure outside the notebook's own error display: its lines first, then the raw traceback."""
     summary = failure_text(exc)
     raw = getattr(exc, "raw", None) or explain(exc).raw
-    try:
-        from IPython import get_ipython
-        from IPython.display import HTML, display
-        in_notebook = get_ipython() is not None and "IPKernelApp" in get_ipython().config
-    except ImportError:
-        in_notebook = False
-    if in_notebook:
-        display(HTML(f"<pre>{html.escape(summary)}</pre><details><summary>full traceback</summary>"
-                     f"<pre>{html.escape(raw)}</pre></details>"))
-    else:
-        print(summary, file=sys.stderr)
-        print("── full traceback ──\n" + raw, file=sys.stderr)
+    print(summary, file=sys.stderr)
+    print("── full traceback ──\n" + raw, file=sys.stderr)
+
+
+def show_traceback_folded(exc: BaseException) -> None:
+    """In Jupyter: the raw traceback behind a failure, folded (HTML <details>); its message is shown once, as the
+    cell's error output, not here (runtime's notebook display)."""
+    from IPython.display import HTML, display
+
+    raw = getattr(exc, "raw", None) or explain(exc).raw
+    display(HTML(f"<details><summary>full traceback</summary><pre>{html.escape(raw)}</pre></details>"))
 
 
 def _suspect(actual: Any, suspects: Mapping[str, Any] | None, tol: float, atol: float | None) -> str | None:
@@ -213,8 +275,8 @@ def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Seq
     would give: a failure that matches one says so first. `block` names the first wrong block (default 128 on
     each of the last two dims).
     """
-    if callable(actual):
-        thunk = actual
+    thunk = actual if callable(actual) else None
+    if thunk is not None:
         try:
             actual = _run_under_course_mode(thunk)
         except CheckFailure:
@@ -227,6 +289,8 @@ def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Seq
             raise failure from None
         _refuse_unlowerable(name, thunk)
     mismatch = compare(actual, expected, tol=tol, block=block, name=name, atol=atol)
+    if mismatch is not None and mismatch.cause == "never-written-unknown" and thunk is not None:
+        mismatch = compare(actual, expected, tol=tol, block=block, name=name, atol=atol, kernel=_one_call(thunk))
     if mismatch is not None:
         named = _suspect(actual, suspects, tol, atol) if mismatch.kind in ("values", "nan") else None
         message = mismatch.message if named is None else f"{name}: this is what {named} gives. {mismatch.message}"
@@ -234,7 +298,18 @@ def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Seq
         failure.kind = mismatch.kind if named is None else "suspect"
         raise failure
     print(f"✓ {name}: matches (max error {max_error(actual, expected):.3g}, {tolerance_phrase(tol, atol)}), "
-          f"shape {tuple(actual.shape)} {np.dtype(actual.dtype)}; {PASSED}")
+          f"shape {tuple(actual.shape)} {np.dtype(actual.dtype)}, on this input")
+
+
+def _one_call(thunk: Callable[[], Any]) -> Any:
+    """The one pallas_call `thunk` launches, traced (nothing runs), or None."""
+    from pallas_course.kernel_trace import trace
+
+    try:
+        calls = trace(thunk).pallas_calls
+    except Exception:   # noqa: BLE001 - it ran a moment ago; without a trace the message names both causes
+        return None
+    return calls[0] if len(calls) == 1 else None
 
 
 def _refuse_unlowerable(name: str, thunk: Callable[[], Any]) -> None:
@@ -297,6 +372,12 @@ VMEM_HEADROOM = 0.75
 VISIBLE_FED_BLOCK_CASES: tuple[tuple[str, str], ...] = (("bfloat16", "v5e"), ("bfloat16", "v6e"), ("float32", "v5e"))
 VISIBLE_BUDGET_LINE_CASES: tuple[tuple[str, str, int], ...] = (("float32", "v5e", 2), ("bfloat16", "v6e", 2),
                                                               ("float32", "v5e", 1))
+# (bm, bn, bk, dtype, chip): both dtypes, square and rectangular blocks, a chip of one TensorCore and one of two
+VISIBLE_STEP_CASES: tuple[tuple[int, int, int, str, str], ...] = (
+    (128, 128, 128, "float32", "v5e"), (256, 512, 128, "bfloat16", "v6e"), (128, 256, 512, "bfloat16", "v4"))
+# (bm, bn, bk, dtype, buffers, acc_scratch): both dtypes, one and two buffers, with and without the f32 accumulator
+VISIBLE_WORKING_SET_CASES: tuple[tuple[int, int, int, str, int, bool], ...] = (
+    (128, 128, 128, "float32", 2, False), (512, 256, 1024, "bfloat16", 2, False), (128, 256, 512, "bfloat16", 1, True))
 VISIBLE_BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
     (2048, 2048, 2048, "bfloat16", "v5e"), (1024, 1024, 1024, "float32", "v5e"), (2048, 2048, 1024, "bfloat16", "v6e"))
 NOT_SHOWN = "the notebook's visible checks do not run this case"
@@ -314,6 +395,27 @@ def fed_block_label(dtype: Any, chip: str) -> str:
 
 def budget_line_label(dtype: Any, chip: str, buffers: int) -> str:
     return f"largest_square_block({_dtype_name(dtype)}, {chip!r}, buffers={buffers})"
+
+
+def step_label(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> str:
+    return f"step_times({bm}, {bn}, {bk}, {_dtype_name(dtype)}, {chip!r})"
+
+
+def working_set_label(bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool) -> str:
+    return f"vmem_working_set({bm}, {bn}, {bk}, {_dtype_name(dtype)}, buffers={buffers}, acc_scratch={acc_scratch})"
+
+
+def step_families(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> frozenset[str]:
+    from pallas_course.chips import chip as chip_named
+
+    cores = chip_named(chip).tensorcores_per_chip
+    return frozenset({_dtype_name(dtype), "square blocks" if bm == bn == bk else "rectangular blocks",
+                      "one TensorCore per chip" if cores == 1 else "several TensorCores per chip"})
+
+
+def working_set_families(bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool) -> frozenset[str]:
+    return frozenset({_dtype_name(dtype), f"{buffers} buffer{'s' * (buffers != 1)}",
+                      "an f32 scratch accumulator" if acc_scratch else "no scratch"})
 
 
 def block_choice_label(m: int, n: int, k: int, dtype: Any, chip: str) -> str:
@@ -412,15 +514,29 @@ class YourMatmul:
         c = chip_named(chip)
         return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
 
-    def budget(self, bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2) -> Any:
+    def step_detail(self, bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
+        """(bytes, FLOPs, what moves) of one steady step, read off the schedule and the dot of `matmul`."""
+        info = self.info(bm, bn, bk, dtype)
+        moved, what = steady_step(info)
+        b_m, b_n, b_k = self.BASE
+        flops = dot_flops(self._base[_dtype_name(dtype)].kernel_jaxpr) * (bm * bn * bk) // (b_m * b_n * b_k)
+        return moved, flops, what
+
+    def budget(self, bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
+               acc_scratch: bool = False) -> Any:
+        """The legality model's budget of `matmul` with these blocks; with `acc_scratch`, plus the f32 (bm, bn)
+        scratch accumulator LAB·1.2's matmul_acc adds (one copy: scratch is not pipelined)."""
+        import dataclasses
+
         from pallas_course.legality import check_pallas_call
 
-        return check_pallas_call(self.info(bm, bn, bk, dtype), chip, buffers=buffers).budget
+        info = self.info(bm, bn, bk, dtype)
+        if acc_scratch:
+            info = dataclasses.replace(info, scratch=info.scratch + (((bm, bn), np.dtype(np.float32), "vmem"),))
+        return check_pallas_call(info, chip, buffers=buffers).budget
 
     def working_set(self, bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2, acc_scratch: bool = False) -> int:
-        if acc_scratch:     # the pasted matmul has no scratch; the functions checked here never ask for one
-            raise ValueError("YourMatmul models the matmul without a scratch accumulator")
-        return self.budget(bm, bn, bk, dtype, "v5e", buffers).working_set_bytes
+        return self.budget(bm, bn, bk, dtype, "v5e", buffers, acc_scratch).working_set_bytes
 
     def report(self, m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> Any:
         from pallas_course.legality import check_pallas_call
@@ -438,6 +554,69 @@ def _is_int(v: Any) -> bool:
 
 def budget_entries(budget: Any) -> str:
     return ", ".join(f"{e.name} {e.bytes_per_buffer:,} B x {e.buffers}" for e in budget.entries)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    return float(value)
+
+
+def _close(got: float, want: float, rel: float = 1e-6) -> bool:
+    return abs(got - want) <= rel * abs(want)
+
+
+StepDetail = Callable[[int, int, int, Any], "tuple[int, int, str]"]     # -> (bytes, FLOPs, what moves)
+
+
+def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str, detail: StepDetail) -> str | None:
+    """(DMA s, MXU s) of one steady step: the bytes the schedule streams over HBM B/s, the dot's FLOPs over bf16
+    FLOP/s, course.yml's per-chip numbers."""
+    from pallas_course.chips import chip as chip_named
+
+    if not isinstance(got, (tuple, list)) or len(got) != 2 or any(_number(v) is None for v in got):
+        return f"returned {got!r}; expected a pair of numbers (dma_s, compute_s)"
+    dma, mxu = (float(v) for v in got)
+    c = chip_named(chip)
+    moved, flops, what = detail(bm, bn, bk, dtype)
+    want_dma, want_mxu = moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+    if _close(dma, want_dma) and _close(mxu, want_mxu):
+        return None
+    if _close(dma, want_mxu) and _close(mxu, want_dma):
+        return "returned (compute, DMA); the order is (dma_s, compute_s)"
+    per_core = c.tensorcores_per_chip > 1 and (_close(dma, 2 * want_dma) or _close(mxu, 2 * want_mxu))
+    hint = (f"; {chip} has {c.tensorcores_per_chip} TensorCores per chip, and the lab uses course.yml's per-chip "
+            "numbers as they stand" if per_core else "")
+    if not _close(dma, want_dma):
+        got_bytes = dma * c.hbm_bytes_per_s
+        size = np.dtype(_dtype_name(dtype)).itemsize
+        other = next((s for s in (1, 2, 4, 8) if s != size and _close(got_bytes, moved // size * s)), None)
+        if other is not None:
+            hint = (f"; that is {other} bytes per element, but {_dtype_name(dtype)} has {size}: take the element size "
+                    "from the dtype argument, np.dtype(dtype).itemsize") + hint
+        return (f"gives DMA {_ns(dma)} (= {got_bytes:,.0f} bytes at {chip}'s {c.hbm_bytes_per_s:.3g} B/s), expected "
+                f"{_ns(want_dma)}: a steady step streams {what} of {_dtype_name(dtype)}, {moved:,} bytes; C stays in "
+                f"VMEM across K{hint}")
+    return (f"gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s {c.bf16_flops_per_s:.3g} bf16 "
+            f"FLOP/s), expected {_ns(want_mxu)}: the step's dot is 2·bm·bn·bk = {flops:,} FLOPs (a multiply and an add "
+            f"each){hint}")
+
+
+def working_set_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool,
+                        budget: Any) -> str | None:
+    """Blocks x buffers x bytes for A, B and C, plus one f32 (bm, bn) accumulator when asked: the legality model."""
+    value = _number(got)
+    if value is None:
+        return f"returned {got!r} ({type(got).__name__}); expected a number of bytes"
+    want = budget.working_set_bytes
+    if value == want:
+        return None
+    hint = " (the scratch accumulator is not pipelined: one copy)"
+    size = np.dtype(_dtype_name(dtype)).itemsize
+    if acc_scratch and size != 4 and value == want - bm * bn * 4 + bm * bn * size:
+        hint = (f": the accumulator is counted in {_dtype_name(dtype)}, but it is float32 whatever the inputs "
+                f"(bm·bn·4 bytes, one copy: np.dtype(np.float32).itemsize, not np.dtype(dtype).itemsize)")
+    return f"is {value:,.0f} bytes, expected {want:,}: {budget_entries(budget)}{hint}"
 
 
 # The rules. Each takes the answer and the case, and the models it judges by (the grade passes its own traced
@@ -544,7 +723,8 @@ def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, .
 
     names = list(helpers)
     alone = (f"checked on its own: the course's {' and '.join(names)} (read off your matmul) stand"
-             f"{'s' if len(names) == 1 else ''} in for yours here, as in the grade")
+             f"{'s' if len(names) == 1 else ''} in for yours here, as in the grade" if names
+             else "judged by the course's models of your matmul, as the grade judges it by its own")
     for case in cases:
         where = label(*case)
         try:
@@ -588,3 +768,22 @@ def check_block_choice(choose_blocks: Callable[..., Any], matmul: Callable[..., 
                                                                         model.report),
                  {"step_times": model.step_times, "vmem_working_set": model.working_set},
                  lambda fn, m, n, k, dtype, chip: fn(m, n, k, np.dtype(dtype), chip))
+
+
+def check_step_times(step_times: Callable[..., Any], matmul: Callable[..., Any]) -> None:
+    """The grade's step_time_model rule on the visible cases, judged by the schedule and dot of your matmul."""
+    model = YourMatmul(matmul)
+    _check_cases("step_times", step_times, VISIBLE_STEP_CASES, step_label,
+                 lambda got, bm, bn, bk, dtype, chip: step_time_problem(got, bm, bn, bk, dtype, chip, model.step_detail),
+                 {}, lambda fn, bm, bn, bk, dtype, chip: fn(bm, bn, bk, np.dtype(dtype), chip))
+
+
+def check_working_set(vmem_working_set: Callable[..., Any], matmul: Callable[..., Any]) -> None:
+    """The grade's working_set rule on the visible cases, judged by the legality model of your matmul (plus the
+    f32 scratch accumulator where the case asks for one)."""
+    model = YourMatmul(matmul)
+    _check_cases("vmem_working_set", vmem_working_set, VISIBLE_WORKING_SET_CASES, working_set_label,
+                 lambda got, bm, bn, bk, dtype, buffers, acc: working_set_problem(
+                     got, bm, bn, bk, dtype, buffers, acc, model.budget(bm, bn, bk, dtype, "v5e", buffers, acc)),
+                 {}, lambda fn, bm, bn, bk, dtype, buffers, acc: fn(bm, bn, bk, np.dtype(dtype), buffers=buffers,
+                                                                   acc_scratch=acc))

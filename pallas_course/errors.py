@@ -33,11 +33,12 @@ class Pattern:
     kind: str
     regex: re.Pattern[str]          # searched in "ExceptionType: message" (the innermost error's text)
     what: Callable[[re.Match[str]], str]
-    fix: str | Callable[[re.Match[str]], str]
+    fix: str | Callable[..., str]     # a callable reads the match (and, if it takes it, the student's line)
     docs: str
 
 
-def _p(kind: str, regex: str, what: str | Callable[[re.Match[str]], str], fix: str, docs: str) -> Pattern:
+def _p(kind: str, regex: str, what: str | Callable[[re.Match[str]], str],
+       fix: str | Callable[[re.Match[str], str], str], docs: str) -> Pattern:
     return Pattern(kind, re.compile(regex, re.S), what if callable(what) else (lambda m, w=what: w.format(**m.groupdict())),
                    fix, docs)
 
@@ -108,6 +109,32 @@ def _tiling(m: re.Match[str]) -> str:
             "must be multiples of (8, 128) for 32-bit types, (16, 128) for bf16, or equal the whole array dimension")
 
 
+_BITS = {"float64": 64, "float32": 32, "int32": 32, "bfloat16": 16, "float16": 16, "int8": 8}
+
+
+def _store_dtype_fix(m: re.Match[str], line: str) -> str:
+    """A narrower ref than the value: an accumulator (+=) needs an f32 scratch, a plain store a cast. A wider ref
+    than the value: usually an out_shape whose dtype was typed in instead of taken from the input."""
+    ref, val = _BITS.get(m["ref"], 0), _BITS.get(m["val"], 0)
+    if ref and val and ref < val and "+=" in line:
+        return ("an accumulator needs float32: keep the running sum in an f32 scratch, scratch_shapes=[pltpu.VMEM("
+                "(bm, bn), jnp.float32)], not a cast to bf16 (which rounds on every K step); cast once, on the last "
+                "K step, when storing into o_ref: o_ref[...] = acc_ref[...].astype(o_ref.dtype)")
+    if ref and val and ref > val:
+        return (f"out_shape (or the scratch) declares {m['ref']} while the value is {m['val']}: give out_shape the "
+                "input's dtype, jax.ShapeDtypeStruct(shape, x.dtype), rather than a dtype typed in")
+    return "cast when storing: o_ref[...] = value.astype(o_ref.dtype)"
+
+
+def _fix(pattern: Pattern, m: re.Match[str], line: str) -> str:
+    if not callable(pattern.fix):
+        return pattern.fix
+    try:
+        return pattern.fix(m, line)
+    except TypeError:         # a fix that reads the match only
+        return pattern.fix(m)
+
+
 # One table: the first pattern that matches wins, so the specific ones come before the general ones.
 PATTERNS: tuple[Pattern, ...] = (
     # ---- the TPU compiler (lowering and Mosaic), seen when a kernel is compiled for a chip
@@ -168,8 +195,7 @@ PATTERNS: tuple[Pattern, ...] = (
        "choose blocks whose last two sizes are multiples of 8 and 128 (16 and 128 for bf16), or the full "
        "dimension", TPU_DOCS),
     _p("store-dtype", r"Invalid dtype for `swap`\. Ref dtype: (?P<ref>\w+)\. Value dtype: (?P<val>\w+)",
-       "the kernel stores a {val} value into a {ref} ref",
-       "cast when storing: o_ref[...] = value.astype(o_ref.dtype)", QUICKSTART),
+       "the kernel stores a {val} value into a {ref} ref", _store_dtype_fix, QUICKSTART),
     _p("store-shape", r"Invalid shape for `swap`\. Ref shape: (?P<ref>\(.*?\))\..*?Value shape: (?P<val>\(.*?\))",
        "the kernel stores a {val} value into a {ref} block; the kernel line is where it shows, but the "
        "usual bug is a BlockSpec: the in and out block shapes disagree",
@@ -267,14 +293,15 @@ def explain(exc: BaseException, *, locate: bool = True) -> Explanation:
     raw = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     type_name, message = _innermost(exc)
     subject = f"{type_name}: {message}" if message else type_name
-    where = _where(_student_frame(exc)) if locate else ""
+    frame = _student_frame(exc) if locate else None
+    where = _where(frame) if locate else ""
     for pattern in PATTERNS:
         m = pattern.regex.search(subject)
         if m:
             lines = [_cap(f"✗ {pattern.what(m)}", 400)]
             if where:
                 lines.append(where)
-            fix = pattern.fix(m) if callable(pattern.fix) else pattern.fix
+            fix = _fix(pattern, m, (frame.line or "") if frame else "")
             lines.append(f"  fix: {fix} · docs: {pattern.docs}")
             return Explanation(pattern.kind, "\n".join(lines), raw)
     lines = [f"✗ {_last_meaningful_line(type_name, message)}"]

@@ -54,6 +54,9 @@ class PallasCallInfo:
     kernel_jaxpr: Any = field(repr=False, compare=False)   # None when rebuilt from data (from_data)
     # {primitive: result dtype of each of its equations} in the kernel body, nested sub-jaxprs included
     kernel_ops: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
+    # the output and scratch refs the body reads before storing into them (read_before_written), as carried by
+    # data rebuilt without a jaxpr; None when unknown
+    unread: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def blocks(self) -> tuple[BlockInfo, ...]:
@@ -213,6 +216,68 @@ def find_eqns(jaxpr: Any, primitive: str) -> list[Any]:
     return found
 
 
+_WRITES = ("swap",)
+_READS = ("get", "addupdate")      # addupdate (+= in place) reads what it adds to
+
+
+def _writes_ref(jaxpr: Any, ref: Any) -> bool:
+    """Does `jaxpr` (or a sub-jaxpr it passes `ref` to) store into `ref`?"""
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        if eqn.primitive.name in _WRITES + ("addupdate",) and eqn.invars and eqn.invars[0] is ref:
+            return True
+        if ref in eqn.invars:
+            for sub in _sub_jaxprs(eqn):
+                sub = getattr(sub, "jaxpr", sub)
+                # a cond passes its operands (after the predicate) to each branch's invars, in order
+                operands = list(eqn.invars[1:]) if eqn.primitive.name == "cond" else list(eqn.invars)
+                if len(sub.invars) == len(operands):
+                    inner = sub.invars[operands.index(ref)]
+                    if _writes_ref(sub, inner):
+                        return True
+    return False
+
+
+def read_before_written(pc: PallasCallInfo) -> list[str] | None:
+    """The output and scratch refs the kernel body reads (a get, a +=) before anything is stored into them: at
+    its top level, in program order, a store under a pl.when counts as one. Interpret mode fills such memory
+    with NaN, so an accumulator never zeroed reads NaN. None when there is no jaxpr to read (rebuilt from data)."""
+    jaxpr = getattr(pc.kernel_jaxpr, "jaxpr", pc.kernel_jaxpr)
+    if jaxpr is None or not hasattr(jaxpr, "invars"):
+        return None if pc.unread is None else list(pc.unread)
+    n_in = len(pc.inputs)
+    names = _ref_names(len(pc.outputs), len(pc.scratch))
+    refs = list(jaxpr.invars)[len(jaxpr.invars) - len(names):] if len(jaxpr.invars) >= n_in + len(names) else []
+    found = []
+    for ref, name in zip(refs, names):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name in _READS and eqn.invars and eqn.invars[0] is ref:
+                found.append(name)
+                break
+            if (eqn.primitive.name in _WRITES and eqn.invars and eqn.invars[0] is ref) or (
+                    ref in eqn.invars and _writes_ref_in(eqn, ref)):
+                break
+    return found
+
+
+def _ref_names(n_outputs: int, n_scratch: int) -> list[str]:
+    names = [("o_ref" if n_outputs == 1 else f"output {i}") for i in range(n_outputs)]
+    return names + [f"the scratch accumulator (scratch_shapes[{i}])" for i in range(n_scratch)]
+
+
+def _writes_ref_in(eqn: Any, ref: Any) -> bool:
+    operands = list(eqn.invars[1:]) if eqn.primitive.name == "cond" else list(eqn.invars)
+    for sub in _sub_jaxprs(eqn):
+        sub = getattr(sub, "jaxpr", sub)
+        if len(sub.invars) == len(operands) and _writes_ref(sub, sub.invars[operands.index(ref)]):
+            return True
+    return False
+
+
+def stores(pc: PallasCallInfo) -> bool:
+    """Does the kernel body store anything at all (a swap, a +=)?"""
+    return bool({"swap", "addupdate"} & pc.kernel_primitives())
+
+
 def _largest(eqn: Any) -> int:
     shapes = [getattr(getattr(v, "aval", None), "shape", ()) for v in list(eqn.invars) + list(eqn.outvars)]
     return max((int(np.prod(s)) if s else 1 for s in shapes), default=1)
@@ -272,7 +337,8 @@ def to_data(t: Trace) -> dict[str, Any]:
                       "outputs": [_block_data(b, points) for b in pc.outputs],
                       "scratch": [[list(shape), dt.name, space] for shape, dt, space in pc.scratch],
                       "dimension_semantics": list(pc.dimension_semantics) if pc.dimension_semantics else None,
-                      "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()}})
+                      "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()},
+                      "unread": read_before_written(pc)})
     return {"pallas_calls": calls, "outside": list(t.outside), "outside_sizes": list(t.outside_sizes)}
 
 
@@ -391,9 +457,15 @@ def from_data(data: Any) -> Trace:
             if not isinstance(v, list) or len(v) > 100_000:
                 raise MalformedTrace("kernel_ops: expected lists of dtypes")
             ops[_str(k, "primitive")] = tuple(_str(d, "dtype", 32) for d in v)
+        unread = c.get("unread")
+        if unread is not None:    # only names the rebuilt call can have (a diagnosis, never a score)
+            allowed = _ref_names(len(blocks["out"]), len(scratch))
+            if not isinstance(unread, list) or any(u not in allowed for u in unread):
+                raise MalformedTrace("unread: expected names of output or scratch refs")
+            unread = tuple(unread)
         calls.append(PallasCallInfo(name=_str(c.get("name"), "name"), grid=grid, inputs=blocks["in"],
                                     outputs=blocks["out"], scratch=tuple(scratch), dimension_semantics=sem,
-                                    kernel_jaxpr=None, kernel_ops=ops))
+                                    kernel_jaxpr=None, kernel_ops=ops, unread=unread))
     outside = data.get("outside")
     sizes = data.get("outside_sizes")
     if not isinstance(outside, list) or not isinstance(sizes, list) or len(outside) != len(sizes) or len(outside) > 100_000:

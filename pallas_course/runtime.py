@@ -117,13 +117,18 @@ def _install_notebook_display() -> None:
     shell = get_ipython()
     if shell is None or os.environ.get(MODE_ENV):     # a grading kernel keeps IPython's own error display
         return
-    from pallas_course.check import CheckFailure, failure_text, show
+    from pallas_course.check import CheckFailure, failure_text, show_traceback_folded
 
     def handler(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> None:
-        show(value)
-        # Still an error output (one line), so the cell counts as failed for Jupyter, papermill and nbgrader.
-        first = failure_text(value).splitlines()[0]
-        shell.showtraceback((CheckFailure, CheckFailure(first), None), exception_only=True)
+        # The message once, as the cell's error output (so the cell counts as failed for Jupyter, papermill and
+        # nbgrader), then the raw traceback folded under it.
+        summary = failure_text(value)
+        lines = summary.splitlines() or [""]
+        try:     # ipykernel's own error output, its traceback exactly these lines (no "use %tb" preamble)
+            shell._showtraceback(CheckFailure, summary, [f"CheckFailure: {lines[0]}", *lines[1:]])
+        except AttributeError:
+            shell.showtraceback((CheckFailure, CheckFailure(summary), None), exception_only=True)
+        show_traceback_folded(value)
 
     shell.set_custom_exc((Exception,), handler)
 

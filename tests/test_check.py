@@ -1,6 +1,8 @@
 """The visible `check(...)`: what a student reads when a kernel is wrong."""
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -13,7 +15,7 @@ def test_pass_prints_one_line(capsys) -> None:
     check("add", x, x)
     out = capsys.readouterr().out
     assert out.startswith("✓ add: matches (max error 0, exact)")
-    assert out.rstrip().endswith("visible checks passed; the grade also tests other shapes and dtypes")
+    assert out.rstrip().endswith("shape (256, 256) float32, on this input")   # a ✓ for one input, not the grade's
 
 
 def test_pass_says_whether_the_tolerance_is_relative(capsys) -> None:
@@ -224,3 +226,78 @@ def test_an_error_in_the_function_is_explained_with_its_case() -> None:
     nb = _notebook('def smallest_fed_block(dtype, chip):\n    raise NotImplementedError("not written yet")\n')
     with pytest.raises(CheckFailure, match=r"^smallest_fed_block: smallest_fed_block\(bfloat16, 'v5e'\): this function is still the stub"):
         check_fed_block(nb["smallest_fed_block"], nb["matmul"])
+
+
+def test_scalar_and_list_checks_read_as_such() -> None:
+    """A scalar check says the value it got; a short list names its entries (never "blocks of  wrong")."""
+    import numpy as np
+
+    with pytest.raises(CheckFailure) as e:
+        check("FLOPs per step", np.float64(2.0), np.float64(4.0), tol=1e-9)
+    assert str(e.value) == "FLOPs per step: got 2, expected 4 (off by 2, more than tol=1e-09)"
+    with pytest.raises(CheckFailure) as e:
+        check("buffers per BlockSpec (A, B, C)", np.array([1, 1, 2]), np.array([1, 1, 1]))
+    assert str(e.value).endswith("got [1, 1, 2], expected [1, 1, 1]; entry 2 differs by more than tol=0")
+    assert "blocks of" not in str(e.value)
+
+
+def _matmul(kernel, scratch=False):
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    def f(a, b):
+        return pl.pallas_call(kernel, grid=(1, 1, 2), in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                                                                pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+                              out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+                              out_shape=jax.ShapeDtypeStruct((128, 128), a.dtype),
+                              scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)] if scratch else [])(a, b)
+    return f
+
+
+def _no_init(a_ref, b_ref, o_ref):
+    o_ref[...] += jnp.dot(a_ref[...], b_ref[...])
+
+
+def _rebinds(a_ref, b_ref, o_ref):
+    o_ref = jnp.dot(a_ref[...], b_ref[...])  # noqa: F841 - the mistake: rebinding, no store
+
+
+@pytest.mark.parametrize("kernel,says,not_says", [
+    (_no_init, r"reads o_ref \(\+=\) before anything is stored there: it accumulates into memory it never zeroed",
+     "never stores"),
+    (_rebinds, r"never stores into its output ref.*`o_ref = value` only rebinds", "never zeroed"),
+])
+def test_all_nan_tells_never_zeroed_from_never_stored(kernel, says: str, not_says: str) -> None:
+    """Issue 20: an accumulator never zeroed reads NaN everywhere, as an output never stored does; the trace of the
+    kernel tells them apart (a read of o_ref before any store), for the visible check and the grade alike."""
+    from pallas_course.runtime import setup
+
+    setup("tpu-interpret", quiet=True)
+    a = jnp.ones((128, 256))
+    with pytest.raises(CheckFailure) as e:
+        check("matmul", lambda: _matmul(kernel)(a, a.T), a @ a.T, tol=1e-3)
+    assert re.search(says, str(e.value)) and not_says not in str(e.value), str(e.value)
+
+
+def test_all_nan_without_a_trace_names_both_causes() -> None:
+    with pytest.raises(CheckFailure) as e:
+        check("matmul", jnp.full((8, 128), jnp.nan), jnp.ones((8, 128)))
+    assert "Either the kernel never stores" in str(e.value) and "never zeroed" in str(e.value)
+
+
+def test_trace_data_carries_what_is_read_before_written() -> None:
+    """The grade rebuilds the trace from plain data (no jaxpr): the diagnosis travels with it."""
+    from pallas_course.kernel_trace import from_data, read_before_written, to_data, trace
+
+    s = jax.ShapeDtypeStruct((128, 256), jnp.float32)
+    t = trace(_matmul(_no_init), s, jax.ShapeDtypeStruct((256, 128), jnp.float32))
+    assert read_before_written(from_data(to_data(t)).pallas_calls[0]) == ["o_ref"]
+
+
+@pytest.mark.parametrize("block,array,whole", [((None, 512), (1, 512), True), ((1, 512), (1, 512), True),
+                                               ((512,), (512,), True), ((None, 128), (1, 512), False),
+                                               ((1, 128), (1, 512), False), ((None, 512), (2, 512), False)])
+def test_a_squeezed_dimension_over_size_one_is_the_whole_block(block, array, whole: bool) -> None:
+    from pallas_course.rules import whole_block
+
+    assert whole_block(block, array) is whole

@@ -149,3 +149,33 @@ def test_unknown_error_is_its_last_meaningful_line_capped() -> None:
     explanation = explain(RuntimeError("x" * 1000 + "\n  File 'a.py', line 3\n"))
     assert explanation.kind == "unknown"
     assert len(explanation.summary.splitlines()[0]) <= 242
+
+
+@pytest.mark.parametrize("line,fix", [
+    # an accumulator narrower than its value: an f32 scratch, not a cast (issue 20: a bf16 scratch was told to cast)
+    ("acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)",
+     r"f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\], not a cast"),
+    # a plain store of an f32 value into a bf16 ref: the cast
+    ("o_ref[...] = x.astype(jnp.float32)", r"cast when storing: o_ref\[...\] = value.astype\(o_ref.dtype\)"),
+])
+def test_store_dtype_fix_reads_the_line(line: str, fix: str) -> None:
+    import linecache
+
+    name = "/tmp/ipykernel_1/store_dtype.py"
+    src = ("def kernel():\n"
+           f"    raise ValueError('Invalid dtype for `swap`. Ref dtype: bfloat16. Value dtype: float32.')  # {line}\n"
+           "kernel()\n")
+    linecache.cache[name] = (len(src), None, src.splitlines(keepends=True), name)
+    with pytest.raises(ValueError) as failure:
+        exec(compile(src, name, "exec"), {})   # noqa: S102
+    summary = explain(failure.value).summary
+    assert re.search(fix, summary.splitlines()[-1]), summary
+
+
+def test_wider_ref_than_value_points_at_out_shape() -> None:
+    """A bf16 value into an f32 ref: out_shape typed float32 (issue 20's transpose), not a cast."""
+    with pytest.raises(Exception) as failure:
+        with pltpu.force_tpu_interpret_mode(interpret_params()):
+            jax.block_until_ready(_call(_kernel("o_ref[...] = x_ref[...].astype(jnp.bfloat16)"), X))
+    pltpu.reset_tpu_interpret_mode_state()
+    assert "give out_shape the input's dtype" in explain(failure.value).summary

@@ -41,7 +41,9 @@ def test_visible_and_hidden_agree(labs: dict[str, Lab], lab_id: str, mistake: Mi
     else:
         assert shown is None, f"{mistake.name}: a visible check fails, but the grade passes:\n{shown}"
     for test_id in mistake.hidden:
-        with pytest.raises(TestFailure):
+        with pytest.raises(TestFailure) as failure:
             getattr(checks, test_id)(namespace[lab.test(test_id).kernel])
+        if mistake.graded:
+            assert re.search(mistake.graded, str(failure.value)), f"{mistake.name}, graded: {failure.value}"
     for test_id in mistake.passing:
         getattr(checks, test_id)(namespace[lab.test(test_id).kernel])

@@ -113,6 +113,15 @@ def test_release_holds_no_solution_hidden_test_key_or_rubric(release) -> None:
     assert not [w for w in texts if w.startswith(("autograder", "course_tools", "solutions")) or "!autograder/" in w]
 
 
+def test_release_names_no_instructor_only_path(release) -> None:
+    """What students read (the notebooks, the site, the README) names no file they do not get: no solutions/ or
+    autograder/ path (the site's EX·02 once said its frames came from solutions/stage-1/...)."""
+    texts = _texts(release.out)
+    found = [f"{where}: {path}" for where, text in texts.items() if where.endswith((".ipynb", ".html", ".md"))
+             for path in ("solutions/", "autograder/", "course_tools/") if path in text]
+    assert not found, found
+
+
 def test_release_layout_and_requirements(release) -> None:
     names = sorted(p.name for p in (release.out / "labs").iterdir())
     assert names == sorted(Path(lab.notebook).name for lab in manifest().labs)

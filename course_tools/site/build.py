@@ -209,6 +209,8 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
         listing[0]["text"] = f"# {withheld_note(matmul_lab)}"
     ex = content.instruments
     origin_note = sched.origin + (f" (reference copy: {sched.fallback})" if sched.fallback else "")
+    if public_on is not None:       # students get the lab's notebook, never the instructor's source or tools
+        origin_note = f"{matmul_lab.code}'s notebook ({matmul_lab.notebook})"
     instruments = {
         "ex02": {"meta": ex["ex02"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
                  "note": _fill(ex["ex02"].note, function=f"{sched.wrapper}()", notebook=origin_note,

@@ -1,4 +1,5 @@
-"""Thirty-odd typical mistakes across LAB·1.1-1.4, each an edit to the solution notebook's code."""
+"""Fifty-odd typical mistakes across LAB·1.1-1.4, each an edit to the solution notebook's code, written as a student
+writes them (issue 20's eight that once passed every visible check and lost points, its wrong diagnoses, and more)."""
 from tests.mistakes import Mistake
 
 ADD = "o_ref[...] = x_ref[...] + y_ref[...]"
@@ -8,6 +9,13 @@ MM_GRID = "grid=(m // bm, n // bn, k // bk),\n        in_specs=[\n            pl
 MM_ACC = MM_GRID.replace("interpret=INTERP,", "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,")
 SM = "    e = jnp.exp(x - m)\n"
 LN_OUT = "o_ref[...] = (y * g_ref[...] + b_ref[...]).astype(o_ref.dtype)"
+LN_Y = "    y = (x - mu) * jax.lax.rsqrt(var + 1e-6)\n"
+T_GRID = "grid=(m // bm, n // bn),"
+T_SHAPE = "out_shape=jax.ShapeDtypeStruct((n, m), x.dtype),"
+MM_INIT = "    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +="
+ACC_INIT = "    @pl.when(k == 0)\n    def _init():\n        acc_ref[...] = jnp.zeros_like(acc_ref)\n    acc_ref[...] +="
+GELU_STORE = "        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)"
+ACC_SCRATCH = "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],"
 
 LAB_1_1 = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"
@@ -61,6 +69,26 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("transpose_out_of_bounds", "index map one block past the edge",
                 {T_IN: "in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j + 1))],"},
                 r"lies outside the array", ("transpose_schedule", "transpose_values")),
+        # issue 20: these passed every visible check (2 × 2 grids, f32 only) and lost points in the grade
+        Mistake("transpose_grid_axes_swapped", "grid=(n // bn, m // bm): the grid's axes swapped",
+                {T_GRID: "grid=(n // bn, m // bm),"}, r"grid of transpose.*axes are swapped",
+                ("transpose_schedule", "transpose_values"), graded=r"axes are swapped|outside the array|NaN"),
+        Mistake("transpose_both_index_maps_swapped", "reads block (j, i) and writes block (i, j)",
+                {T_IN: "in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (j, i))],",
+                 T_OUT: "out_specs=pl.BlockSpec((bn, bm), lambda i, j: (i, j)),"},
+                r"both index maps are swapped", ("transpose_schedule", "transpose_values"),
+                graded=r"both index maps are swapped|outside the array|NaN"),
+        Mistake("transpose_out_f32", "out_shape hard-coded to float32",
+                {T_SHAPE: "out_shape=jax.ShapeDtypeStruct((n, m), jnp.float32),"},
+                r"stores a bfloat16 value into a float32 ref.*\n.*\n.*out_shape", ("transpose_values",),
+                ("transpose_schedule",), graded=r"bfloat16 value into a float32 ref|dtype float32, expected bfloat16"),
+        Mistake("transpose_swapped_shape_only", "out_shape (m, n): fine for square arrays only",
+                {T_SHAPE: "out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),"},
+                r"transpose.*(outside the array|shape)", ("transpose_values",)),
+        Mistake("add_bf16_out_f32_everywhere", "add computes and returns float32 whatever the inputs",
+                {"out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x, y)":
+                 "out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32),\n        interpret=INTERP,\n    )(x.astype(jnp.float32), y.astype(jnp.float32))"},
+                r"dtype float32, expected bfloat16|computes outside its kernel", ("add_bf16",), ("add_f32",)),
     ],
     LAB_1_2: [
         Mistake("matmul_k_outermost", "K outermost: the output block is revisited",
@@ -100,10 +128,57 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)":
                  "    o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)"},
                 r"", (), ("matmul_gelu_values", "matmul_gelu_fused")),
+        # issue 20: the accumulator never zeroed is not "never stored"
+        Mistake("matmul_no_init_said_right", "no zeroing at k == 0: read as NaN, named as such, not as a missing store",
+                {MM_INIT: "    o_ref[...] +="},
+                r"reads o_ref \(\+=\) before anything is stored there.*never zeroed", ("matmul_f32",),
+                ("matmul_schedule",), graded=r"reads o_ref \(\+=\) before anything is stored.*never zeroed"),
+        Mistake("matmul_acc_scratch_never_zeroed", "matmul_acc's scratch accumulated into without zeroing",
+                {ACC_INIT.replace("acc_ref[...] +=", "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"):
+                 "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"},
+                r"reads the scratch accumulator .* never zeroed", ("matmul_acc_f32_accumulator",),
+                ("matmul_acc_schedule",), graded=r"scratch accumulator .* never zeroed"),
+        Mistake("matmul_acc_bf16_scratch", "a bf16 scratch accumulator: scratch_shapes in the inputs' dtype",
+                {"matmul_acc_kernel,\n        " + MM_ACC:
+                 "matmul_acc_kernel,\n        " + MM_ACC.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), a.dtype)],")},
+                r"an accumulator needs float32.*f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]",
+                ("matmul_acc_f32_accumulator", "matmul_acc_schedule"),
+                graded=r"f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]"),
+        Mistake("matmul_acc_bf16_scratch_cast", "a bf16 scratch, each step's f32 dot cast to it before adding",
+                {"matmul_acc_kernel,\n        " + MM_ACC:
+                 "matmul_acc_kernel,\n        " + MM_ACC.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.bfloat16)],"),
+                 "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():":
+                 "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"},
+                r"bfloat16 scratch .*use an f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]",
+                ("matmul_acc_f32_accumulator",), ("matmul_acc_schedule",),
+                graded=r"bfloat16 scratch .*use an f32 scratch"),
+        Mistake("matmul_acc_into_o_ref_bf16", "matmul_acc accumulates into the bf16 o_ref, no scratch, f32 dot",
+                {ACC_INIT.replace("acc_ref[...] +=", "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"):
+                 "    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)"},
+                r"stores a float32 value into a bfloat16 ref.*\n.*\n.*f32 scratch", ("matmul_acc_f32_accumulator",),
+                graded=r"float32 value into a bfloat16 ref"),
+        Mistake("matmul_acc_bf16_dot", "the dot without preferred_element_type: bf16 partial products",
+                {"    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():":
+                 "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...])\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"},
+                r"preferred_element_type=jnp.float32", ("matmul_acc_f32_accumulator",), ("matmul_acc_schedule",)),
+        # issue 20: GELU applied outside the kernel passed every visible check
+        Mistake("matmul_gelu_outside_kernel", "the kernel stores a @ b; jax.nn.gelu on the pallas_call's result",
+                {GELU_STORE: "        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
+                 "    return pl.pallas_call(\n        matmul_gelu_kernel,\n        " + MM_ACC + "\n    )(a, b)":
+                 "    out = pl.pallas_call(\n        matmul_gelu_kernel,\n        " + MM_ACC + "\n    )(a, b)\n"
+                 "    return jax.nn.gelu(out)"},
+                r"computes outside its kernel \(.*tanh.*\).*inside the kernel", ("matmul_gelu_fused", "matmul_gelu_values"),
+                graded=r"computes outside its kernel"),
+        Mistake("matmul_gelu_no_gelu", "stores the accumulator, forgets the GELU",
+                {GELU_STORE: "        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"},
+                r"computes no GELU", ("matmul_gelu_fused", "matmul_gelu_values")),
+        Mistake("matmul_grid_m_n_swapped", "grid=(n // bn, m // bm, k // bk)",
+                {MM_GRID: MM_GRID.replace("grid=(m // bm, n // bn, k // bk)", "grid=(n // bn, m // bm, k // bk)")},
+                r"grid of matmul.*expected", ("matmul_schedule", "matmul_f32")),
     ],
     LAB_1_3: [
         Mistake("softmax_no_max", "no max subtraction: exp overflows",
-                {SM: "    e = jnp.exp(x)\n"}, r"the kernel computed these NaNs", ("softmax_stability",),
+                {SM: "    e = jnp.exp(x)\n"}, r"exp overflows float32.*subtract each row's max", ("softmax_stability",),
                 ("softmax_fused",)),
         Mistake("softmax_sum_axis0", "the sum over the rows (axis 0), not the features",
                 {"o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True))": "o_ref[...] = (e / jnp.sum(e, axis=0, keepdims=True))"},
@@ -127,23 +202,53 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"            pl.BlockSpec((1, d), lambda i: (0, 0)),\n            pl.BlockSpec((1, d), lambda i: (0, 0)),\n        ],":
                  "        ],"},
                 r"in_specs has 1 BlockSpec\(s\) but the pallas_call is given 3 inputs", ("layernorm_values",)),
+        # issue 20: eps, and where it goes
+        Mistake("layernorm_eps_1e5", "eps 1e-5 (another library's default): passed the visible tol 1e-4",
+                {LN_Y: "    y = (x - mu) * jax.lax.rsqrt(var + 1e-5)\n"}, r"eps = 1e-5.*eps is 1e-6",
+                ("layernorm_values", "layernorm_edge"), ("layernorm_fused",), graded=r"eps is 1e-6"),
+        Mistake("layernorm_eps_outside_sqrt", "(x - mu) / (jnp.sqrt(var) + 1e-6)",
+                {LN_Y: "    y = (x - mu) / (jnp.sqrt(var) + 1e-6)\n"},
+                r"eps added to the standard deviation|variance is about eps", ("layernorm_edge",),
+                ("layernorm_values", "layernorm_fused"), graded=r"standard deviation|variance is about eps"),
+        Mistake("layernorm_no_eps", "rsqrt(var): no eps at all (told softmax's max advice before)",
+                {LN_Y: "    y = (x - mu) * jax.lax.rsqrt(var)\n"},
+                r"(?s)^(?!.*row's max).*constant rows .*NaN.*eps", ("layernorm_edge",),
+                ("layernorm_values", "layernorm_fused"), graded=r"(?s)^(?!.*row's max).*constant rows .*NaN.*eps"),
+        Mistake("layernorm_g_b_swapped_said_by_the_grade", "y * b + g: the grade names it too, not an axis",
+                {LN_OUT: "o_ref[...] = (y * b_ref[...] + g_ref[...]).astype(o_ref.dtype)"},
+                r"g and b swapped", ("layernorm_values",), graded=r"g and b are swapped"),
+        Mistake("layernorm_one_pass_variance", "var = mean(x**2) - mean(x)**2: cancels at mean 1e3",
+                {"    var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)\n":
+                 "    var = jnp.mean(x * x, axis=-1, keepdims=True) - mu * mu\n"},
+                r"cancels catastrophically", ("layernorm_edge",), graded=r"cancels catastrophically"),
+        Mistake("layernorm_params_sliced", "g and b in (1, 128) blocks walked along the grid",
+                {"            pl.BlockSpec((1, d), lambda i: (0, 0)),\n            pl.BlockSpec((1, d), lambda i: (0, 0)),\n":
+                 "            pl.BlockSpec((1, 128), lambda i: (0, 0)),\n            pl.BlockSpec((1, 128), lambda i: (0, 0)),\n"},
+                r"g is carved into \(1, 128\) blocks|incompatible shapes for broadcasting: \(8, 512\), \(1, 128\)", ("layernorm_fused", "layernorm_values")),
+        Mistake("softmax_no_max_said_right", "exp(x) without the max: named as overflow, no eps advice",
+                {SM: "    e = jnp.exp(x)\n"}, r"(?s)^(?!.*eps).*subtract each row's max", ("softmax_stability",),
+                ("softmax_values", "softmax_fused"), graded=r"subtract each row's max"),
+        Mistake("softmax_rows_per_block_ignored", "always 8-row blocks whatever rows_per_block says",
+                {"    n, d = x.shape\n    return pl.pallas_call(\n        softmax_kernel,":
+                 "    n, d = x.shape\n    rows_per_block = 8\n    return pl.pallas_call(\n        softmax_kernel,"},
+                r"the grid of softmax", ("softmax_fused",), ("softmax_values", "softmax_stability")),
     ],
     LAB_1_4: [
         Mistake("step_times_counts_c", "counts the C block among a steady step's copies (it stays in VMEM)",
                 {"    dma_bytes = (bm * bk + bk * bn) * itemsize": "    dma_bytes = (bm * bk + bk * bn + bm * bn) * itemsize"},
-                r"bytes per steady step.*differ by more than", ("step_time_model",),
+                r"bytes per steady step.*got 196608, expected 131072", ("step_time_model",),
                 ("fed_block", "block_choice")),   # graded on reference step times: one bug, one test
         Mistake("step_times_no_factor_2", "one FLOP per term, not a multiply and an add",
                 {"    flops = 2 * bm * bn * bk": "    flops = bm * bn * bk"},
-                r"FLOPs per step.*differ by more than", ("step_time_model",)),
+                r"FLOPs per step.*got 2.09715e\+06, expected 4.1943e\+06", ("step_time_model",)),
         Mistake("working_set_no_buffers", "forgets that each block is held `buffers` times",
                 {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
                  "    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize"},
-                r"working set matmul .*differ by more than", ("working_set",)),
+                r"working set matmul .*got 196608, expected 393216", ("working_set",)),
         Mistake("working_set_forgets_c", "counts A and B but not the output block C",
                 {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
                  "    blocks = (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers"},
-                r"working set matmul .*differ by more than", ("working_set",),
+                r"working set matmul .*got 262144, expected 393216", ("working_set",),
                 ("budget_line", "block_choice")),   # both graded on reference working sets
         Mistake("fed_block_last_starved", "returns the last block that still starves the MXU",
                 {"        if mxu >= dma:\n            return b\n": "        if mxu >= dma:\n            return b - 128\n"},
@@ -160,6 +265,24 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("pipeline_off_out_double_buffered", "pl.Buffered(1) on A and B but not on C",
                 {"        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=one_buffer),":
                  "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),"},
-                r"buffers per BlockSpec.*differ by more than", ("pipeline_off",)),
+                r"buffers per BlockSpec.*differ by more than|entr(y|ies) 2 differ", ("pipeline_off",)),
+        # issue 20: these passed every visible check (f32 only, no scratch) and lost points in the grade
+        Mistake("step_times_ignores_dtype", "itemsize = 4 whatever the dtype",
+                {"    itemsize = np.dtype(dtype).itemsize": "    itemsize = 4"},
+                r"that is 4 bytes per element, but bfloat16 has 2", ("step_time_model",),
+                ("fed_block", "block_choice"), graded=r"4 bytes per element, but bfloat16 has 2"),
+        Mistake("working_set_acc_in_input_dtype", "the f32 accumulator counted in the inputs' dtype",
+                {"    scratch = bm * bn * np.dtype(np.float32).itemsize if acc_scratch else 0":
+                 "    scratch = bm * bn * np.dtype(dtype).itemsize if acc_scratch else 0"},
+                r"accumulator is counted in bfloat16, but it is float32", ("working_set",),
+                ("budget_line", "block_choice"), graded=r"accumulator is counted in bfloat16, but it is float32"),
+        Mistake("matmul_pasted_without_init", "LAB·1.2's matmul pasted without its k == 0 zeroing",
+                {MM_INIT: "    o_ref[...] +="}, r"reads o_ref \(\+=\) before anything is stored there",
+                ("pipeline_off",), graded=r"reads o_ref \(\+=\) before anything is stored"),
+        Mistake("step_times_per_core", "halves the chip's numbers for two-TensorCore chips",
+                {"    c = chip_named(chip)\n    itemsize": "    c = chip_named(chip)\n    cores = c.tensorcores_per_chip\n    itemsize",
+                 "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s":
+                 "    return dma_bytes / (c.hbm_bytes_per_s / cores), flops / (c.bf16_flops_per_s / cores)"},
+                r"v4 has 2 TensorCores per chip", ("step_time_model",), ("fed_block", "block_choice")),
     ],
 }

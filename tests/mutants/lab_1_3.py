@@ -84,10 +84,10 @@ MUTANTS = [
            others_pass=("layernorm_values", "layernorm_fused")),
     Mutant("layernorm_eps_1e5", "eps 1e-5 (another library's default) instead of 1e-6",
            {LN_Y: "    y = (x - mu) * jax.lax.rsqrt(var + 1e-5)\n"},
-           {"layernorm_edge": "variance is about eps.*eps is 1e-6"}, others_pass=("layernorm_fused",)),
+           {"layernorm_edge": "(eps = 1e-5 |variance is about eps).*eps is 1e-6"}, others_pass=("layernorm_fused",)),
     Mutant("layernorm_eps_on_std", "eps added to the standard deviation, not the variance",
            {LN_Y: "    y = (x - mu) / (jnp.sqrt(var) + 1e-6)\n"},
-           {"layernorm_edge": "variance is about eps|constant rows"}, others_pass=("layernorm_fused",)),
+           {"layernorm_edge": "variance is about eps|constant rows|eps added to the standard deviation"}, others_pass=("layernorm_fused",)),
     Mutant("layernorm_mean_wrong_axis", "mean over axis 0 (the rows of the block)",
            {LN_MU: "    mu = jnp.mean(x, axis=0, keepdims=True)\n"},
            {"layernorm_values": "mean 0 and variance 1 .*axis=-1", "layernorm_edge": "mean 0 and variance 1 .*axis=-1"},
@@ -162,4 +162,20 @@ ALTERNATIVES = [
                            "            pl.BlockSpec(memory_space=pltpu.VMEM),\n",
                  LN_ARGS: "    )(x, g[None, :], b[None, :])",
                  LN_GRID: "        layernorm_kernel,\n        grid=(pl.cdiv(n, rows_per_block),),"}),
+    # issue 20: a squeezed leading dimension over the (1, d) parameter is the whole of it (it lost layernorm_fused)
+    Alternative("layernorm_params_squeezed_none", "(None, d) blocks over g.reshape(1, -1): the kernel sees (d,)",
+                {LN_SPECS: "            pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+                           "            pl.BlockSpec((None, d), lambda i: (0, 0)),\n"
+                           "            pl.BlockSpec((None, d), lambda i: (0, 0)),\n"}),
+    Alternative("layernorm_params_pl_squeezed", "pl.Squeezed() for the leading dimension of g and b",
+                {LN_SPECS: "            pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+                           "            pl.BlockSpec((pl.Squeezed(), d), lambda i: (0, 0)),\n"
+                           "            pl.BlockSpec((pl.Squeezed(), d), lambda i: (0, 0)),\n"}),
+    Alternative("layernorm_params_1d_as_given", "g and b passed as they come, (d,), in (d,) blocks",
+                {LN_SPECS: "            pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+                           "            pl.BlockSpec((d,), lambda i: (0,)),\n"
+                           "            pl.BlockSpec((d,), lambda i: (0,)),\n",
+                 LN_ARGS: "    )(x, g, b)"}),
+    Alternative("layernorm_params_expand_dims", "g[None] and jnp.expand_dims(b, 0) outside, whole (1, d) blocks",
+                {LN_ARGS: "    )(x, g[None], jnp.expand_dims(b, 0))"}),
 ]

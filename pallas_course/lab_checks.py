@@ -1,0 +1,267 @@
+"""The notebooks' visible checks of LAB·1.1-1.3's kernels: the grade's own rules (pallas_course.rules) on one case
+of every family the grade covers, with fixed inputs.
+
+`check_kernel("transpose", transpose)` runs each visible case of that kernel: first what the grade reads off the
+trace (one pallas_call, nothing computed around it, the grid, the BlockSpecs, the index maps, the output dtype),
+then the values, under the grade's TPU interpret mode, against a float64 reference at the grade's tolerance, with
+the grade's diagnosis of a wrong answer. The first failure raises a CheckFailure that says what is wrong; a pass
+prints one line per case. The grade adds fresh inputs and sizes, never a rule (tests/test_families.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from pallas_course import rules
+from pallas_course.check import PASSED, CheckFailure, compare, explained, max_error, tolerance_phrase
+from pallas_course.errors import explain
+
+
+@dataclass(frozen=True)
+class Case:
+    """One visible case of a kernel: the graded tests it stands for, its inputs' shape and dtype, its keyword
+    arguments (block sizes), and the kind of inputs (rows) when that is a family of its own."""
+    tests: tuple[str, ...]
+    shape: tuple[int, ...]
+    dtype: str
+    kwargs: Mapping[str, int] = field(default_factory=dict)
+    kind: str = ""
+    run: bool = True            # False: structure only (traced, nothing runs), as the grade's schedule tests
+
+    def families(self, kernel: str) -> frozenset[str]:
+        return FAMILIES[kernel](self)
+
+
+FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
+    "add": lambda c: rules.array_families(c.shape, c.dtype),
+    "transpose": lambda c: rules.transpose_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
+    "matmul": lambda c: rules.matmul_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.kwargs["bk"], c.dtype),
+    "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
+    "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
+}
+FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
+
+F32, BF16 = "float32", "bfloat16"
+MM = ("matmul_schedule", "matmul_f32")
+ACC = ("matmul_acc_schedule", "matmul_acc_f32_accumulator")
+GELU = ("matmul_gelu_values", "matmul_gelu_fused")
+SOFTMAX = ("softmax_values", "softmax_fused")
+LAYERNORM = ("layernorm_values", "layernorm_fused")
+
+# The visible cases, kernel by kernel. Each family of the grade's cases (rules.*_families) has one here at least.
+CASES: dict[str, tuple[Case, ...]] = {
+    "add": (Case(("add_f32",), (256, 256), F32), Case(("add_f32",), (384, 128), F32),
+            Case(("add_bf16",), (256, 256), BF16), Case(("add_bf16",), (128, 512), BF16)),
+    "transpose": (
+        Case(("transpose_schedule", "transpose_values"), (256, 256), F32, {"bm": 128, "bn": 128}),
+        Case(("transpose_schedule", "transpose_values"), (384, 256), F32, {"bm": 128, "bn": 128}),   # 3 × 2 grid
+        Case(("transpose_schedule", "transpose_values"), (256, 512), BF16, {"bm": 128, "bn": 256})),  # (128, 256) blocks
+    "matmul": (Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),     # 2 × 3 × 4 grid
+               Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),     # bk != bn
+               Case(MM, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128})),    # bm != bn, a 2 × 2 × 2 grid
+    "matmul_acc": (Case(ACC, (256, 2048, 256), BF16, {"bm": 128, "bn": 128, "bk": 128}),   # 16 K steps
+                   Case(("matmul_acc_schedule",), (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 256},
+                        run=False),
+                   Case(("matmul_acc_schedule",), (512, 256, 256), BF16, {"bm": 256, "bn": 128, "bk": 128},
+                        run=False)),
+    "matmul_gelu": (Case(GELU, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),
+                    Case(GELU, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),
+                    Case(GELU, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128})),
+    "softmax": (Case(SOFTMAX, (64, 512), F32),
+                Case(SOFTMAX, (96, 384), F32, {"rows_per_block": 32}),
+                Case(SOFTMAX, (64, 512), BF16, {"rows_per_block": 16}),
+                Case(("softmax_stability", "softmax_fused"), (64, 512), F32, {"rows_per_block": 16},
+                     kind="large logits")),
+    "layernorm": (Case(LAYERNORM, (64, 256), F32),
+                  Case(LAYERNORM, (96, 512), F32, {"rows_per_block": 32}),
+                  Case(LAYERNORM, (64, 384), BF16, {"rows_per_block": 16}),
+                  Case(("layernorm_edge", "layernorm_fused"), (64, 512), F32, {"rows_per_block": 16},
+                       kind="edge rows")),
+}
+SEED = 20            # the visible inputs are fixed; the grade draws fresh ones
+
+
+def _label(kernel: str, case: Case) -> str:
+    args = {"add": "x, y", "layernorm": "x, g, b", "softmax": "x", "transpose": "x"}.get(kernel, "a, b")
+    kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
+    if kernel.startswith("matmul"):
+        m, k, n = case.shape
+        where = f"{m}×{k} @ {k}×{n} {case.dtype}"
+    else:
+        where = f"{case.shape} {case.dtype}"
+    return f"{kernel}({args}{kw}) on {where}" + (f" ({case.kind})" if case.kind else "")
+
+
+def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...]:
+    if kernel == "add":
+        return rules.random_array(rng, case.shape, case.dtype), rules.random_array(rng, case.shape, case.dtype)
+    if kernel == "transpose":
+        return (rules.random_array(rng, case.shape, case.dtype),)
+    if kernel.startswith("matmul"):
+        m, k, n = case.shape
+        return rules.random_array(rng, (m, k), case.dtype), rules.random_array(rng, (k, n), case.dtype)
+    if kernel == "softmax":
+        if case.kind == "large logits":
+            return (rules.large_logits(rng, case.shape),)
+        return (rules.softmax_inputs(rng, case.shape, case.dtype),)
+    if kernel == "layernorm":
+        if case.kind == "edge rows":
+            return rules.layernorm_edge_inputs(rng, case.shape)
+        return rules.layernorm_inputs(rng, case.shape, case.dtype)
+    raise KeyError(kernel)
+
+
+def _structure_args(kernel: str, case: Case) -> tuple[Any, ...]:
+    import jax
+
+    if kernel.startswith("matmul"):
+        m, k, n = case.shape
+        return jax.ShapeDtypeStruct((m, k), case.dtype), jax.ShapeDtypeStruct((k, n), case.dtype)
+    x = jax.ShapeDtypeStruct(case.shape, case.dtype)
+    if kernel == "layernorm":
+        p = jax.ShapeDtypeStruct((case.shape[1],), case.dtype)
+        return x, p, p
+    return (x, x) if kernel == "add" else (x,)
+
+
+def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
+    """The grade's structural rules for this kernel, on the trace; the one pallas_call comes first."""
+    min_size = int(np.prod(case.shape)) if kernel in ("softmax", "layernorm") else 0
+    problem = rules.one_kernel_problem(label, t, min_size)
+    if problem:
+        return problem
+    pc = t.pallas_calls[0]
+    kw = case.kwargs
+    if kernel == "transpose":
+        return rules.transpose_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
+    if kernel.startswith("matmul"):
+        problem = rules.matmul_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"], kw["bk"])
+        if problem is None and kernel == "matmul_acc":
+            problem = (rules.out_dtype_problem(label, pc, case.dtype) or rules.f32_accumulator_problem(label, pc)
+                       or rules.f32_dot_problem(label, pc))
+        if problem is None and kernel == "matmul_gelu":
+            problem = rules.gelu_in_kernel_problem(label, pc)
+        return problem
+    if kernel in ("softmax", "layernorm"):
+        return rules.row_blocks_problem(label, pc, case.shape, case.dtype, kw.get("rows_per_block", 8),
+                                        n_params=2 if kernel == "layernorm" else 0)
+    return None
+
+
+def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndarray, dict[str, Any]]:
+    """(float64 reference, tolerances) of this case, as the grade compares it."""
+    f64 = [rules.as_f64(v) for v in inputs]
+    bf16 = case.dtype == BF16
+    if kernel == "add":
+        return (f64[0] + f64[1]).astype(np.dtype(case.dtype)), rules.ADD_BF16 if bf16 else rules.ADD_F32
+    if kernel == "transpose":
+        return f64[0].T.astype(np.dtype(case.dtype)), rules.TRANSPOSE
+    if kernel in ("matmul", "matmul_gelu"):
+        c = f64[0] @ f64[1]
+        return (rules.gelu(c) if kernel == "matmul_gelu" else c).astype(np.float32), rules.MATMUL_F32
+    if kernel == "matmul_acc":
+        # gross errors first (NaN, wrong blocks: off by ~sqrt(K)); then the bf16-steps rule (_values)
+        return f64[0] @ f64[1], dict(tol=0.0, atol=float(np.sqrt(case.shape[1])) / 8)
+    if kernel == "softmax":
+        return rules.softmax_ref(inputs[0]), rules.SOFTMAX_BF16 if bf16 else rules.SOFTMAX_F32
+    if kernel == "layernorm":
+        tols = rules.LAYERNORM_EDGE if case.kind == "edge rows" else rules.LAYERNORM_BF16 if bf16 else rules.LAYERNORM_F32
+        return rules.layernorm_ref(*inputs), tols
+    raise KeyError(kernel)
+
+
+def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
+    kw = case.kwargs
+    if kernel == "transpose":
+        return kw["bn"], kw["bm"]
+    if kernel.startswith("matmul"):
+        return kw["bm"], kw["bn"]
+    if kernel in ("softmax", "layernorm"):
+        return kw.get("rows_per_block", 8), case.shape[1]
+    return None
+
+
+def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapping[str, Any]) -> str | None:
+    if kernel == "softmax":
+        return rules.softmax_hint(inputs[0], out)
+    if kernel == "layernorm":
+        return rules.layernorm_hint(*inputs, out, tols["tol"])
+    return None
+
+
+def _fail(name: str, message: str, kind: str, raw: str = "") -> CheckFailure:
+    failure = CheckFailure(f"{name}: {message}")
+    failure.kind, failure.raw = kind, raw
+    return failure
+
+
+def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | None = None) -> str:
+    """One visible case through the grade's rules; raises CheckFailure, or returns the line of its pass."""
+    import jax
+    import jax.numpy as jnp
+
+    from pallas_course.check import _run_under_course_mode
+    from pallas_course.kernel_trace import trace
+
+    name = name or kernel
+    label = _label(kernel, case)
+    rng = np.random.default_rng([SEED, *case.shape])
+    inputs = _inputs(kernel, case, rng) if case.run else _structure_args(kernel, case)
+    args = tuple(jnp.asarray(v) for v in inputs) if case.run else inputs
+    try:
+        t = trace(fn, *args, **case.kwargs)
+    except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
+        e = explain(exc)
+        raise _fail(name, f"{label}: {e.summary.removeprefix('✗ ')}", e.kind, e.raw) from None
+    problem = _structure(kernel, case, label, t)
+    if problem:
+        raise _fail(name, problem, "structure")
+    if not case.run:
+        return f"{label}: structure as graded"
+    try:
+        out = _run_under_course_mode(lambda: fn(*args, **case.kwargs))
+    except CheckFailure:
+        raise
+    except Exception as exc:   # noqa: BLE001
+        e = explain(exc)
+        raise _fail(name, f"{label}: {e.summary.removeprefix('✗ ')}", e.kind, e.raw) from None
+    expected, tols = _expected(kernel, case, inputs)
+    pc = t.pallas_calls[0]
+    if kernel == "matmul_acc":
+        mismatch = compare(out, expected.astype(np.dtype(case.dtype)), name=label, block=_block(kernel, case),
+                           kernel=pc, **tols)
+        if mismatch is None:
+            problem = rules.bf16_accumulation_problem(label, out, expected, case.shape[1])
+            if problem:
+                raise _fail(name, problem, "values")
+            return f"{label}: within one bf16 step of the exact product"
+    else:
+        # shape and dtype in the input's dtype first, then the values in float64
+        mismatch = compare(out, expected.astype(np.dtype(case.dtype)), tol=np.inf, name=label)
+        if mismatch is None or mismatch.kind not in ("type", "shape", "dtype"):
+            mismatch = compare(rules.as_f64(out), expected.astype(np.float64), name=label, block=_block(kernel, case),
+                               kernel=pc, **tols)
+    if mismatch is not None:
+        raise _fail(name, explained(mismatch, _hint(kernel, case, inputs, out, tols)), mismatch.kind)
+    return (f"{label}: matches (max error {max_error(out, expected):.3g}, "
+            f"{tolerance_phrase(tols.get('tol', 0.0), tols.get('atol'))})")
+
+
+def check_kernel(kernel: str, fn: Callable[..., Any], *, name: str | None = None) -> None:
+    """Every visible case of `kernel` through the grade's rules: one ✓ line per case, or the first failure."""
+    lines = [run_case(kernel, fn, case, name=name) for case in CASES[kernel]]
+    print(f"✓ {name or kernel}: {len(lines)} cases as graded, one of each kind the grade runs; {PASSED}")
+    for line in lines:
+        print(f"  · {line}")
+
+
+def visible_families(test: str) -> frozenset[str]:
+    """Every family the visible cases of graded test `test` cover."""
+    found: set[str] = set()
+    for kernel, cases in CASES.items():
+        for case in cases:
+            if test in case.tests:
+                found |= case.families(kernel)
+    return frozenset(found)

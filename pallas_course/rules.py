@@ -1,0 +1,459 @@
+"""The graded rules of LAB·1.1-1.3, one home: the notebooks' visible checks (pallas_course.lab_checks) and the
+hidden checks (autograder/labs) apply these same functions, tolerances and diagnoses.
+
+What stays hidden is only the grade's inputs (fresh random ones, more sizes), never a rule: every hidden case
+belongs to a *family* (its dtype, whether its grid is square, whether its blocks are, the kind of rows...) read
+off the case by the `*_families` functions below, and the visible checks run at least one case of every family
+the grade covers (tests/test_families.py enumerates both and fails on a family the notebook never shows).
+
+A rule returns None when the answer is right, else one sentence saying what is wrong (the caller puts the label
+of the call in front). Nothing here imports `autograder`: this module ships to students.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+# ------------------------------------------------------------------------------------------------ tolerances
+# One home, read by the grade and the notebook alike. `tol` is absolute and relative, `atol` replaces the
+# absolute part (pallas_course.check.compare).
+
+# add: one f32 add is correctly rounded (exact); a bf16 sum may be rounded once to bf16 or via f32.
+ADD_F32 = dict(tol=0.0)
+ADD_BF16 = dict(tol=2.0**-8)
+# transposing moves values and never rounds
+TRANSPOSE = dict(tol=0.0)
+# matmul f32: a K-term dot in f32 is off from float64 by ~sqrt(K)·2^-24·|terms|, far below 1e-3 absolute and
+# relative at K <= 512 with N(0, 1) inputs (|C| ~ 20); a missing or misplaced init or a wrong block misses by O(1).
+MATMUL_F32 = dict(tol=1e-3)
+# softmax f32: exp good to ~1 ulp, a sum of d <= 1024 positive terms in f32 to ~log2(d) ulp in a tree order
+# (measured <= 5e-7 relative under interpret mode); 1e-5 leaves room for other reduction orders (the TPU's lane
+# reductions). The absolute floor 1e-30 only forgives probabilities below f32's range (exp underflows at
+# x - max < -87), never a visibly wrong one: softmax outputs are ~1/d.
+SOFTMAX_F32 = dict(tol=1e-5, atol=1e-30)
+# softmax bf16: the f32 result rounded once to bf16, at most 2**-8 relative (measured 0.996 * 2**-8); 2**-7,
+# one bf16 ulp, allows either rounding of the f32 value.
+SOFTMAX_BF16 = dict(tol=2.0**-7, atol=1e-30)
+# LayerNorm f32: outputs are O(1); mean and variance in f32 carry ~log2(d) ulp (measured <= 1.2e-6 abs); 1e-5
+# absolute + relative is ~10x that. eps = 1e-5 instead of 1e-6 moves a row of variance ~1 by ~4e-6 relative
+# and a row of variance ~1e-6 (the edge rows) by ~30%.
+LAYERNORM_F32 = dict(tol=1e-5)
+# LayerNorm bf16: the f32 result rounded once to bf16 (<= 2**-8 relative, measured 0.0034 of 1 + |y|); 2**-7.
+LAYERNORM_BF16 = dict(tol=2.0**-7)
+# LayerNorm edge rows with |mean| = 1e3, f32: the kernel's f32 mean of d values near 1e3 is only good to a few
+# ulp of 1e3 (ulp 6e-5), which shifts every output of the row (std 1): measured <= 2.4e-4 at d = 1024 for the
+# two-pass variance. 3e-3 is >10x that; the one-pass variance mean(x**2) - mean(x)**2 is off by ~0.65 there.
+LAYERNORM_EDGE = dict(tol=3e-3)
+EPS = 1e-6
+
+# ------------------------------------------------------------------------------------------------ families
+
+
+def _dtype_name(dtype: Any) -> str:
+    import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+
+    return np.dtype(dtype).name
+
+
+def array_families(shape: Iterable[int], dtype: Any) -> frozenset[str]:
+    shape = tuple(shape)
+    return frozenset({_dtype_name(dtype), "square array" if len(set(shape)) == 1 else "rectangular array"})
+
+
+def grid_families(grid: Iterable[int], blocks: Iterable[int]) -> frozenset[str]:
+    """A grid whose axes differ catches swapped grid axes and index maps; rectangular blocks catch a block
+    shape that is not transposed (or swapped operands)."""
+    grid, blocks = tuple(grid), tuple(blocks)
+    return frozenset({"square grid" if len(set(grid)) == 1 else "non-square grid",
+                      "square blocks" if len(set(blocks)) == 1 else "rectangular blocks"})
+
+
+def transpose_families(shape: tuple[int, int], bm: int, bn: int, dtype: Any) -> frozenset[str]:
+    m, n = shape
+    return array_families(shape, dtype) | grid_families((m // bm, n // bn), (bm, bn))
+
+
+def matmul_families(shape: tuple[int, int, int], bm: int, bn: int, bk: int, dtype: Any) -> frozenset[str]:
+    m, k, n = shape
+    # each pair of block sizes that differ is a family of its own: (bn, bk) swapped in B's BlockSpec shows only
+    # where bn != bk, (bm, bk) in A's only where bm != bk
+    pairs = {f"{p} != {q}" for p, q, u, v in (("bm", "bn", bm, bn), ("bn", "bk", bn, bk), ("bm", "bk", bm, bk))
+             if u != v} or {"bm = bn = bk"}
+    return (frozenset({_dtype_name(dtype), f"{'one K step' if k == bk else 'several K steps'}",
+                       "16 or more K steps" if k // bk >= 16 else "fewer than 16 K steps"} | pairs)
+            | grid_families((m // bm, n // bn), (bm, bn, bk)))
+
+
+def rows_families(shape: tuple[int, int], dtype: Any, rows_per_block: int | None, kind: str = "") -> frozenset[str]:
+    """softmax and LayerNorm: the dtype, the default rows_per_block or a chosen one, the kind of rows."""
+    tags = {_dtype_name(dtype), "default rows_per_block" if rows_per_block is None else "chosen rows_per_block"}
+    return frozenset(tags | ({kind} if kind else set()))
+
+
+# ------------------------------------------------------------------------------------------------ references
+
+def as_f64(x: Any) -> np.ndarray:
+    return np.asarray(x).astype(np.float64)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """jax.nn.gelu's default: the tanh approximation."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def softmax_ref(x: Any) -> np.ndarray:
+    x = as_f64(x)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def normalised(x: Any, eps: float = EPS) -> np.ndarray:
+    x = as_f64(x)
+    mu = x.mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + eps)
+
+
+def layernorm_ref(x: Any, g: Any, b: Any) -> np.ndarray:
+    return normalised(x) * as_f64(g).reshape(-1) + as_f64(b).reshape(-1)
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+# One generator per kind of input, seeded by the caller: the grade draws fresh seeds, the notebook fixed ones.
+
+def random_array(rng: np.random.Generator, shape: Iterable[int], dtype: Any, *, scale: Any = 1.0,
+                 offset: Any = 0.0) -> np.ndarray:
+    """N(offset, scale) rounded to `dtype` by NumPy (ml_dtypes rounds to nearest even, as XLA's convert does)."""
+    import ml_dtypes  # noqa: F401 - bfloat16
+
+    return (rng.standard_normal(tuple(shape)) * scale + offset).astype(np.float32).astype(np.dtype(dtype))
+
+
+def softmax_inputs(rng: np.random.Generator, shape: tuple[int, int], dtype: Any) -> np.ndarray:
+    return random_array(rng, shape, dtype, scale=3.0)
+
+
+def large_logits(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    """f32 logits around +1e4 and -1e4 (a random sign per row, spread 3): exp overflows without the max."""
+    return random_array(rng, shape, np.float32, scale=3.0, offset=rng.choice([-1e4, 1e4], size=(shape[0], 1)))
+
+
+def layernorm_params(rng: np.random.Generator, d: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    g = rng.uniform(0.5, 1.5, d).astype(np.float32)     # away from 0, so (out - b) / g recovers the normalised rows
+    b = (0.5 * rng.standard_normal(d)).astype(np.float32)
+    return g.astype(np.dtype(dtype)), b.astype(np.dtype(dtype))
+
+
+def layernorm_inputs(rng: np.random.Generator, shape: tuple[int, int], dtype: Any) -> tuple[np.ndarray, ...]:
+    """Rows with their own mean (|mean| <~ 6) and scale (0.5 to 2: a variance down to 0.25, where eps = 1e-5
+    instead of 1e-6 shows), random g and b."""
+    n, d = shape
+    x = random_array(rng, shape, dtype, scale=rng.uniform(0.5, 2.0, (n, 1)), offset=2.0 * rng.standard_normal((n, 1)))
+    return (x, *layernorm_params(rng, d, dtype))
+
+
+def layernorm_edge_inputs(rng: np.random.Generator, shape: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """f32, four kinds of rows shuffled together: plain N(0, 1); mean +-1e3 (std 1); constant (variance 0, dyadic
+    values so the f32 mean is exact); std 1e-3 (variance ~ eps, where eps = 1e-6 changes the answer)."""
+    n, d = shape
+    kinds = np.repeat(np.arange(4), n // 4)
+    rng.shuffle(kinds)
+    x = rng.standard_normal((n, d))
+    offset, constant, tiny = (np.flatnonzero(kinds == k) for k in (1, 2, 3))
+    x[offset] += rng.choice([-1e3, 1e3], size=(len(offset), 1))
+    x[constant] = rng.integers(-64, 65, size=(len(constant), 1)) / 8.0
+    x[tiny] *= 1e-3
+    return (x.astype(np.float32), *layernorm_params(rng, d, np.float32))
+
+
+# ------------------------------------------------------------------------------------------------ structure
+
+def one_kernel_problem(label: str, t: Any, outside_min_size: int = 0) -> str | None:
+    """A kernel is one pallas_call with no computation around it (work on operands smaller than
+    `outside_min_size` elements, such as casting a LayerNorm's (d,) scale, is allowed)."""
+    if not t.pallas_calls:
+        ops = ", ".join(dict.fromkeys(t.outside)) or "no operations at all"
+        return (f"{label} launches no pallas_call; it computed with XLA ({ops}). The work must happen inside a "
+                "Pallas kernel")
+    if len(t.pallas_calls) > 1:
+        return (f"{label} launches {len(t.pallas_calls)} pallas_calls; this kernel should be one pallas_call (one HBM "
+                "round trip)")
+    work = t.work_outside(outside_min_size)
+    if work:
+        ops = ", ".join(dict.fromkeys(work))
+        gelu_hint = (" (a GELU applied to the pallas_call's result: apply jax.nn.gelu to the accumulator on the last "
+                     "K step, inside the kernel)" if "tanh" in work or "erf" in work else "")
+        return (f"{label} computes outside its kernel ({ops}){gelu_hint}; move that work into the kernel body (a cast too: "
+                "cast with .astype(o_ref.dtype) before the store) so the array makes one trip through HBM")
+    return None
+
+
+def _equal(what: str, got: Any, want: Any, hint: str) -> str | None:
+    return None if got == want else f"{what} is {got}, expected {want}; {hint}"
+
+
+def transpose_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
+    """Grid (m/bm, n/bn); in block (bm, bn) at (i, j); out block (bn, bm) at (j, i)."""
+    m, n = shape
+    grid = (m // bm, n // bn)
+    if pc.grid == grid[::-1] != grid:
+        return (f"the grid of {label} is {pc.grid}, expected {grid}: its axes are swapped. One grid step per "
+                "(bm, bn) block of x, so the grid is (m // bm, n // bn), and step (i, j) reads block (i, j)")
+    wrong = _equal(f"the grid of {label}", pc.grid, grid,
+                   "one grid step per (bm, bn) block of x, so the grid is (m // bm, n // bn)")
+    if wrong:
+        return wrong
+    if len(pc.inputs) != 1 or len(pc.outputs) != 1:
+        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected one BlockSpec in "
+                "in_specs and one in out_specs")
+    src, dst = pc.inputs[0], pc.outputs[0]
+    wrong = (_equal(f"the input block of {label}", tuple(src.block_shape), (bm, bn),
+                    "the input BlockSpec should carve x into (bm, bn) blocks")
+             or _equal(f"the output block of {label}", tuple(dst.block_shape), (bn, bm),
+                       "a transposed (bm, bn) block is a (bn, bm) block"))
+    if wrong:
+        return wrong
+    for point in pc.grid_points():
+        i, j = point
+        got_in, got_out = src.block_index(*point), dst.block_index(*point)
+        if got_in == (j, i) != (i, j) and got_out == (i, j):
+            return (f"{label}: both index maps are swapped: grid step {point} reads block {got_in} of x and writes "
+                    f"block {got_out}; step (i, j) reads block (i, j) of x, lambda i, j: (i, j), and writes its "
+                    "transpose at block (j, i), lambda i, j: (j, i)")
+        if got_in != (i, j):
+            return (f"{label}: the input index map sends grid point {point} to block {got_in}; step (i, j) should "
+                    "read block (i, j) of x")
+        if got_out != (j, i):
+            return (f"{label}: the output index map sends grid point {point} to block {got_out}; the transpose of "
+                    f"block (i, j) lands at block ({j}, {i}), so the out index map must swap its indices")
+    return None
+
+
+def out_dtype_problem(label: str, pc: Any, dtype: Any) -> str | None:
+    got = pc.outputs[0].dtype if pc.outputs else None
+    if got is not None and np.dtype(got) != np.dtype(dtype):
+        return (f"the output of {label} is {np.dtype(got).name}, expected {_dtype_name(dtype)}: out_shape carries "
+                "the input's dtype, jax.ShapeDtypeStruct(shape, x.dtype)")
+    return None
+
+
+def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm: int, bn: int,
+                            bk: int) -> str | None:
+    """Grid (M/bm, N/bn, K/bk) with K innermost; blocks (bm, bk), (bk, bn) -> (bm, bn) at (i, k), (k, j) -> (i, j)."""
+    m, k, n = shape
+    grid = (m // bm, n // bn, k // bk)
+    if pc.grid != grid and sorted(pc.grid) == sorted(grid) and pc.grid[-1] != k // bk:
+        return (f"the grid of {label} is {pc.grid}; K must be the last (innermost) grid axis, {grid}, so each "
+                "output block's K steps run back to back while it stays in VMEM")
+    wrong = _equal(f"the grid of {label}", pc.grid, grid,
+                   "one step per (bm, bn) output block and bk slice of K: grid=(m // bm, n // bn, k // bk)")
+    if wrong:
+        return wrong
+    if len(pc.inputs) != 2 or len(pc.outputs) != 1:
+        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected in_specs for a and b "
+                "and one out_specs")
+    a_spec, b_spec = pc.inputs
+    o_spec = pc.outputs[0]
+    for spec, want, name, hint in ((a_spec, (bm, bk), "a", "a is carved into (bm, bk) blocks"),
+                                   (b_spec, (bk, bn), "b", "b is carved into (bk, bn) blocks"),
+                                   (o_spec, (bm, bn), "output", "C is carved into (bm, bn) blocks")):
+        wrong = _equal(f"the output block of {label}" if name == "output" else f"the block of {name} in {label}",
+                       tuple(spec.block_shape), want, hint)
+        if wrong:
+            return wrong
+    for point in pc.grid_points():
+        i, j, kk = point
+        for spec, want, name in ((a_spec, (i, kk), "a"), (b_spec, (kk, j), "b"), (o_spec, (i, j), "the output")):
+            got = spec.block_index(*point)
+            if got != want:
+                return (f"{label}: the index map of {name} sends grid step {point} to block {got}; step (i, j, k) "
+                        f"needs block {want} of {name}")
+    return None
+
+
+def gelu_in_kernel_problem(label: str, pc: Any) -> str | None:
+    """The tanh form (jax.nn.gelu's default) is asked for; the exact form (erf, erfc) is accepted too."""
+    if not {"tanh", "erf", "erfc"} & pc.kernel_primitives():
+        return (f"the kernel of {label} computes no GELU (no tanh, erf or erfc inside it); apply jax.nn.gelu to "
+                "the accumulator on the last K step")
+    return None
+
+
+def f32_dot_problem(label: str, pc: Any) -> str | None:
+    # XLA on a CPU may skip a bf16 rounding between a dot and an f32 add (excess precision), so a dot that returns
+    # bf16 can look right here and still round every partial product on a TPU: read it off the trace.
+    for dtype in pc.kernel_out_dtypes("dot_general"):
+        if dtype != "float32":
+            return (f"the dot in the kernel of {label} returns {dtype}, so every partial product is rounded before "
+                    "it is added: pass preferred_element_type=jnp.float32")
+    return None
+
+
+def f32_accumulator_problem(label: str, pc: Any) -> str | None:
+    """A bf16 matmul accumulates in an f32 scratch: a scratch of another dtype rounds the running sum."""
+    for shape, dtype, _space in pc.scratch:
+        if np.dtype(dtype) != np.dtype(np.float32):
+            return (f"{label} keeps its accumulator in a {np.dtype(dtype).name} scratch {tuple(shape)}, so the running sum "
+                    "is rounded on every K step: use an f32 scratch, scratch_shapes=[pltpu.VMEM((bm, bn), "
+                    "jnp.float32)], and cast once when storing into o_ref")
+    return None
+
+
+def whole_block(block_shape: Iterable[int | None], array_shape: Iterable[int]) -> bool:
+    """The block is the whole array: each dim equal, or squeezed (None, pl.Squeezed()) over a dim of size 1."""
+    block_shape, array_shape = tuple(block_shape), tuple(array_shape)
+    return len(block_shape) == len(array_shape) and all(
+        b == a or (b is None and a == 1) for b, a in zip(block_shape, array_shape))
+
+
+def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, r: int,
+                       n_params: int) -> str | None:
+    """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step."""
+    n, d = shape
+    wrong = _equal(f"the grid of {label}", pc.grid, (n // r,),
+                   "one grid step per block of rows_per_block rows, so the grid is (n // rows_per_block,)")
+    if wrong:
+        return wrong
+    if len(pc.inputs) != 1 + n_params or len(pc.outputs) != 1:
+        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected {1 + n_params} "
+                "BlockSpecs in in_specs and one in out_specs")
+    out = pc.outputs[0]
+    wrong = _equal(f"the output of {label}", (tuple(out.array_shape), np.dtype(out.dtype).name),
+                   (tuple(shape), _dtype_name(dtype)), "out_shape is x's shape and dtype")
+    if wrong:
+        return wrong
+    for blk, what in ((pc.inputs[0], "input x"), (out, "output")):
+        wrong = _equal(f"the {what} block of {label}", tuple(blk.block_shape), (r, d),
+                       "a block is rows_per_block whole rows: (rows_per_block, d); the feature axis is not split "
+                       "because each row's reduction needs all of it")
+        if wrong:
+            return wrong
+    for point in pc.grid_points():
+        (i,) = point
+        for blk, what in ((pc.inputs[0], "input x"), (out, "output")):
+            got = blk.block_index(*point)
+            if got != (i, 0):
+                return (f"{label}: the {what} index map sends grid step {i} to block {got}; step i reads and writes "
+                        "row block i, all features: lambda i: (i, 0)")
+    for k, blk in enumerate(pc.inputs[1:]):
+        what = "g" if k == 0 else "b"
+        if blk.array_shape and int(np.prod(blk.array_shape)) != d:
+            return (f"{label}: the {what} operand has shape {blk.array_shape}; expected the {d} values of {what}, "
+                    f"e.g. {what}.reshape(1, -1)")
+        if not whole_block(blk.block_shape, blk.array_shape):
+            return (f"{label}: {what} is carved into {blk.block_shape} blocks of {blk.array_shape}; every step "
+                    f"needs all of {what}, one whole block")
+        for point in pc.grid_points():
+            got = blk.block_index(*point)
+            if any(got):
+                return (f"{label}: the {what} index map sends grid step {point[0]} to block {got}; every step "
+                        f"reads the one block of {what}: lambda i: (0, 0)")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ diagnoses
+
+def softmax_hint(x: Any, out: Any) -> str | None:
+    """Why a softmax's values are wrong, from its rows (None: no cause this can name)."""
+    a, xs = as_f64(out), as_f64(x)
+    bad = ~np.isfinite(a)
+    if bad.any() and np.abs(xs).max() > 80:
+        return (f"{int(bad.sum())} values are NaN or inf on logits up to {np.abs(xs).max():.3g}: exp overflows "
+                "float32 past 88 (and 0/0 below -88); subtract each row's max before jnp.exp, softmax(x) = "
+                "softmax(x - max(x))")
+    if bad.any():
+        return None
+    sums = a.sum(axis=-1)
+    if np.abs(sums - 1).max() > 1e-2:
+        return (f"rows of the output do not sum to 1 (row sums from {sums.min():.3g} to {sums.max():.3g}): the max "
+                "and the sum must both reduce over the features, axis=-1 of the block, not over its rows")
+    return None
+
+
+def layernorm_rows(x: Any) -> dict[str, np.ndarray]:
+    """Which rows of x are of which kind (the edge cases the grade mixes in): constant rows (variance 0), rows
+    with variance near eps, rows with a large mean; the rest normal."""
+    xs = as_f64(x)
+    var, mean = xs.var(axis=-1), xs.mean(axis=-1)
+    kinds = {"constant": var == 0, "tiny": (var > 0) & (var < 1e-4), "offset": (np.abs(mean) > 100) & (var >= 1e-4)}
+    normal = ~(kinds["constant"] | kinds["tiny"] | kinds["offset"])
+    return {"normal": np.flatnonzero(normal), **{k: np.flatnonzero(v) for k, v in kinds.items()}}
+
+
+def layernorm_hint(x: Any, g: Any, b: Any, out: Any, tol: float) -> str | None:
+    """Why a LayerNorm's values are wrong, from the row statistics of z = (out - b) / g (which should be
+    ~N(0, 1) per row); None when no cause can be named."""
+    a, xs = as_f64(out), as_f64(x)
+    g64, b64 = as_f64(g).reshape(-1), as_f64(b).reshape(-1)
+    y = normalised(xs)
+    with np.errstate(all="ignore"):
+        if np.allclose(a, y * b64 + g64, rtol=max(tol, 1e-5), atol=max(tol, 1e-5)) and not np.allclose(g64, b64):
+            return "g and b are swapped: the output is y * b + g; scale by g and shift by b, y * g + b"
+    rows = layernorm_rows(xs)
+    nan_rows = np.isnan(a).any(axis=-1)
+    const = rows["constant"]
+    if nan_rows.any() and const.size and nan_rows[const].all() and not nan_rows[np.setdiff1d(np.arange(len(a)), const)].any():
+        return ("the constant rows (variance exactly 0) come out NaN: 0 * rsqrt(0) or 0 / 0; eps belongs inside, "
+                "rsqrt(var + 1e-6)")
+    if nan_rows.any():
+        return None
+    with np.errstate(all="ignore"):
+        z = (a - b64) / g64
+    mean, var = z.mean(axis=-1), z.var(axis=-1)
+    xvar = xs.var(axis=-1)
+    want = xvar / (xvar + EPS)            # the variance of a normalised row: 1, less where var is near eps
+    normal = rows["normal"]
+    if normal.size and (np.abs(mean[normal]).max() > 0.05 or np.abs(var[normal] - want[normal]).max() > 0.05):
+        return (f"output rows do not have mean 0 and variance 1 before g and b are applied (row means up to "
+                f"{np.abs(mean[normal]).max():.3g}, variances from {var[normal].min():.3g} to "
+                f"{var[normal].max():.3g}): the mean and the variance must both reduce over the features, "
+                "axis=-1 of the block, not over its rows")
+    if const.size and np.abs(z[const]).max() > 0.05:
+        return ("the constant rows (variance exactly 0) should come out as b: (x - mu) is 0 there, and eps keeps "
+                "rsqrt(var + 1e-6) finite")
+    # eps in the wrong place or of another size: the error is largest where the variance is smallest
+    centred = xs - xs.mean(axis=-1, keepdims=True)
+    var_x = (centred ** 2).mean(axis=-1, keepdims=True)
+    guesses = (("eps = 1e-5 (another library's default); the lab's eps is 1e-6", centred / np.sqrt(var_x + 1e-5)),
+               ("eps added to the standard deviation, sqrt(var) + eps; it belongs under the root",
+                centred / (np.sqrt(var_x) + EPS)),
+               ("eps = 1e-3; the lab's eps is 1e-6", centred / np.sqrt(var_x + 1e-3)))
+    for what, y_guess in guesses:
+        with np.errstate(all="ignore"):
+            guess = y_guess * g64 + b64
+        if np.isfinite(guess).all() and np.allclose(a, guess, rtol=max(tol, 1e-6), atol=max(tol, 1e-6)):
+            return f"the output is what {what}: rsqrt(var + 1e-6), eps is 1e-6 added to the variance"
+    tiny = rows["tiny"]
+    if tiny.size and np.abs(var[tiny] - want[tiny]).max() > 0.05:
+        return (f"rows whose variance is about eps are scaled wrong (variance of the normalised row "
+                f"{var[tiny].mean():.3g}, expected {want[tiny].mean():.3g}): eps is 1e-6, added to the variance "
+                "inside rsqrt(var + 1e-6), not to the standard deviation")
+    offset = rows["offset"]
+    if offset.size and np.abs(var[offset] - want[offset]).max() > 0.01:
+        return ("rows with a large mean (|mean| ~ 1e3) lose precision: subtract the mean first and take "
+                "var = mean((x - mu)**2); mean(x**2) - mu**2 cancels catastrophically in float32")
+    return None
+
+
+def bf16_steps(out: np.ndarray, exact: np.ndarray, k: int) -> np.ndarray:
+    """|out - exact| in bf16 steps (spacing of bf16 numbers, 8 significant bits) at |exact|.
+
+    Values far below the typical magnitude sqrt(K) of a product of N(0, 1) inputs are measured at sqrt(K)/16
+    instead: there even an f32 sum's absolute error (~sqrt(K)·2^-24) would be many tiny steps.
+    """
+    mag = np.maximum(np.abs(exact), np.sqrt(k) / 16)
+    return np.abs(out - exact) / np.exp2(np.floor(np.log2(mag)) - 7)
+
+
+def bf16_accumulation_problem(label: str, out: Any, exact: np.ndarray, k: int) -> str | None:
+    """bf16 in and out: every value within one bf16 step of the exact product. An f32 running sum rounded once is
+    at most one step away; a bf16 running sum, or per-step bf16 dots, round on every K step and drift further."""
+    steps = bf16_steps(as_f64(out), exact, k)
+    worst = float(steps.max())
+    if worst > 1.0:
+        frac = float((steps > 1.0).mean())
+        return (f"{label}: {frac:.1%} of values are more than one bf16 step from the exact product (worst {worst:.1f} "
+                "steps): the running sum is being rounded to bf16. Keep it in an f32 VMEM scratch, "
+                "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] (with preferred_element_type=jnp.float32 on "
+                "the dot), and cast once on the last K step")
+    return None

@@ -1,0 +1,84 @@
+"""Agreement by construction: every family of inputs a graded test covers (its dtypes, square and non-square grids,
+rectangular blocks, the kinds of rows, the chips' core counts...) is one the notebook's visible checks run too,
+under the same rule and tolerance, so a mistake that loses points fails a visible check first. The grade's
+hidden cases may add fresh inputs and sizes, never a family the notebook does not show."""
+from __future__ import annotations
+
+import importlib
+import re
+
+import nbformat
+import pytest
+
+from pallas_course import lab_checks
+from pallas_course.manifest import REPO_ROOT, manifest
+
+LABS = manifest().labs[:4]      # LAB·1.5's reading is graded against a key, not on inputs
+TESTS = [pytest.param(lab, t.id, id=t.id) for lab in LABS for t in lab.tests]
+
+
+def _visible(lab, test_id: str) -> frozenset[str]:
+    checks = importlib.import_module(lab.grader)
+    return checks.visible_families(test_id) if hasattr(checks, "visible_families") else lab_checks.visible_families(test_id)
+
+
+def _runner_call(test_id: str, lab) -> str:
+    """The call in the notebook's check cells that runs this test's visible cases."""
+    kernel = lab.test(test_id).kernel
+    if lab.id.startswith("lab-1.4"):
+        return {"step_time_model": "check_step_times(step_times", "working_set": "check_working_set(vmem_working_set",
+                "fed_block": "check_fed_block(smallest_fed_block", "budget_line": "check_budget_line(largest_square_block",
+                "block_choice": "check_block_choice(choose_blocks"}.get(test_id, f"{kernel}(")
+    return f'check_kernel("{kernel}", {kernel})'
+
+
+@pytest.mark.parametrize("lab,test_id", TESTS)
+def test_every_hidden_family_is_shown(lab, test_id: str) -> None:
+    hidden = importlib.import_module(lab.grader).families(test_id)
+    if not hidden and test_id == "pipeline_off":
+        pytest.skip("pipeline_off: one structural rule, the matmul's values at the notebook's shapes (no families)")
+    assert hidden, f"{test_id}: the grade declares no families"
+    unseen = hidden - _visible(lab, test_id)
+    assert not unseen, f"{test_id}: the grade covers {sorted(unseen)}, which no visible check runs"
+
+
+@pytest.mark.parametrize("lab,test_id", TESTS)
+def test_the_notebook_runs_the_visible_cases(lab, test_id: str) -> None:
+    """The visible cases are not only declared: a check cell of the lab (solution and stub alike) runs them."""
+    call = _runner_call(test_id, lab)
+    for path in (lab.source, lab.notebook):
+        nb = nbformat.read(REPO_ROOT / path, as_version=4)
+        checks = [c.source for c in nb.cells if c.cell_type == "code" and "check" in c.metadata.get("tags", [])]
+        assert any(call in src for src in checks), f"{path}: no check cell calls {call}"
+
+
+def test_visible_cases_use_the_graded_tolerances() -> None:
+    """One home for the tolerances: the hidden checks read pallas_course.rules, and no check cell types in a
+    looser one for a graded kernel (LAB·1.3's LayerNorm checked at 1e-4 let eps = 1e-5 through)."""
+    from autograder.labs import lab_1_3
+    from pallas_course import rules
+
+    assert lab_1_3.LAYERNORM_F32 is rules.LAYERNORM_F32 and lab_1_3.SOFTMAX_F32 is rules.SOFTMAX_F32
+    nb = nbformat.read(REPO_ROOT / "solutions/stage-1/lab-1.3-fused-softmax-layernorm.ipynb", as_version=4)
+    tols = {float(t) for c in nb.cells if "check" in c.metadata.get("tags", [])
+            for t in re.findall(r"\btol=([0-9.e+-]+)", c.source)}
+    assert tols <= {1e-5, 3e-3}, tols
+
+
+def _alternatives() -> list:
+    from tests.mutants import lab_1_1, lab_1_2, lab_1_3
+
+    return [pytest.param(m.LAB, a, id=a.name) for m in (lab_1_1, lab_1_2, lab_1_3) for a in m.ALTERNATIVES]
+
+
+@pytest.mark.parametrize("lab_id,alt", _alternatives())
+def test_alternatives_pass_the_visible_checks_too(lab_id: str, alt) -> None:
+    """A correct spelling the grade accepts (a squeezed (None, d) BlockSpec for g, pl.Squeezed(), g passed 1-D...)
+    gets ✓ from the visible checks as well."""
+    from autograder.notebook_code import load
+
+    lab = manifest().lab(lab_id)
+    namespace = load(REPO_ROOT / lab.source, alt.edits)
+    for kernel in sorted(lab_checks.CASES):
+        if any(kernel in old or kernel in new for old, new in alt.edits.items()) and kernel in namespace:
+            lab_checks.check_kernel(kernel, namespace[kernel])
