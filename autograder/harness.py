@@ -54,9 +54,11 @@ def _failure(test: str, label: str, e: StudentError) -> TestFailure:
     if e.not_implemented:
         return TestFailure(f"{test}: {label} is not implemented yet ({e.text})")
     where = " while being traced" if e.phase == "trace" else ""
-    # the student helpers' explanation (pallas_course.errors: the mistake, their line, the fix), after the error
-    explained = f"\n{e.explanation}" if e.explanation and e.explanation not in e.text else ""
-    return TestFailure(f"{test}: {label} raised {e.text}{where}{explained}")
+    # the student helpers' explanation (pallas_course.errors: the mistake, their line, the fix) instead of the raw
+    # error, which it says again in other words: one message per failure
+    if e.explanation:
+        return TestFailure(f"{test}: {label} raised an error{where}: {e.explanation.removeprefix('✗ ')}")
+    return TestFailure(f"{test}: {label} raised {e.text}{where}")
 
 
 def _runnable(args: Sequence[Any]) -> bool:

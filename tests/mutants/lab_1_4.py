@@ -40,7 +40,7 @@ MUTANTS = [
            {"pipeline_off": r'marks K, the grid axis it accumulates over, "parallel"'}),
     Mutant("pipeline_off_b_index_swapped", "B's index map reads block (j, kk) instead of (kk, j)",
            {B_SPEC: "pl.BlockSpec((bk, bn), lambda i, j, kk: (j, kk), pipeline_mode=one_buffer),"},
-           {"pipeline_off": "Out-of-bounds block index .*b_ref"}),
+           {"pipeline_off": "Out-of-bounds block index .*b_ref|index map of input b_ref asks for block"}),
     # ---------------------------------------------------------------------------------------------- step times
     Mutant("step_counts_c", "counts the C block in every step's DMA (it stays in VMEM across K)",
            {"dma_bytes = (bm * bk + bk * bn) * itemsize": "dma_bytes = (bm * bk + bk * bn + bm * bn) * itemsize"},
