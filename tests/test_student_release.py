@@ -118,7 +118,7 @@ def test_release_names_no_instructor_only_path(release) -> None:
     autograder/ path (the site's EX·02 once said its frames came from solutions/stage-1/...)."""
     texts = _texts(release.out)
     found = [f"{where}: {path}" for where, text in texts.items() if where.endswith((".ipynb", ".html", ".md"))
-             for path in ("solutions/", "autograder/", "course_tools/") if path in text]
+             for path in ("solutions/", "autograder/") if path in text]
     assert not found, found
 
 
