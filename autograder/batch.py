@@ -1,12 +1,12 @@
 """Grade a class: schedule each submission's steps here, on local worker processes or on Dask; nothing else.
 
-    find      autograder.discover.find_submissions   (the caller: autograder.grade_command)
+    find      autograder.discover.find_submissions   (the caller: autograder.course_grade)
     read      autograder.submission.read_submission  -> Submission (bytes, label, SHA-256)
     plan      autograder.record.plan                 -> what a stored record still answers
     grade     autograder.pipeline.grade_payload      -> in this process, a local worker, or a Dask task:
               identify -> restore -> execute (cells in the jail, checks outside) -> score
     record    autograder.record.record               -> the record and executed notebooks, kept at once
-    report    autograder.grade_command / report / export
+    report    autograder.course_grade / report / export
 
 Each result is recorded as soon as it arrives, so a killed run loses nothing already graded and a re-run
 grades only what is new or changed. A task gets the Submission (its bytes) and returns plain data, so Dask

@@ -3,7 +3,7 @@ record to the next, and each door the list of its steps, run by one runner (`run
 
     COURSE_GRADE  identify → restore → execute → score   (per submission, in this process or a worker;
                   around it, for the class: discover → read → [these] → record → report, in
-                  autograder.grade_command and autograder.batch)
+                  autograder.course_grade and autograder.batch)
     NBGRADER      identify → restore → execute → score   (autograder.nbgrader_engine; nbgrader then limits
                   the output again, a no-op, and saves its own grades from the same outputs)
 

@@ -17,7 +17,7 @@ from autograder.results import SubmissionResult, TestResult
 from autograder.sandbox import sandbox_status
 
 if TYPE_CHECKING:
-    from autograder.grade_command import GradeRun
+    from autograder.course_grade import GradeRun
     from autograder.record import Outcome
 
 TABLES_UP_TO = 10      # print one table per submission for batches this small; the summary always
@@ -141,7 +141,7 @@ class BatchProgress:
         self.progress.__exit__(*exc)
 
     def planned(self, todo: int, reused: int) -> None:
-        self.total += todo + reused   # called once per batch run; a run may have two (see grade_command)
+        self.total += todo + reused   # called once per batch run; a run may have two (see autograder.course_grade)
         if self.task is None:
             self.task = self.progress.add_task("", total=self.total)
         else:

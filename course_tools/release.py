@@ -29,7 +29,8 @@ import nbformat
 import yaml
 
 from pallas_course import notebooks
-from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest, public_manifest
+from autograder.public_manifest import public_manifest
+from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
 
 WHEEL_NAME = "pallas-from-zero"
 # requirements.txt lines a student needs (by package name); the grading, test and site stacks stay out.

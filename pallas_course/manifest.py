@@ -175,18 +175,3 @@ def load(path: Path | str = MANIFEST_PATH) -> Manifest:
 def manifest() -> Manifest:
     """The repository's course.yml, read once per process."""
     return load()
-
-
-def public_manifest(raw: dict[str, Any], colab_pip: str) -> dict[str, Any]:
-    """course.yml as students may read it (their wheel, the grading jail): rubrics and hidden-test descriptions
-    emptied."""
-    import json
-
-    out = json.loads(json.dumps(raw, default=str))      # a deep copy; dates as ISO strings
-    out["course"]["colab_pip"] = colab_pip
-    for lab in out["labs"]:
-        for t in lab["tests"]:
-            t["checks"] = ""
-        for w in lab["written"]:
-            w["rubric"] = []
-    return out

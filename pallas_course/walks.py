@@ -7,7 +7,7 @@ A *graded* walk (`graded: true`; LAB·1.5's reading) is one whose marks students
 walks.yml ship in the helpers package every student installs, so a graded walk carries no marks and no
 ungraded lines here (`_data` refuses them), and its notes say what the code does, never which mark a line
 takes. Its key lives grader-side only (autograder/keys/tokamax_reading.yml); the grader lays it over the
-walk with `with_key`, which checks it against the current lines just as walks.yml's own marks are checked.
+walk with `autograder.walk_key.with_key`, which checks it against the current lines just as walks.yml's own marks are checked.
 
 Where each part lives:
 
@@ -40,7 +40,7 @@ The API (what the site calls)::
         w.to_json()                # all of the above as a JSON-ready dict
     walk("WALK·matmul")            # one walk, by id or code; KeyError names the walks there are
     walks_json()                   # [w.to_json() for w in walks()]
-    with_key(w, key)               # the grader's: a graded walk with the marks of a key (see autograder/keys/)
+    (autograder.walk_key.with_key: the grader's, a graded walk with the marks of a key, see autograder/keys/)
 
 "blank" marks a line with no code: empty, a comment, or a docstring. Every other line is marked
 "algorithm" (what is computed: the arithmetic, including how partial results combine and their starting
@@ -53,7 +53,6 @@ walk prints without marks; `python -m autograder.labs.lab_1_5` prints LAB·1.5's
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import hashlib
 import importlib
@@ -297,7 +296,7 @@ def _read_code(source: dict[str, Any], root: Path) -> tuple[int, list[str], str,
     return first, lines, rel, f"{package} {version}, {rel} lines {first}-{first + len(lines) - 1}"
 
 
-def _marks(first: int, lines: list[str], marks_raw: dict[str, Any],
+def marks_on(first: int, lines: list[str], marks_raw: dict[str, Any],
            ungraded_raw: Any) -> tuple[dict[int, Mark], frozenset[int], list[str]]:
     """(marks for every line, ungraded lines, problems) of `marks_raw` ({"algorithm": "1-3, 7", ...}) on `lines`."""
     code = set(code_line_numbers(lines, first))
@@ -333,12 +332,12 @@ def _build(raw: dict[str, Any], root: Path) -> Walk:
         return Walk(source_path=where, origin=where, first_line=int(raw.get("first_line", 1)), lines=[],
                     marks={}, missing=str(e), **common)
     current = source_hash(first, lines)
-    if graded:      # students write the marks; the key is the grader's (with_key)
+    if graded:      # students write the marks; the key is the grader's (autograder.walk_key)
         marks: dict[int, Mark] = {}
         ungraded: frozenset[int] = frozenset()
         problems: list[str] = []
     else:
-        marks, ungraded, problems = _marks(first, lines, raw["marks"], raw.get("ungraded"))
+        marks, ungraded, problems = marks_on(first, lines, raw["marks"], raw.get("ungraded"))
     numbered = set(range(first, first + len(lines)))
     for i, s in enumerate(steps, 1):
         outside = [n for n in s.lines if n not in numbered]
@@ -359,37 +358,6 @@ def _build(raw: dict[str, Any], root: Path) -> Walk:
             + "; ".join(problems)
     return Walk(source_path=rel, origin=origin, first_line=first, lines=lines, marks=marks, ungraded=ungraded,
                 source_hash=current, stale=stale, **common)
-
-
-def with_key(w: Walk, key: dict[str, Any], *, where: str = "the key") -> Walk:
-    """The graded walk `w` with the marks and ungraded lines of a grader-side key.
-
-    `key` holds `source_hash` (of the lines the marks were written for), `marks` ({"algorithm": ranges,
-    "schedule": ranges}), optionally `ungraded` (ranges) and `written_for` ({package, version}). The result's
-    `stale` says why the key may not be used: the lines changed since it was written ("the key is stale for
-    tokamax X (source hash ...)"), or its marks don't fit the lines. `where` names the key in messages.
-    """
-    missing = [k for k in ("source_hash", "marks") if k not in (key or {})]
-    if missing:
-        raise WalkDataError(f"{where}: lacks {', '.join(missing)}")
-    stored = str(key["source_hash"])
-    if w.missing:
-        return dataclasses.replace(w, key_hash=stored)
-    marks, ungraded, problems = _marks(w.first_line, w.lines, key["marks"], key.get("ungraded"))
-    stale = None
-    if w.source_hash != stored:
-        written = key.get("written_for") or {}
-        package, version = written.get("package"), written.get("version")
-        if package:
-            stale = (f"the key is stale for {package} {installed_version(package)} (source hash {w.source_hash}): "
-                     f"the marks were written for {package}=={version} (source hash {stored}); "
-                     f"install {package}=={version} or re-key the reading ({where})")
-        else:
-            stale = (f"the key is stale: the code changed since its marks were written (source hash "
-                     f"{w.source_hash}, written for {stored}); re-key the reading ({where})")
-    elif problems:
-        stale = f"the key's marks don't fit the code ({where}): " + "; ".join(problems)
-    return dataclasses.replace(w, marks=marks, ungraded=ungraded, key_hash=stored, stale=stale)
 
 
 def walks(*, root: Path | str = REPO_ROOT, data: Path | str = DATA_PATH) -> list[Walk]:

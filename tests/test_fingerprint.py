@@ -60,7 +60,7 @@ def test_what_is_hashed() -> None:
     assert {"autograder/engine.py", "autograder/score.py", "autograder/restore.py", "autograder/cells.py",
             "autograder/jail_agent/calls.py", "pallas_course/kernel_trace.py", "pallas_course/runtime.py",
             "autograder/keys/tokamax_reading.yml"} <= names
-    assert not names & {"autograder/report.py", "autograder/export.py", "autograder/grade_command.py",
+    assert not names & {"autograder/report.py", "autograder/export.py", "autograder/course_grade.py",
                         "autograder/batch.py"}
     assert not [n for n in names if n.startswith("course_tools/")]
     lab = manifest().lab("lab-1.1-first-kernels")

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 import autograder.batch
-from autograder.grade_command import EXIT_UNHANDLED
+from autograder.course_grade import EXIT_UNHANDLED
 from autograder.results import SubmissionResult, TestResult
 from autograder.fingerprint import grader_fingerprint
 from autograder.submission import Submission

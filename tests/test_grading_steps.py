@@ -27,7 +27,7 @@ from autograder.engine import Execution
 from autograder.fingerprint import grader_fingerprint
 from autograder import engines, pipeline
 from autograder.pipeline import Graded, Grading, grade_payload, grade_submission
-from autograder.grade_command import GradeOptions, report
+from autograder.course_grade import GradeOptions, report
 from autograder.identify import Ungradable, identify
 from autograder.record import GRADER_FAILED, Outcome, plan, record, record_failure
 from autograder.report import Failures

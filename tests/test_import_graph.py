@@ -97,3 +97,10 @@ def test_one_reader_of_nbgrader_metadata_in_the_grader() -> None:
                       for node in ast.walk(ast.parse(p.read_text()))
                       if isinstance(node, ast.Constant) and node.value == "nbgrader"})
     assert readers == ["autograder/cells.py", "autograder/fingerprint.py", "autograder/nbgrader_engine.py"]
+
+
+def test_the_grader_s_own_helpers_live_in_the_grader() -> None:
+    """The key's overlay on a walk and the public cut of course.yml are the grader's, not the wheel's."""
+    defined = {node.name for p in sorted((ROOT / "pallas_course").rglob("*.py"))
+               for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef)}
+    assert not defined & {"with_key", "public_manifest", "apply_edits", "definition_cells", "grade_id", "is_test_cell"}

@@ -25,7 +25,8 @@ from typing import Any
 
 from autograder.harness import TestFailure, quiet
 from pallas_course.manifest import manifest
-from pallas_course.walks import Walk, WalkDataError, format_ranges, with_key
+from autograder.walk_key import with_key
+from pallas_course.walks import Walk, WalkDataError, format_ranges
 
 LAB = "lab-1.5-reading-tokamax"
 KEY_PATH = Path(__file__).resolve().parent.parent / "keys" / "tokamax_reading.yml"

@@ -80,7 +80,7 @@ def grade(
     from rich.console import Console
 
     from autograder.discover import SubmissionNotFound, find_submissions
-    from autograder.grade_command import GradeOptions, run_grade
+    from autograder.course_grade import GradeOptions, run_grade
     from autograder.untrusted import plain
     from course_tools.demo import demo_submissions
     from course_tools.grading_report import BatchProgress, print_run
