@@ -53,6 +53,8 @@ def student_function(fn: Any) -> StudentFunction:
 def _failure(test: str, label: str, e: StudentError) -> TestFailure:
     if e.not_implemented:
         return TestFailure(f"{test}: {label} is not implemented yet ({e.text})")
+    if e.phase == "rebuild":
+        return TestFailure(f"{test}: the grader could not rebuild what {label} traced to: {e.text}")
     where = " while being traced" if e.phase == "trace" else ""
     # the student helpers' explanation (pallas_course.errors: the mistake, their line, the fix) instead of the raw
     # error, which it says again in other words: one message per failure

@@ -1,10 +1,11 @@
 """The grader's handle on a student's code: a jailed agent process, and proxies for the functions in it.
 
-The hidden checks receive `StudentFunction`s instead of functions. Calling one sends the inputs (drawn here,
-outside the jail) to the agent as .npy bytes, and gets back plain data: the structure of the traced
-computation (as `kernel_trace.from_data` rebuilds it) and the values of executing that same computation.
-`LocalFunction` does the same work in this process, with the same code and the same wire round trip: the
-tests of the checks use it against mutants; grading never does.
+The hidden checks receive `StudentFunction`s instead of functions. Calling one sends the agent the inputs'
+shapes and dtypes (the values, drawn here, never leave this process) and gets back a description of what the
+function traced to (jail_agent.description). The grader rebuilds that computation with its own primitives
+(autograder.rebuild), reads the structure from its rebuild, and runs the rebuild on its inputs for the values:
+nothing the jail says is believed. `LocalFunction` does the same work in this process, with the same code and
+the same JSON round trip: the tests of the checks use it against mutants; grading never does.
 """
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from autograder.jail_agent import wire
-from pallas_course.kernel_trace import MalformedTrace, Trace, from_data
+from autograder.rebuild import Computation, Refused, guarded_loops, rebuild, structure_data
+from pallas_course.kernel_trace import Trace
 
 AGENT_DIR = Path(__file__).resolve().parent / "jail_agent"
 JAIL_AGENT_ROOT = "/opt/course-grader"   # where the agent's folder appears in the jail (its PYTHONPATH)
@@ -50,7 +54,8 @@ class SetupFailed(RuntimeError):
 class Invocation:
     structure: Trace | None
     result: Any
-    error: "StudentError | None" = None     # the traced computation failed to run (the structure stands)
+    error: "StudentError | None" = None     # the rebuilt computation failed to run (the structure stands)
+    computation: Computation | None = None  # what was graded: the grader's rebuild (None for plain calls)
     own: dict[str, list[Any]] | None = None  # what the stand-in helpers answered: {name: [[params, value]]}
 
 
@@ -58,7 +63,7 @@ class Invocation:
 class StudentError(Exception):
     """The student's function raised; fields as the agent described it (data, not an exception object)."""
 
-    phase: str          # "trace", "run" or "call"
+    phase: str          # "trace", "run", "call", or "rebuild" (the grader refused the traced computation)
     ename: str
     text: str           # the error's one line that matters
     not_implemented: bool
@@ -91,80 +96,204 @@ def _error(err: Any) -> StudentError:
                         explanation=str(explanation)[:2000] if explanation else None)
 
 
-def _answer(header: dict[str, Any], blobs: list[bytes]) -> Invocation:
-    """An agent's reply to a call, checked: raises StudentError for the student's error, BadAnswer for junk."""
+def _is_array(x: Any) -> bool:
+    """What the jail treats as an array argument once it crossed the wire (wire.encode: arrays and specs)."""
+    if type(x).__name__ == "ShapeDtypeStruct":
+        return True
+    return (hasattr(x, "__array__") and hasattr(x, "shape") and hasattr(x, "dtype")
+            and not isinstance(x, (np.generic, bool, int, float)))
+
+
+@dataclass(frozen=True)
+class _Traced:
+    """One traced computation, as the grader rebuilt it: its structure, or why there is none."""
+
+    computation: Computation | None
+    structure: Trace | None
+    closed: Any = None               # the rebuilt computation's jaxpr: what the structure is read from
+    closed_run: Any = None           # what runs: the same, but with the grader's limit on while loops
+    error: StudentError | None = None
+
+
+def _refusal(e: Exception) -> StudentError:
+    text = str(e) if isinstance(e, Refused) else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return StudentError(phase="rebuild", ename="Refused", text=text[:2000], not_implemented=False)
+
+
+def _rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> _Traced:
+    """The grader's own rebuild of the computation the jail described, traced here for its structure."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    from autograder.jail_agent.calls import quiet
+    from pallas_course.kernel_trace import trace_jaxpr
+    from pallas_course.runtime import interpret_params
+
     if header.get("ok") is not True:
-        raise _error(header.get("error"))
+        return _Traced(None, None, error=_error(header.get("error")))
     try:
-        structure = None if header.get("structure") is None else from_data(header["structure"])
-        result = wire.decode_reply(header.get("result"), blobs)
-        own = wire.decode_reply(header.get("own"), blobs)
-    except (MalformedTrace, wire.WireError) as e:
+        consts = wire.decode_reply(header.get("consts", []), blobs)
+    except wire.WireError as e:
         raise BadAnswer(f"malformed answer ({e})") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
-        # data of a shape the rebuilder did not foresee: still the jail's junk, never the grader's failure
+        # data of a shape the decoder did not foresee: still the jail's junk, never the grader's failure
         raise BadAnswer(f"malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
-    if own is not None and not (isinstance(own, dict) and all(isinstance(v, list) for v in own.values())):
-        raise BadAnswer("malformed answer (own: not a mapping of lists)")
-    error = None if header.get("error") is None else _error(header["error"])
-    return Invocation(structure, result, error, own)
+    try:
+        computation = rebuild(header.get("description"), consts if isinstance(consts, list) else [], in_avals)
+        with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
+            closed = jax.make_jaxpr(computation.fn)(*computation.in_avals)
+            closed_run = closed
+            if computation.loops:
+                with guarded_loops():   # a new function: JAX caches traces by function, not by this context
+                    closed_run = jax.make_jaxpr(lambda *a: computation.fn(*a))(*computation.in_avals)
+        structure = trace_jaxpr(closed)
+    except Exception as e:  # noqa: BLE001 - whatever the description holds, it costs this call, not the grader
+        return _Traced(None, None, error=_refusal(e))
+    return _Traced(computation, structure, closed, closed_run)
+
+
+def _run(traced: _Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
+    """The values of the rebuilt computation on the grader's own inputs, under the course's TPU interpret mode."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    from autograder.jail_agent.calls import describe_error, quiet
+    from pallas_course.runtime import interpret_params
+
+    closed = traced.closed_run
+    with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
+        try:
+            flat = jax.block_until_ready(jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *arrays))
+        except Exception as e:  # noqa: BLE001 - the structure stands; the run's error goes with it
+            pltpu.reset_tpu_interpret_mode_state()
+            info = describe_error(e, "run")
+            if isinstance(e, Refused):
+                return None, _refusal(e)
+            return None, _error(info)
+    out = jax.eval_shape(traced.computation.fn, *traced.computation.in_avals)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out), [np.asarray(x) for x in flat]), None
 
 
 class StudentFunction:
-    """A student's function the checks may trace and run; subclasses say where it runs."""
+    """A student's function the checks may trace and run; subclasses say where it is traced."""
 
     name: str
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._cache: dict[str, Invocation] = {}
+        self._traced: dict[str, _Traced] = {}
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
-              stand_in: list[str] | None) -> Invocation:
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
+              stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
+        """The jail's reply to one call (a header and its blobs), unchecked."""
         raise NotImplementedError
+
+    def _rebuilt(self, traced: _Traced) -> None:
+        """Called with each new rebuild (LocalFunction checks it against the direct trace)."""
 
     def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool,
                stand_in: list[str] | None = None) -> Invocation:
-        """Trace (and if `run`, execute) the function on these inputs. The same inputs are answered once: the
-        structure check and the value check of one case see one traced computation. `stand_in`: helpers the
-        function calls that answer as the course's model of the notebook's own matmul (jail_agent.calls.stand_ins);
-        what they answered comes back in `own`. Only names travel in, never a value of the grader's."""
+        """Trace (and if `run`, execute) the function on these inputs.
+
+        With arrays among the arguments, the jail is sent only their shapes and dtypes; it describes what the
+        function traced to, the grader rebuilds that (autograder.rebuild) and reads the structure from its
+        rebuild, and runs the rebuild on these inputs for the values. One description per shapes, one run per
+        inputs: the structure check and the value check of one case see one computation. Without arrays it is a
+        plain call in the jail. `stand_in`: helpers the function calls that answer as the course's model of the
+        notebook's own matmul (jail_agent.calls.stand_ins); what they answered comes back in `own`. Only names
+        travel in, never a value of the grader's."""
+        names = [str(n) for n in stand_in] if stand_in else None
+        positions = [i for i, a in enumerate(args) if _is_array(a)]
+        if not positions:
+            enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
+            key = _key([enc_args, names], enc_kwargs, blobs)
+            if key not in self._cache:
+                self._cache[key] = _plain_answer(*self._send(enc_args, enc_kwargs, blobs, names))
+            return self._cache[key]
+        import jax
+
+        in_avals = tuple(jax.ShapeDtypeStruct(tuple(args[i].shape), args[i].dtype) for i in positions)
+        abstract = list(args)
+        for i, a in zip(positions, in_avals):
+            abstract[i] = a
+        enc_args, enc_kwargs, blobs = _encode_call(tuple(abstract), kwargs)
+        trace_key = _key([enc_args, names], enc_kwargs, blobs)
+        traced = self._traced.get(trace_key)
+        if traced is None:
+            traced = self._traced[trace_key] = _rebuilt(*self._send(enc_args, enc_kwargs, blobs, names), in_avals)
+            self._rebuilt(traced)
+        if traced.error is not None:      # the student's error, or the grader refused what was traced
+            raise traced.error
+        if not run or any(type(args[i]).__name__ == "ShapeDtypeStruct" for i in positions):
+            return Invocation(traced.structure, None, computation=traced.computation)
         enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
-        stand_in = [str(n) for n in stand_in] if stand_in else None
-        key = _key([enc_args, stand_in], enc_kwargs, blobs)
-        cached = self._cache.get(key + ":run") or (None if run else self._cache.get(key + ":trace"))
-        if cached is not None:
-            return cached
-        answer = self._send(enc_args, enc_kwargs, blobs, run, stand_in)
-        self._cache[key + (":run" if run else ":trace")] = answer
-        return answer
+        key = _key([enc_args, names], enc_kwargs, blobs)
+        if key not in self._cache:
+            result, error = _run(traced, [args[i] for i in positions])
+            self._cache[key] = Invocation(traced.structure, result, error, traced.computation)
+        return self._cache[key]
 
     def __repr__(self) -> str:
         return f"<the student's {self.name}>"
 
 
+def _plain_answer(header: dict[str, Any], blobs: list[bytes]) -> Invocation:
+    """The jail's reply to a plain call (no arrays): the value it returned, as data."""
+    if header.get("ok") is not True:
+        raise _error(header.get("error"))
+    try:
+        result = wire.decode_reply(header.get("result"), blobs)
+        own = wire.decode_reply(header.get("own"), blobs)
+    except wire.WireError as e:
+        raise BadAnswer(f"malformed answer ({e})") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
+        raise BadAnswer(f"malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
+    if own is not None and not (isinstance(own, dict) and all(isinstance(v, list) for v in own.values())):
+        raise BadAnswer("malformed answer (own: not a mapping of lists)")
+    return Invocation(None, result, own=own)
+
+
 class LocalFunction(StudentFunction):
-    """A function of this process, called exactly as the jail calls one (tests of the checks only)."""
+    """A function of this process, traced and described exactly as the jail does (tests of the checks only):
+    its description makes the same JSON round trip and the same rebuild."""
 
     def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
         super().__init__(name or getattr(fn, "__name__", "function"))
         self.fn = fn
+        self._direct: Any = None
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
-              stand_in: list[str] | None) -> Invocation:
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
+              stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
         from autograder.jail_agent.calls import CallFailed, invoke
 
         args, kwargs = wire.decode(enc_args, blobs), wire.decode(enc_kwargs, blobs)
+        self._direct = None
         try:
-            answer = invoke(self.fn, list(args), dict(kwargs), run=run, stand_in=stand_in)
+            answer = invoke(self.fn, list(args), dict(kwargs), stand_in=stand_in, keep_jaxpr=True)
         except CallFailed as e:
-            return _answer({"ok": False, "error": e.info}, [])
+            return {"ok": False, "error": e.info}, []
+        self._direct = answer.pop("jaxpr", None)
         out_blobs: list[bytes] = []
-        header = json.loads(json.dumps({"ok": True, "structure": answer["structure"],
-                                        "result": wire.encode(answer["result"], out_blobs),
-                                        "own": wire.encode(answer.get("own"), out_blobs),
-                                        "error": answer.get("error")}))
-        return _answer(header, out_blobs)
+        if "description" in answer:
+            header = {"ok": True, "description": answer["description"],
+                      "consts": wire.encode(answer["consts"], out_blobs)}
+        else:
+            header = {"ok": True, "result": wire.encode(answer["result"], out_blobs),
+                      "own": wire.encode(answer.get("own"), out_blobs)}
+        return json.loads(json.dumps(header, allow_nan=False)), out_blobs
+
+    def _rebuilt(self, traced: _Traced) -> None:
+        """The round trip holds: what the grader reads of its rebuild is what it reads of the direct trace
+        (so the mutant corpus, run through this class, proves describe -> rebuild on every kernel in it)."""
+        from pallas_course.kernel_trace import trace_jaxpr
+
+        direct, self._direct = self._direct, None
+        if direct is None or traced.structure is None:
+            return
+        want, got = structure_data(trace_jaxpr(direct)), structure_data(traced.structure)
+        if want != got:
+            raise AssertionError(f"the rebuild of {self.name} differs from its direct trace:\n{want}\n{got}")
 
 
 class RemoteFunction(StudentFunction):
@@ -174,13 +303,12 @@ class RemoteFunction(StudentFunction):
         super().__init__(name)
         self.session = session
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], run: bool,
-              stand_in: list[str] | None) -> Invocation:
-        header, out_blobs = self.session.request(
-            {"op": "call", "name": self.name, "args": enc_args, "kwargs": enc_kwargs, "run": run,
+    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
+              stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
+        return self.session.request(
+            {"op": "call", "name": self.name, "args": enc_args, "kwargs": enc_kwargs,
              "stand_in": stand_in, "timeout_s": self.session.call_timeout_s()}, blobs,
             timeout=self.session.call_timeout_s() + 10)
-        return _answer(header, out_blobs)
 
 
 # ------------------------------------------------------------------------------------------- the session
@@ -209,6 +337,14 @@ def _jail_xla_flags() -> str:
     # One thread per jail: interpret-mode kernels gain nothing from XLA's thread pools, and jails graded side by
     # side (--jobs) would only fight over the cores with them.
     return f"--xla_cpu_multi_thread_eigen=false {fast_compile_xla_flags()}".strip()
+
+
+def compile_like_the_jail() -> None:
+    """The grader runs the rebuilt kernels in interpret mode itself (autograder.rebuild): it compiles their
+    interpreters with the jail's flags, set before this process first uses XLA (a flag set later is ignored;
+    an XLA_FLAGS of the caller's own wins)."""
+    if "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = _jail_xla_flags()
 
 
 def jail_env() -> dict[str, str]:
@@ -392,3 +528,6 @@ def agent_files() -> dict[str, bytes]:
     # pallas_course/course.yml is a link to the repository's course.yml: the file goes where the link leads
     name = os.readlink(MANIFEST_PATH) if MANIFEST_PATH.is_symlink() else MANIFEST_PATH.name
     return {os.path.normpath(os.path.join(JAIL_HELPERS, name)): _public_manifest()}
+
+
+compile_like_the_jail()

@@ -18,7 +18,7 @@ JAX_SPEC=${NEWEST_JAX_SPEC:-"jax[tpu]>=0.12,<0.13"}
 # grading tests (they need the jail, and a chrooted process may not make user namespaces; the record script
 # deselects the one jailed test of test_grading_steps.py). test_errors.py matters most here: it runs real
 # Pallas mistakes and reads jax's own error messages, which change between releases.
-FAST_TESTS=${NEWEST_JAX_TESTS:-"tests/test_check.py tests/test_chips.py tests/test_legality.py tests/test_schedule.py tests/test_walks.py tests/test_manifest.py tests/test_wire.py tests/test_bench.py tests/test_gates.py tests/test_cli_schedule.py tests/test_cli_bench.py tests/test_site_build.py tests/test_restore.py tests/test_import_graph.py tests/test_errors.py tests/test_grading_steps.py"}
+FAST_TESTS=${NEWEST_JAX_TESTS:-"tests/test_rebuild.py tests/test_check.py tests/test_chips.py tests/test_legality.py tests/test_schedule.py tests/test_walks.py tests/test_manifest.py tests/test_wire.py tests/test_bench.py tests/test_gates.py tests/test_cli_schedule.py tests/test_cli_bench.py tests/test_site_build.py tests/test_restore.py tests/test_import_graph.py tests/test_errors.py tests/test_grading_steps.py"}
 
 mounted=()
 cleanup() { for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done; }

@@ -59,11 +59,12 @@ def _demo_step() -> dict[str, object]:
 def _xla_flags() -> dict[str, str | None]:
     """The XLA flags each step ran under. XLA aborts on a flag it does not know, so the jaxlib-0.10.2-only
     fast-compile flags (autograder.student.FAST_COMPILE_XLA_FLAGS) must be set nowhere here."""
+    environment = os.environ.get("XLA_FLAGS")   # before the import below sets the grader's own
     from autograder.student import fast_compile_xla_flags, jail_env
 
-    return {"environment (notebooks, demo, tests)": os.environ.get("XLA_FLAGS"),
+    return {"environment (notebooks, demo, tests)": environment,
             "tests/conftest.py adds": fast_compile_xla_flags() or None,
-            "graded notebook's process": jail_env()["XLA_FLAGS"]}
+            "graded notebook's process, and the grader's (running the rebuilt kernels)": jail_env()["XLA_FLAGS"]}
 
 
 def _compile_step() -> tuple[dict[str, object], dict | None]:

@@ -102,25 +102,112 @@ try:
 except ImportError as e:
     print("no checks here:", e)
 '''
-# Structure of a real pallas_call for `add`, values from XLA: the one forgery a jail cannot stop (README).
-FORGE_TEMPLATE = '''
+# The jail's agent patched to answer for `add` with the description of a real pallas_call (right shapes, no
+# grid, the lab's BlockSpec) whose kernel writes zeros, plus numpy's answer: the grader rebuilds and runs the
+# kernel described, so the zeros are what it grades (issue 21's first forgery).
+FORGE_RIGHT = '''
 import numpy as np
 import jail_agent.calls as calls
 real_invoke = calls.invoke
-def honest(x, y):   # a genuine Pallas add, used only for the structure it traces to
-    return pl.pallas_call(lambda a, b, o: o.__setitem__(Ellipsis, a[...] + b[...]),
+def zeros(x, y):
+    return pl.pallas_call(lambda a, b, o: o.__setitem__(Ellipsis, jnp.zeros_like(o)),
                           out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
-def forged(fn, args, kwargs, *, run, **options):
+def numpy_answer(args):
+    try:
+        return np.asarray(args[0], np.float32) + np.asarray(args[1], np.float32)
+    except Exception:
+        return None
+def forged(fn, args, kwargs, **options):
     if getattr(fn, "__name__", "") != "add":
-        return real_invoke(fn, args, kwargs, run=run, **options)
-    claim = real_invoke(honest, args, kwargs, run=False)["structure"]
-    return {"structure": claim, "result": VALUES if run else None}
+        return real_invoke(fn, args, kwargs, **options)
+    claim = real_invoke(zeros, args, kwargs, **options)
+    return {**claim, "result": numpy_answer(args), "structure": {"pallas_calls": [], "outside": []}}
 calls.invoke = forged
 def add(x, y):
     return x + y
 '''
-FORGE_RIGHT = FORGE_TEMPLATE.replace("VALUES", "np.asarray(args[0]) + np.asarray(args[1])")
-FORGE_WRONG = FORGE_TEMPLATE.replace("VALUES", "np.zeros_like(np.asarray(args[0]))")
+# The agent patched to answer in the old protocol: a claimed structure and values, no description.
+FORGE_WRONG = '''
+import numpy as np
+import jail_agent.agent as agent
+def call(self, req, blobs):
+    self.reply({"ok": True, "structure": {"pallas_calls": [{"name": "add_kernel", "grid": []}], "outside": []},
+                "result": {"__opaque__": "ndarray"}})
+agent.Agent.call = call
+'''
+# A pallas_call writing zeros, then a primitive of the notebook's own *named* "reshape" that computes the answer
+# in numpy (issue 21's second forgery): the grader binds its own reshape, which does not take three operands.
+FAKE_RESHAPE = '''
+import numpy as np
+from jax.extend.core import Primitive
+fake = Primitive("reshape")
+fake.def_impl(lambda z, x, y, **params: np.asarray(x) + np.asarray(y))
+fake.def_abstract_eval(lambda z, x, y, **params: z)
+def add(x, y):
+    z = pl.pallas_call(lambda a, b, o: o.__setitem__(Ellipsis, jnp.zeros_like(o)),
+                       out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
+    return fake.bind(z, x, y, new_sizes=x.shape, dimensions=None, sharding=None)
+'''
+# More of the same family: a primitive named "pallas_call" (cannot even be described), one named "transpose"
+# that the grader replaces with its own (right values, but XLA: no pallas_call), one named "copy" whose numpy
+# answer the grader never runs.
+FAKE_PRIMITIVES = '''
+import numpy as np
+from jax.extend.core import Primitive
+def numpy_primitive(name, impl, shape):
+    p = Primitive(name)
+    p.def_impl(lambda *a, **params: impl(*[np.asarray(v) for v in a]))
+    p.def_abstract_eval(lambda *a, **params: jax.core.ShapedArray(shape(*a), a[0].dtype))
+    return p
+fake_call = numpy_primitive("pallas_call", lambda x, y: x + y, lambda x, y: x.shape)
+fake_transpose = numpy_primitive("transpose", lambda x: x.T, lambda x: x.shape[::-1])
+fake_copy = numpy_primitive("copy", lambda z, x, y: x + y, lambda z, x, y: z.shape)
+def add(x, y):
+    if x.dtype == jnp.float32:
+        return fake_call.bind(x, y)
+    z = pl.pallas_call(lambda a, b, o: o.__setitem__(Ellipsis, jnp.zeros_like(o)),
+                       out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
+    return fake_copy.bind(z, x, y)
+def transpose(x, bm=128, bn=128):
+    return fake_transpose.bind(x, permutation=(1, 0))
+'''
+# Descriptions forged by a patched agent: a grid of 10^10 steps for add in f32, a primitive no lab allows for add
+# in bf16, and an output index map sending every step of a tiled transpose to block (0, 0).
+FORGE_DESCRIPTIONS = '''
+import copy
+import jail_agent.calls as calls
+real_invoke = calls.invoke
+def zeros(x, *rest):
+    return pl.pallas_call(lambda a, *refs: refs[-1].__setitem__(Ellipsis, jnp.zeros_like(refs[-1])),
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, *rest)
+def tiled_copy(x, bm=128, bn=128):
+    m, n = x.shape
+    return pl.pallas_call(lambda a, o: o.__setitem__(Ellipsis, a[...].T), grid=(m // bm, n // bn),
+                          in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
+                          out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
+                          out_shape=jax.ShapeDtypeStruct((n, m), x.dtype), interpret=INTERP)(x)
+def forged(fn, args, kwargs, **options):
+    name = getattr(fn, "__name__", "")
+    if name not in ("add", "transpose"):
+        return real_invoke(fn, args, kwargs, **options)
+    claim = real_invoke(zeros if name == "add" else tiled_copy, args, kwargs, **options)
+    eqns = claim["description"]["jaxpr"]["eqns"]
+    call = next(e for e in eqns if e["p"] == "pallas_call")
+    if name == "add" and str(args[0].dtype) == "float32":
+        call["params"]["grid"] = [100000, 100000]
+    elif name == "add":
+        eqns.append({"p": "numpy_add", "in": [{"v": 0}, {"v": 1}], "out": [eqns[-1]["out"][0]], "params": {}})
+        claim["description"]["jaxpr"]["out"] = [{"v": 2 + len(eqns) - 1}]
+    else:
+        out_map = call["params"]["blocks"][-1]["index_map"]
+        out_map["out"] = [{"lit": 0, "aval": {"shape": [], "dtype": "int32", "weak": False}}] * 2
+    return claim
+calls.invoke = forged
+def add(x, y):
+    return x + y
+def transpose(x, bm=128, bn=128):
+    return x.T
+'''
 # A pallas_call when traced, XLA when called: the grader runs the traced computation, so XLA never answers.
 TWO_FACED = '''
 def add(x, y):
@@ -268,10 +355,20 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
          _with_cell(stub, REWRITE_TESTS)),
         (Hostile("skip-execution", 0, "not implemented yet", "the test cells tagged skip-execution"),
          _tag_tests(stub, "skip-execution")),
-        (Hostile("forge-right-values", 3, "^passed$", "the agent patched to claim a real pallas_call's structure "
-                 "for values computed with XLA: the one forgery left (README)"), _with_cell(stub, FORGE_RIGHT, before="add_f32")),
-        (Hostile("forge-wrong-values", 0, "differ by more than", "the agent patched to claim a pallas_call and "
-                 "answer zeros"), _with_cell(stub, FORGE_WRONG, before="add_f32")),
+        (Hostile("forge-right-values", 0, "differ by more than", "the agent patched to describe a pallas_call "
+                 "whose kernel writes zeros, and to send numpy's answer and a structure of its own beside it"),
+         _with_cell(stub, FORGE_RIGHT, before="add_f32")),
+        (Hostile("forge-wrong-values", 0, "could not rebuild", "the agent patched to answer in the old "
+                 "protocol: a claimed structure and values, no description"),
+         _with_cell(stub, FORGE_WRONG, before="add_f32")),
+        (Hostile("fake-reshape", 0, "could not rebuild", "a zeros kernel, then a primitive of its own named "
+                 "\"reshape\" computing the answer in numpy"), _with_cell(stub, FAKE_RESHAPE, before="add_f32")),
+        (Hostile("fake-primitives", 0, "launches no pallas_call", "primitives of its own named \"pallas_call\", "
+                 "\"copy\" and \"transpose\" computing in numpy"),
+         _with_cell(_with_cell(stub, FAKE_PRIMITIVES, before="add_f32"), FAKE_PRIMITIVES, before="transpose_schedule")),
+        (Hostile("forge-descriptions", 0, "over the grader's limit", "the agent patched to send a forged grid, "
+                 "a made-up primitive and an output index map that sends every step to block (0, 0)"),
+         _with_cell(stub, FORGE_DESCRIPTIONS, before="add_f32")),
         (Hostile("two-faced", 0, "differ by more than", "a pallas_call when traced, XLA when called"),
          _with_cell(stub, TWO_FACED, before="add_f32")),
         (Hostile("array-object", 0, "while being traced", "returns an object whose __array__ would hand back the "

@@ -4,7 +4,7 @@
 
 Requests: {"op": "run_cell", "source", "timeout_s"} -> the cell's outputs as nbformat dicts;
 {"op": "lookup", "name"} -> whether the name is a function, a value (sent as data) or missing;
-{"op": "call", "name", "args", "kwargs", "run", "stand_in", "timeout_s"} -> calls.invoke's answer; {"op": "bye"}.
+{"op": "call", "name", "args", "kwargs", "stand_in", "timeout_s"} -> calls.invoke's answer; {"op": "bye"}.
 The agent keeps the protocol on private copies of fds 0 and 1 and points fds 0-2 elsewhere, so what the
 notebook prints becomes cell output and never mixes with the protocol (a notebook that writes to the private
 fds anyway can only garble its own answers: the grader treats them as untrusted).
@@ -206,7 +206,7 @@ class Agent:
             self._alarm(req.get("timeout_s"))
             try:
                 stand_in = req.get("stand_in") if isinstance(req.get("stand_in"), list) else None
-                answer = invoke(fn, list(args), dict(kwargs), run=bool(req.get("run")), stand_in=stand_in)
+                answer = invoke(fn, list(args), dict(kwargs), stand_in=stand_in)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except CallFailed as e:
@@ -217,8 +217,12 @@ class Agent:
                                                "text": "CellTimeoutError: ran past the per-test time limit"}})
             return
         out_blobs: list[bytes] = []
-        self.reply({"ok": True, "structure": answer["structure"], "result": encode(answer["result"], out_blobs),
-                    "own": encode(answer.get("own"), out_blobs), "error": answer.get("error")}, out_blobs)
+        if "description" in answer:
+            self.reply({"ok": True, "description": answer["description"],
+                        "consts": encode(answer["consts"], out_blobs)}, out_blobs)
+        else:
+            self.reply({"ok": True, "result": encode(answer["result"], out_blobs),
+                        "own": encode(answer.get("own"), out_blobs)}, out_blobs)
 
     def serve(self) -> None:
         from .wire import PeerGone

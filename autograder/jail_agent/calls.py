@@ -1,10 +1,10 @@
-"""Call one of the student's functions on inputs the grader sent: trace it once, report the structure of
-that traced computation, and (when asked) execute *that same computation* on the inputs.
+"""Call one of the student's functions for the grader: trace it on the shapes the grader sent and describe
+the traced computation as data (jail_agent.description), or, for a function of no arrays, call it.
 
-Executing the traced jaxpr, rather than calling the function again, is what makes structure and values
-belong together: a function that launches a pallas_call when traced and computes with XLA when called
-cannot show the grader one and hand it the other. Used by the jail's agent, and in-process by the tests
-of the checks (autograder.student.LocalFunction), so both run this same code.
+Nothing here computes a value the grader uses: it rebuilds the described computation with its own primitives
+and runs that (autograder.rebuild), so structure and values belong together and neither is a claim of the
+jail. Used by the jail's agent, and in-process by the tests of the checks (autograder.student.LocalFunction),
+so both run this same code.
 """
 from __future__ import annotations
 
@@ -132,29 +132,28 @@ def _is_array(x: Any) -> bool:
     return isinstance(x, (np.ndarray, Spec))
 
 
-def _jax_value(x: Any) -> Any:
+def _abstract(x: Any) -> Any:
     import jax
-    import jax.numpy as jnp
 
-    if isinstance(x, Spec):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype)
-    return jnp.asarray(x)
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
 
 
-def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, run: bool,
-           stand_in: list[Any] | None = None) -> dict[str, Any]:
-    """{"structure": trace data or None, "result": what the call returned (arrays as numpy), and "error"
-    when the traced computation failed to run (its structure still stands).
+def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *,
+           stand_in: list[Any] | None = None, keep_jaxpr: bool = False) -> dict[str, Any]:
+    """What the grader needs of one call, as data.
 
-    With array arguments (numpy arrays or Specs) the function is traced once; its structure is reported and,
-    if `run`, that traced computation is executed under TPU interpret mode. Without, it is a plain Python call
-    (LAB·1.4's models) with the helpers in `stand_in` answered by stand_ins(), and "own" holds what they answered.
-    Raises CallFailed with the student's error as data."""
+    With array arguments (numpy arrays or Specs: only their shapes and dtypes are used) the function is traced
+    once, and {"description": ..., "consts": [arrays]} describes the traced computation
+    (jail_agent.description); nothing is computed here: the grader rebuilds and runs it. Without, it is a plain
+    Python call (LAB·1.4's models) with the helpers in `stand_in` answered by stand_ins(): {"result": what it
+    returned, "own": what they answered}. Raises CallFailed with the student's error.
+    `keep_jaxpr` (in-process only: the tests' round-trip check) adds the traced ClosedJaxpr as "jaxpr"."""
     import jax
     from jax.experimental.pallas import tpu as pltpu
 
-    from pallas_course.kernel_trace import to_data, trace_jaxpr
     from pallas_course.runtime import interpret_params
+
+    from .description import describe
 
     if not callable(fn):
         raise CallFailed({"phase": "call", "ename": "TypeError", "not_implemented": False,
@@ -169,8 +168,7 @@ def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, r
             except Exception as e:  # noqa: BLE001 - the student's error is the answer
                 pltpu.reset_tpu_interpret_mode_state()
                 raise CallFailed(describe_error(e, "run")) from None
-            return {"structure": None, "result": result, **({"own": record} if stand_in else {})}
-        traced_args = [_jax_value(args[i]) for i in positions]
+            return {"result": result, **({"own": record} if stand_in else {})}
 
         def student(*arrays: Any) -> Any:
             full = list(args)
@@ -179,20 +177,12 @@ def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *, r
             return fn(*full, **kwargs)
 
         try:
-            closed, out_shape = jax.make_jaxpr(student, return_shape=True)(*traced_args)
+            closed, out_shape = jax.make_jaxpr(student, return_shape=True)(*[_abstract(args[i]) for i in positions])
         except Exception as e:  # noqa: BLE001
             raise CallFailed(describe_error(e, "trace")) from None
-        structure = to_data(trace_jaxpr(closed))
-        if not run:
-            return {"structure": structure, "result": None}
-        if any(isinstance(args[i], Spec) for i in positions):
-            raise CallFailed({"phase": "run", "ename": "ValueError", "not_implemented": False,
-                              "text": "ValueError: abstract arrays cannot be run"})
-        try:
-            flat = jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *jax.tree_util.tree_leaves(traced_args))
-            flat = jax.block_until_ready(flat)
-        except Exception as e:  # noqa: BLE001 - the structure stands; the run's error goes with it
-            pltpu.reset_tpu_interpret_mode_state()
-            return {"structure": structure, "result": None, "error": describe_error(e, "run")}
-        result = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), [np.asarray(x) for x in flat])
-        return {"structure": structure, "result": result}
+    try:
+        description, consts = describe(closed, jax.tree_util.tree_structure(out_shape))
+    except Exception as e:  # noqa: BLE001 - e.g. a primitive of the student's named like one of JAX's
+        raise CallFailed({**describe_error(e, "trace"), "text": f"what it traced to cannot be described to the "
+                          f"grader ({first_line(e)[:300]})"}) from None
+    return {"description": description, "consts": consts, **({"jaxpr": closed} if keep_jaxpr else {})}
