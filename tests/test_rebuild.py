@@ -101,6 +101,22 @@ def test_the_rebuild_compiles_for_the_tpu(solutions: dict) -> None:
     assert compile_for(inv.computation.fn, *inv.computation.in_avals, chip="v5e") is not None
 
 
+def test_the_compile_rule_judges_the_rebuild() -> None:
+    """The grading compile step (autograder.compile_rule, course.yml's `compile:`) compiles the computation the
+    grader rebuilt and ran: a kernel interpret mode accepts but Mosaic cannot lower loses the test."""
+    pytest.importorskip("libtpu")
+
+    def erfc_kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...] + jax.lax.erfc(x_ref[...]) * 0
+
+    def add(x, y):
+        return pl.pallas_call(erfc_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+    x = jnp.ones((8, 128), F32)
+    with pytest.raises(TestFailure, match="add_f32: add\\(x, y\\) does not compile for v5e"):
+        call("add_f32", "add(x, y)", add, x, x)
+
+
 def _add_kernel(x_ref, y_ref, o_ref):
     o_ref[...] = x_ref[...] + y_ref[...]
 
