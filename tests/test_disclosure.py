@@ -26,10 +26,10 @@ def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> N
     sent: list[str] = []
     real = LocalFunction._send
 
-    def spy(self, enc_args, enc_kwargs, blobs, run, stand_in):
+    def spy(self, enc_args, enc_kwargs, blobs, stand_in):
         sent.append(json.dumps([enc_args, enc_kwargs, stand_in]))
         assert not blobs
-        return real(self, enc_args, enc_kwargs, blobs, run, stand_in)
+        return real(self, enc_args, enc_kwargs, blobs, stand_in)
 
     monkeypatch.setattr(LocalFunction, "_send", spy)
     ns = load(REPO_ROOT / manifest().lab("lab-1.4-pipelining-profile").source)
@@ -44,10 +44,10 @@ def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> N
 
 def test_what_an_agent_may_answer_for_its_helpers_is_only_data() -> None:
     """The stand-ins' record is plain data, checked on arrival: a forged one is a malformed answer."""
-    from autograder.student import BadAnswer, _answer
+    from autograder.student import BadAnswer, _plain_answer
 
     with pytest.raises(BadAnswer, match="own: not a mapping of lists"):
-        _answer({"ok": True, "structure": None, "result": 1, "own": [1, 2]}, [])
+        _plain_answer({"ok": True, "result": 1, "own": [1, 2]}, [])
 
 
 def test_lab_1_5_one_colour_margin_through_the_jail_gets_counts_only(tmp_path: Path, monkeypatch) -> None:

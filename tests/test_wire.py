@@ -166,7 +166,7 @@ from autograder import engine, student  # noqa: E402
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__",
-        "shape", "dtype", "blobs", "ok", "error", "structure", "result", "own", "outputs", "output_type", "data", "text"]
+        "shape", "dtype", "blobs", "ok", "error", "structure", "result", "own", "description", "consts", "outputs", "output_type", "data", "text"]
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=12),
                     st.sampled_from(["float32", "bfloat16", "object", "stream", "error", "display_data",
                                      "execute_result", "nan", "-inf", "run"]))
@@ -219,10 +219,17 @@ def test_any_bytes_are_a_frame_or_a_wire_error(value: object, blobs: list[bytes]
 @FUZZ
 @given(header=st.dictionaries(st.sampled_from(TAGS), json_values, max_size=5), ok=st.booleans(), blobs=blob_lists)
 def test_any_reply_is_an_answer_a_student_error_or_a_bad_answer(header: dict, ok: bool, blobs: list[bytes]) -> None:
-    """student._answer, the grader's reader of a call's reply: nothing else ever comes out of it."""
+    """The grader's readers of a call's reply (a plain call's value; a traced call's description, rebuilt):
+    nothing else ever comes out of them."""
+    reply = {**header, "ok": ok} if ok else header
     try:
-        student._answer({**header, "ok": ok} if ok else header, blobs)
+        student._plain_answer(reply, blobs)
     except (student.StudentError, student.BadAnswer):
+        pass
+    try:
+        traced = student._rebuilt(reply, blobs, ())
+        assert (traced.error is None) != (traced.structure is None)
+    except student.BadAnswer:
         pass
 
 
@@ -250,8 +257,8 @@ def test_the_shapes_that_failed_the_grader_are_refused_with_a_reason() -> None:
     with pytest.raises(wire.WireError, match="nested deeper"):
         wire.Reader(_pipe(struct.pack(">Q", len(nested)) + nested)).read(timeout=5)
     with pytest.raises(student.BadAnswer, match="abstract array"):
-        student._answer({"ok": True, "result": {"__spec__": {"shape": [2], "dtype": "float32"}}}, [])
+        student._plain_answer({"ok": True, "result": {"__spec__": {"shape": [2], "dtype": "float32"}}}, [])
     with pytest.raises(wire.WireError, match="unhashable"):
         wire.decode({"__dict__": [[{"__tuple__": [[1]]}, 1]]}, [])
     with pytest.raises(student.BadAnswer, match="unhashable"):
-        student._answer({"ok": True, "result": {"__dict__": [[{"__tuple__": [[1]]}, 1]]}}, [])
+        student._plain_answer({"ok": True, "result": {"__dict__": [[{"__tuple__": [[1]]}, 1]]}}, [])
