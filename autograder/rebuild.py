@@ -504,7 +504,11 @@ def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
     name = e.name
     if name in LAX_PRIMITIVES:
         prim = LAX_PRIMITIVES[name]
-        out = prim.bind(*ins, **p)
+        try:
+            out = prim.bind(*ins, **p)
+        except (TypeError, ValueError) as e:    # operands or parameters JAX's own `name` does not take
+            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            raise Refused(f"`{name}` with these operands and parameters is not JAX's `{name}` ({first})") from None
         return list(out) if prim.multiple_results else [out]
     if name in ("jit", "pjit"):
         # a jit again (not inlined: JAX would fold the body's operations on literal operands differently)

@@ -128,12 +128,12 @@ def add(x, y):
 '''
 # The agent patched to answer in the old protocol: a claimed structure and values, no description.
 FORGE_WRONG = '''
-import numpy as np
-import jail_agent.agent as agent
+import gc
 def call(self, req, blobs):
     self.reply({"ok": True, "structure": {"pallas_calls": [{"name": "add_kernel", "grid": []}], "outside": []},
                 "result": {"__opaque__": "ndarray"}})
-agent.Agent.call = call
+for agent_class in {type(o) for o in gc.get_objects() if type(o).__name__ == "Agent" and hasattr(o, "reply")}:
+    agent_class.call = call
 '''
 # A pallas_call writing zeros, then a primitive of the notebook's own *named* "reshape" that computes the answer
 # in numpy (issue 21's second forgery): the grader binds its own reshape, which does not take three operands.

@@ -257,7 +257,7 @@ def _pallas_call(p: dict[str, Any], consts: list[np.ndarray]) -> dict[str, Any]:
 
 def params(e: Any, consts: list[np.ndarray]) -> dict[str, Any]:
     name = e.primitive.name
-    if name == "pallas_call":
+    if name == "pallas_call" and "grid_mapping" in e.params:
         return _pallas_call(e.params, consts)
     if name in ("get", "swap", "addupdate") and "tree" in e.params:
         return {"transforms": _transforms(e.params["tree"])}
