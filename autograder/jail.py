@@ -249,7 +249,7 @@ class _Cgroups:
     def __init__(self, name: str, limits: JailLimits) -> None:
         self.dirs: dict[str, Path] = {}
         try:
-            for controller in ("memory", "pids", *(("cpu",) if _cpu_writable() else ())):
+            for controller in ("memory", "pids"):
                 d = _cgroup_dir(controller) / name
                 d.mkdir()
                 self.dirs[controller] = d
@@ -259,14 +259,24 @@ class _Cgroups:
             if (mem / "memory.memsw.limit_in_bytes").exists():   # RAM + swap: no escape into swap
                 (mem / "memory.memsw.limit_in_bytes").write_text(limit)
             (self.dirs["pids"] / "pids.max").write_text(str(limits.pids))
-            if "cpu" in self.dirs:   # every jail the same weight, whatever its number of processes; and a ceiling
-                cpu = self.dirs["cpu"]
-                (cpu / "cpu.shares").write_text("1024")
-                period = int((cpu / "cpu.cfs_period_us").read_text())
-                (cpu / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * period))))
         except OSError:
             self.remove()
             raise
+        if _cpu_writable():
+            self._cpu(name, limits)
+
+    def _cpu(self, name: str, limits: JailLimits) -> None:
+        """Every jail the same weight, whatever its number of processes, and a ceiling of `limits.cpus`. Best
+        effort: where the host refuses (a parent's smaller quota), the memory and pids limits still hold."""
+        cpu = _cgroup_dir("cpu") / name
+        try:
+            cpu.mkdir()
+            self.dirs["cpu"] = cpu
+            (cpu / "cpu.shares").write_text("1024")
+            period = int((cpu / "cpu.cfs_period_us").read_text())
+            (cpu / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * period))))
+        except (OSError, ValueError):
+            pass   # a group made but not limited still only holds this jail; kill() removes it either way
 
     @classmethod
     def adopt(cls, controller: str, path: Path) -> _Cgroups:
