@@ -372,6 +372,10 @@ VMEM_HEADROOM = 0.75
 VISIBLE_FED_BLOCK_CASES: tuple[tuple[str, str], ...] = (("bfloat16", "v5e"), ("bfloat16", "v6e"), ("float32", "v5e"))
 VISIBLE_BUDGET_LINE_CASES: tuple[tuple[str, str, int], ...] = (("float32", "v5e", 2), ("bfloat16", "v6e", 2),
                                                               ("float32", "v5e", 1))
+# (m, k, n, bm, bn, bk): the matmul switched off at a square grid of square blocks and a non-square one of
+# rectangular blocks
+VISIBLE_PIPELINE_OFF_CASES: tuple[tuple[int, int, int, int, int, int], ...] = (
+    (256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 256))
 # (bm, bn, bk, dtype, chip): both dtypes, square and rectangular blocks, a chip of one TensorCore and one of two
 VISIBLE_STEP_CASES: tuple[tuple[int, int, int, str, str], ...] = (
     (128, 128, 128, "float32", "v5e"), (256, 512, 128, "bfloat16", "v6e"), (128, 256, 512, "bfloat16", "v4"))
@@ -395,6 +399,46 @@ def fed_block_label(dtype: Any, chip: str) -> str:
 
 def budget_line_label(dtype: Any, chip: str, buffers: int) -> str:
     return f"largest_square_block({_dtype_name(dtype)}, {chip!r}, buffers={buffers})"
+
+
+def pipeline_off_label(m: int, k: int, n: int, bm: int, bn: int, bk: int) -> str:
+    return f"matmul_pipeline_off(a, b, bm={bm}, bn={bn}, bk={bk}) on ({m}, {k}) @ ({k}, {n})"
+
+
+def pipeline_off_families(m: int, k: int, n: int, bm: int, bn: int, bk: int) -> frozenset[str]:
+    from pallas_course.rules import grid_families
+
+    return grid_families((m // bm, n // bn, k // bk), (bm, bn, bk))
+
+
+def pipeline_off_problem(label: str, pc: Any, m: int, k: int, n: int, bm: int, bn: int, bk: int) -> str | None:
+    """The matmul's grid (K innermost, not "parallel") and blocks, every BlockSpec single-buffered."""
+    grid = (m // bm, n // bn, k // bk)
+    if pc.grid != grid:
+        return f"the grid of {label} is {pc.grid}, expected {grid}; keep the matmul's grid (m // bm, n // bn, k // bk), K innermost"
+    semantics = tuple(str(s) for s in pc.dimension_semantics or ())
+    if len(semantics) == 3 and "parallel" in semantics[2].lower():
+        # Steps along K add into one C block: "parallel" lets a two-core chip run them on both cores at once
+        # (a race), and TPU interpret mode runs a "parallel" axis in shuffled order (the init lands mid-run).
+        return (f"{label} marks K, the grid axis it accumulates over, \"parallel\" (dimension_semantics={semantics}): "
+                "its steps all add into the same C block, so they must run in order on one core; make K \"arbitrary\"")
+    if len(pc.inputs) != 2 or len(pc.outputs) != 1:
+        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected the matmul's two "
+                "in_specs (A, B) and one out_specs (C)")
+    names = {"in[0]": "A's BlockSpec (in_specs[0])", "in[1]": "B's BlockSpec (in_specs[1])",
+             "out[0]": "C's BlockSpec (out_specs)"}
+    want_blocks = {"in[0]": (bm, bk), "in[1]": (bk, bn), "out[0]": (bm, bn)}
+    for blk in pc.blocks:
+        key = f"{blk.role}[{blk.position}]"
+        if tuple(blk.block_shape) != want_blocks[key]:
+            return (f"the block of {names[key]} in {label} is {tuple(blk.block_shape)}, expected {want_blocks[key]}; "
+                    "switching the pipeline off changes the buffering, not the blocks")
+        if blk.buffer_count != 1:
+            has = ("no pipeline_mode, so it gets the default 2 buffers" if blk.buffer_count is None
+                   else f"pipeline_mode=pl.Buffered({blk.buffer_count})")
+            return (f"{names[key]} in {label} has {has}; with the pipeline off every BlockSpec, the output's too, "
+                    "takes pipeline_mode=pl.Buffered(1)")
+    return None
 
 
 def step_label(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> str:
@@ -787,3 +831,41 @@ def check_working_set(vmem_working_set: Callable[..., Any], matmul: Callable[...
                      got, bm, bn, bk, dtype, buffers, acc, model.budget(bm, bn, bk, dtype, "v5e", buffers, acc)),
                  {}, lambda fn, bm, bn, bk, dtype, buffers, acc: fn(bm, bn, bk, np.dtype(dtype), buffers=buffers,
                                                                    acc_scratch=acc))
+
+
+def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
+    """The grade's pipeline_off rules on the visible cases: the trace (one pallas_call, the matmul's grid and blocks,
+    pl.Buffered(1) everywhere), then the values against a float64 product, under the grade's interpret mode."""
+    import jax
+    import jax.numpy as jnp
+
+    from pallas_course.kernel_trace import trace
+    from pallas_course.rules import MATMUL_F32, one_kernel_problem
+
+    def fail(message: str, kind: str, raw: str = "") -> CheckFailure:
+        failure = CheckFailure(f"matmul_pipeline_off: {message}")
+        failure.kind, failure.raw = kind, raw
+        return failure
+
+    for m, k, n, bm, bn, bk in VISIBLE_PIPELINE_OFF_CASES:
+        label = pipeline_off_label(m, k, n, bm, bn, bk)
+        rng = np.random.default_rng([20, m, k, n])
+        a = jnp.asarray(rng.standard_normal((m, k)).astype(np.float32))
+        b = jnp.asarray(rng.standard_normal((k, n)).astype(np.float32))
+        try:
+            t = trace(matmul_pipeline_off, a, b, bm=bm, bn=bn, bk=bk)
+            problem = one_kernel_problem(label, t) or pipeline_off_problem(label, t.pallas_calls[0], m, k, n, bm, bn, bk)
+            if problem:
+                raise fail(problem, "structure")
+            out = _run_under_course_mode(lambda: matmul_pipeline_off(a, b, bm=bm, bn=bn, bk=bk))
+        except CheckFailure:
+            raise
+        except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
+            e = explain(exc)
+            raise fail(f"{label}: {e.summary.removeprefix('✗ ')}", e.kind, e.raw) from None
+        expected = (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
+        mismatch = compare(out, expected, block=(bm, bn), name=label, kernel=t.pallas_calls[0], **MATMUL_F32)
+        if mismatch is not None:
+            raise fail(explained(mismatch, None), mismatch.kind)
+    print(f"✓ matmul_pipeline_off: {len(VISIBLE_PIPELINE_OFF_CASES)} cases as graded "
+          f"({'; '.join(pipeline_off_label(*c) for c in VISIBLE_PIPELINE_OFF_CASES)}); {PASSED}")

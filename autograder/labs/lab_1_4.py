@@ -15,10 +15,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from autograder.harness import (TestFailure, call, call_alone, expect_close, expect_equal, fresh_seed,
+from autograder.harness import (TestFailure, call, call_alone, expect_close, fresh_seed,
                                one_pallas_call, quiet)
 from pallas_course.check import (NOT_SHOWN, VISIBLE_BLOCK_CHOICE_CASES, VISIBLE_BUDGET_LINE_CASES,
-                                 VISIBLE_FED_BLOCK_CASES, VISIBLE_STEP_CASES, VISIBLE_WORKING_SET_CASES,
+                                 VISIBLE_FED_BLOCK_CASES, VISIBLE_PIPELINE_OFF_CASES, VISIBLE_STEP_CASES,
+                                 VISIBLE_WORKING_SET_CASES, pipeline_off_families, pipeline_off_label,
+                                 pipeline_off_problem,
                                  block_choice_label, block_choice_problem, budget_line_label, budget_line_problem,
                                  dot_flops, fed_block_label, fed_block_problem, steady_step, step_families,
                                  step_label, step_time_problem, working_set_families, working_set_label,
@@ -224,36 +226,15 @@ def pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
     import jax.numpy as jnp
 
     test = "pipeline_off"
-    names = {"in[0]": "A's BlockSpec (in_specs[0])", "in[1]": "B's BlockSpec (in_specs[1])",
-             "out[0]": "C's BlockSpec (out_specs)"}
     calls = []
     for m, k, n, bm, bn, bk in PIPELINE_OFF_CASES:
-        label = f"matmul_pipeline_off(a, b, bm={bm}, bn={bn}, bk={bk}) on ({m}, {k}) @ ({k}, {n})"
+        label = pipeline_off_label(m, k, n, bm, bn, bk)
         a, b = jax.ShapeDtypeStruct((m, k), jnp.float32), jax.ShapeDtypeStruct((k, n), jnp.float32)
         pc = one_pallas_call(test, label, matmul_pipeline_off, a, b, bm=bm, bn=bn, bk=bk)
         calls.append(pc)
-        expect_equal(test, f"the grid of {label}", pc.grid, (m // bm, n // bn, k // bk),
-                     "keep the matmul's grid (m // bm, n // bn, k // bk), K innermost")
-        semantics = tuple(str(s) for s in pc.dimension_semantics or ())
-        if len(semantics) == 3 and "parallel" in semantics[2].lower():
-            # Steps along K add into one C block: "parallel" lets a two-core chip run them on both cores at once
-            # (a race), and TPU interpret mode runs a "parallel" axis in shuffled order (the init lands mid-run).
-            raise TestFailure(f"{test}: {label} marks K, the grid axis it accumulates over, \"parallel\" "
-                              f"(dimension_semantics={semantics}): its steps all add into the same C block, so they "
-                              "must run in order on one core; make K \"arbitrary\"")
-        if len(pc.inputs) != 2 or len(pc.outputs) != 1:
-            raise TestFailure(f"{test}: {label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; "
-                              "expected the matmul's two in_specs (A, B) and one out_specs (C)")
-        want_blocks = {"in[0]": (bm, bk), "in[1]": (bk, bn), "out[0]": (bm, bn)}
-        for blk in pc.blocks:
-            key = f"{blk.role}[{blk.position}]"
-            expect_equal(test, f"the block of {names[key]} in {label}", blk.block_shape, want_blocks[key],
-                         "switching the pipeline off changes the buffering, not the blocks")
-            if blk.buffer_count != 1:
-                has = ("no pipeline_mode, so it gets the default 2 buffers" if blk.buffer_count is None
-                       else f"pipeline_mode=pl.Buffered({blk.buffer_count})")
-                raise TestFailure(f"{test}: {names[key]} in {label} has {has}; with the pipeline off every "
-                                  "BlockSpec, the output's too, takes pipeline_mode=pl.Buffered(1)")
+        problem = pipeline_off_problem(label, pc, m, k, n, bm, bn, bk)
+        if problem is not None:
+            raise TestFailure(f"{test}: {problem}")
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
     for (m, k, n, bm, bn, bk), pc in zip(PIPELINE_OFF_CASES, calls):
@@ -363,7 +344,10 @@ def block_choice(choose_blocks: Callable[..., Any]) -> None:
 def families(test: str) -> frozenset[str]:
     """The families of this test's cases: the notebook's visible checks must show each (tests/test_families.py)."""
     found: set[str] = set()
-    if test == "step_time_model":
+    if test == "pipeline_off":
+        for case in PIPELINE_OFF_CASES:
+            found |= pipeline_off_families(*case)
+    elif test == "step_time_model":
         for case in STEP_CASES:
             found |= step_families(*case)
     elif test == "working_set":
@@ -380,6 +364,8 @@ def families(test: str) -> frozenset[str]:
 
 def visible_families(test: str) -> frozenset[str]:
     """The same families, of the notebook's visible cases (pallas_course.check's VISIBLE_*)."""
+    if test == "pipeline_off":
+        return frozenset().union(*(pipeline_off_families(*c) for c in VISIBLE_PIPELINE_OFF_CASES))
     if test == "step_time_model":
         return frozenset().union(*(step_families(*c) for c in VISIBLE_STEP_CASES))
     if test == "working_set":

@@ -279,6 +279,10 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("matmul_pasted_without_init", "LAB·1.2's matmul pasted without its k == 0 zeroing",
                 {MM_INIT: "    o_ref[...] +="}, r"reads o_ref \(\+=\) before anything is stored there",
                 ("pipeline_off",), graded=r"reads o_ref \(\+=\) before anything is stored"),
+        Mistake("pipeline_off_b_block_transposed", "B's block (bn, bk): right only while bn == bk",
+                {"pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=one_buffer),":
+                 "pl.BlockSpec((bn, bk), lambda i, j, kk: (kk, j), pipeline_mode=one_buffer),"},
+                r"inner sizes differ|block of B's BlockSpec", ("pipeline_off",)),
         Mistake("step_times_per_core", "halves the chip's numbers for two-TensorCore chips",
                 {"    c = chip_named(chip)\n    itemsize": "    c = chip_named(chip)\n    cores = c.tensorcores_per_chip\n    itemsize",
                  "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s":
