@@ -6,7 +6,16 @@ LAB = "lab-1.1-first-kernels"
 ADD_CALL = "    return pl.pallas_call(\n        add_kernel,"
 TRANSPOSE_OUT = "out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),"
 
+# An operation the TPU lowering has no rule for, added with no effect on the values (0 * erfc(x) is 0): interpret
+# mode runs it, the real TPU compiler refuses it (the compile rule of course.yml).
+NOT_COMPILED = r"does not compile for v5e \(the real TPU compiler, v5e:2x2; it must compile for v5e and v6e\):\n.*erfc"
+
 MUTANTS = [
+    Mutant("add_not_compilable", "uses an operation with no TPU lowering (erfc): runs in interpret mode, refused by "
+           "the TPU compiler",
+           {"o_ref[...] = x_ref[...] + y_ref[...]":
+            "o_ref[...] = x_ref[...] + y_ref[...] + 0 * jax.lax.erfc(x_ref[...])"},
+           {"add_f32": NOT_COMPILED, "add_bf16": NOT_COMPILED}),
     Mutant("add_bypass", "pure-jnp bypass: add returns x + y",
            {ADD_CALL: "    return x + y\n" + ADD_CALL},
            {"add_f32": "launches no pallas_call", "add_bf16": "launches no pallas_call"}),

@@ -30,6 +30,12 @@ GELU_EPILOGUE = ("    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue()
                  "        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)")
 
 MUTANTS = [
+    Mutant("matmul_gelu_exact", "jax.nn.gelu(approximate=False): erfc, which the TPU compiler cannot lower; interpret "
+           "mode runs it and the values are within tolerance",
+           {"jax.nn.gelu(acc_ref[...])": "jax.nn.gelu(acc_ref[...], approximate=False)"},
+           {"matmul_gelu_values": r"does not compile for v5e .*it must compile for v5e and v6e\):\n.*"
+                                  r"gelu\(x, approximate=False\) computes erfc.*\n.*approximate=True"},
+           others_pass=("matmul_gelu_fused",)),
     Mutant("matmul_k_outermost", "K as the first grid axis, init on program_id(0) == 0",
            {MATMUL_INIT: MATMUL_INIT.replace("program_id(2)", "program_id(0)"),
             MATMUL_SPECS: MATMUL_SPECS.replace("grid=(m // bm, n // bn, k // bk)", "grid=(k // bk, m // bm, n // bn)")

@@ -27,6 +27,10 @@ NO_CALL = "launches no pallas_call"
 OUTSIDE = "computes outside its kernel"
 
 MUTANTS = [
+    Mutant("softmax_max_by_sort", "the row max read off a sorted row: right values, but sort has no TPU lowering",
+           {SM_MAX: "    m = jnp.max(jnp.sort(x, axis=-1), axis=-1, keepdims=True)\n"},
+           {"softmax_values": r"does not compile for v5e .*\n.*sorting \(jnp\.sort"},
+           others_pass=("softmax_fused", "softmax_stability")),
     # ---- softmax
     Mutant("softmax_no_max", "no max subtraction: exp(x) overflows for large logits",
            {SM_EXP: "    e = jnp.exp(x)\n"},

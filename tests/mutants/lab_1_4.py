@@ -16,6 +16,14 @@ STEP_TARGETS_OTHERS = ("working_set", "budget_line", "block_choice")   # choose_
 K_PARALLEL = '\n        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "parallel")),'
 
 MUTANTS = [
+    Mutant("pipeline_off_not_compilable", "an operation with no TPU lowering (erfc) in the kernel, no effect on values",
+           {"overlap the compute\n    return pl.pallas_call(\n        matmul_kernel,":
+            "overlap the compute\n"
+            "    def erfc_kernel(a_ref, b_ref, o_ref):\n"
+            "        matmul_kernel(a_ref, b_ref, o_ref)\n"
+            "        o_ref[...] += 0 * jax.lax.erfc(o_ref[...])\n"
+            "    return pl.pallas_call(\n        erfc_kernel,"},
+           {"pipeline_off": r"does not compile for v5e .*\n.*erfc"}),
     # ----------------------------------------------------------------------------------------- pipeline_off
     Mutant("pipeline_off_default_buffers", "copies matmul as it is: no pipeline_mode, so the default 2 buffers",
            {A_SPEC: "pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),",
