@@ -33,7 +33,7 @@ from autograder.fingerprint import GraderFilesGuard, GraderModified
 from autograder import engines
 from autograder.pipeline import grade_payload
 from autograder.record import Outcome, plan, record, record_failure
-from autograder.sandbox import Limits
+from autograder.limits import Limits
 from autograder.store import Store
 from autograder.student import SetupFailed
 from autograder.submission import Submission, read_submission, submission_label

@@ -34,7 +34,7 @@ from autograder.feedback import feedback_stem, write_feedback
 from autograder.record import GRADER_FAILED, Outcome
 from autograder.report import Failures, to_json, write_reports
 from autograder.results import IgnoredFile, SubmissionResult
-from autograder.sandbox import Limits
+from autograder.limits import Limits
 from autograder.store import INSTRUCTOR
 
 EXIT_UNHANDLED = 3     # some submissions could not be handled (each says why in results.json)

@@ -26,7 +26,7 @@ from nbformat import NotebookNode
 
 from autograder import cells
 from autograder.harness import TestFailure
-from autograder.sandbox import CELL_TIMEOUT_S, GRADING_MODE
+from autograder.limits import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.student import BadAnswer, Session, StudentGone
 from pallas_course.manifest import REPO_ROOT, LabSpec
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from autograder.engine import Execution
-    from autograder.sandbox import Limits
+    from autograder.limits import Limits
     from pallas_course.manifest import LabSpec
 
 Engine = Callable[["NotebookNode", "LabSpec", "Limits"], "Execution"]

@@ -25,7 +25,7 @@ from autograder import cells, engines, pipeline
 from autograder.discover import refusal
 from autograder.engine import error_output
 from autograder.restore import deduplicate
-from autograder.sandbox import CELL_TIMEOUT_S, DEFAULT_MEMORY_MB, DEFAULT_WALL_S, Limits
+from autograder.limits import CELL_TIMEOUT_S, DEFAULT_MEMORY_MB, DEFAULT_WALL_S, Limits
 from autograder.submission import Submission, read_submission
 from pallas_course.manifest import manifest
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder.sandbox import CELL_TIMEOUT_S
+from autograder.limits import CELL_TIMEOUT_S
 from pallas_course.manifest import REPO_ROOT, manifest
 
 # What nbgrader puts where a solution region was. A clear error beats a silent `pass`.

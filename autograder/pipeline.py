@@ -34,7 +34,7 @@ from autograder.engine import Execution
 from autograder.feedback import sanitize
 from autograder.fingerprint import grader_fingerprint
 from autograder.results import SubmissionResult, TestResult
-from autograder.sandbox import Limits
+from autograder.limits import Limits
 from autograder.score import score_tests, written_status
 from autograder.submission import Submission, read_submission
 from pallas_course.manifest import REPO_ROOT, LabSpec

@@ -14,7 +14,7 @@ from rich.text import Text
 from autograder import untrusted
 from autograder.report import Failures
 from autograder.results import SubmissionResult, TestResult
-from autograder.sandbox import sandbox_status
+from autograder.limits import sandbox_status
 
 if TYPE_CHECKING:
     from autograder.course_grade import GradeRun

@@ -34,7 +34,7 @@ GRADE_TWICE = """
 import json, resource, sys
 from pathlib import Path
 from autograder.pipeline import grade_one
-from autograder.sandbox import Limits
+from autograder.limits import Limits
 stub, flood, out = map(Path, sys.argv[1:4])
 grade_one(stub, keep=out / "stub.ipynb", keep_full=out / "stub-full.ipynb", limits=Limits(wall_s=600))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -123,7 +123,7 @@ def test_a_forged_frame_nested_100000_deep_is_a_zero_with_a_reason() -> None:
     before): the run stops with the reason, the tests score 0 with it, and grading goes on (no exception)."""
     from autograder.engine import execute
     from autograder.restore import restore
-    from autograder.sandbox import Limits
+    from autograder.limits import Limits
     from course_tools.demo import filled_in
 
     lab = manifest().lab(LAB)

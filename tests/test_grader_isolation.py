@@ -23,7 +23,7 @@ from course_tools.demo import filled_in
 from autograder.engine import execute
 from autograder.jail import jail_problem
 from autograder.restore import restore
-from autograder.sandbox import Limits
+from autograder.limits import Limits
 from course_tools.cli import app
 from pallas_course.manifest import REPO_ROOT, manifest
 from tests import hostile

@@ -31,7 +31,7 @@ from autograder.course_grade import GradeOptions, report
 from autograder.identify import Ungradable, identify
 from autograder.record import GRADER_FAILED, Outcome, plan, record, record_failure
 from autograder.report import Failures
-from autograder.sandbox import Limits
+from autograder.limits import Limits
 from autograder.store import EXECUTED, INSTRUCTOR, Store
 from autograder.submission import Submission, read_submission
 from pallas_course.manifest import REPO_ROOT, manifest

@@ -103,7 +103,7 @@ def cpu_parallelism() -> dict:
 
 
 def run(repeats: int = 3, jobs: int = 2) -> dict:
-    from autograder.sandbox import sandbox_status
+    from autograder.limits import sandbox_status
     from pallas_course.bench import collect_provenance
 
     bindir = Path(sys.executable).parent
