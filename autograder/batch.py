@@ -13,7 +13,7 @@ grades only what is new or changed. A task gets the Submission (its bytes) and r
 workers need the course installed at the same version (checked: a result from a different grader is
 refused), not a shared file system. A worker that dies is replaced and its submission tried once more; a
 task that fails, or a result that cannot be saved, is that submission's grader failure (retried by the next
-run); a jail that cannot start at all (autograder.student.SetupFailed: bubblewrap's or Python's own message)
+run); a jail that cannot start at all (autograder.jail_session.SetupFailed: bubblewrap's or Python's own message)
 stops the batch, since every submission would fail the same way; Ctrl-C and SIGTERM stop the workers and
 their jails without waiting.
 """
@@ -35,7 +35,7 @@ from autograder.pipeline import grade_payload
 from autograder.record import Outcome, plan, record, record_failure
 from autograder.limits import Limits
 from autograder.store import Store
-from autograder.student import SetupFailed
+from autograder.jail_session import SetupFailed
 from autograder.submission import Submission, read_submission, submission_label
 
 __all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_payload", "run_batch", "start_workers"]

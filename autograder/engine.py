@@ -1,7 +1,7 @@
 """One notebook through the trust boundary: its cells run in the jail, its hidden tests run here.
 
 `execute(nb, lab)` walks the (restored) notebook in order. A code cell that is not a hidden test is sent to
-the jailed agent (autograder.student.Session) and its outputs come back as data. A hidden-test cell is not
+the jailed agent (autograder.jail_session.Session) and its outputs come back as data. A hidden-test cell is not
 sent anywhere: the check it names (`lab_1_1.add_f32(add)`, read from solutions/, never from the submission)
 runs in this process, and reaches the student's functions only through the agent, with inputs drawn here.
 The test's outcome is written into the cell as nbgrader expects it (an error output: 0; a number: partial
@@ -27,7 +27,7 @@ from nbformat import NotebookNode
 from autograder import cells
 from autograder.harness import TestFailure
 from autograder.limits import CELL_TIMEOUT_S, GRADING_MODE
-from autograder.student import BadAnswer, Session, StudentGone
+from autograder.jail_session import BadAnswer, Session, StudentGone
 from pallas_course.manifest import REPO_ROOT, LabSpec
 
 MAX_TEXT = 100_000        # characters of one output field kept from the jail

@@ -2,7 +2,7 @@
 compare against a float64 NumPy reference, and fail with one clear sentence.
 
 Hidden test cells stay thin (`lab_1_1.add_f32(add)`). The checks run in the grader's process, never in the
-notebook's: the student's functions arrive as `autograder.student.StudentFunction` proxies into the jail,
+notebook's: the student's functions arrive as `autograder.jail_session.StudentFunction` proxies into the jail,
 and only plain data comes back (autograder.engine runs them, for `course grade` and nbgrader alike).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from autograder import compile_rule
 from autograder.jail_agent.calls import quiet  # noqa: F401 - the checks' name for it (LAB·1.4's models)
-from autograder.student import LocalFunction, StudentError, StudentFunction
+from autograder.jail_session import LocalFunction, StudentError, StudentFunction
 from pallas_course import rules
 from pallas_course.check import compare, explained
 from pallas_course.kernel_trace import PallasCallInfo, Trace

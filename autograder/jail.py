@@ -92,7 +92,7 @@ class JailLimits:
     file_mb: int = 256         # largest single file (RLIMIT_FSIZE)
     tmpfs_mb: int = 512        # size of the writable scratch tmpfs (/tmp in the jail; HOME lives there too)
     cpus: float = 1.0          # CPUs the whole jail may use at once (cgroup cpu quota; a notebook runs on one
-                               # thread: see autograder.student's XLA flags), with an equal share under contention
+                               # thread: see autograder.jail_session's XLA flags), with an equal share under contention
 
     def __post_init__(self) -> None:
         for name in ("memory_mb", "pids", "cpu_s", "file_mb", "tmpfs_mb", "cpus"):

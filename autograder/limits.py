@@ -1,7 +1,7 @@
 """What one submission may use, and what its code runs under: the grading policy in one place.
 
 Student code runs in a jail (autograder.jail: bubblewrap namespaces, uid 65534, cgroup limits) started by
-autograder.student.Session; the checks that score it run outside (autograder.engine). `Limits` is what the
+autograder.jail_session.Session; the checks that score it run outside (autograder.engine). `Limits` is what the
 instructor sets (`course grade --timeout/--cell-timeout/--memory`; whether there is a jail at all is the
 engine's name, autograder.engines); `sandbox_status()` is the line reports print about it.
 """

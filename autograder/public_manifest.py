@@ -1,5 +1,5 @@
 """course.yml as students may read it: what their wheel carries (course_tools.release) and what the helpers in
-the grading jail read (autograder.student). The rubrics and hidden-test descriptions are the grader's; the
+the grading jail read (autograder.jail_session). The rubrics and hidden-test descriptions are the grader's; the
 student helpers only read the result."""
 from __future__ import annotations
 

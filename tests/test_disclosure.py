@@ -16,7 +16,7 @@ import pytest
 
 from autograder.disclosure import instructor_only
 from autograder.notebook_code import load
-from autograder.student import LocalFunction
+from autograder.jail_session import LocalFunction
 from pallas_course.manifest import REPO_ROOT, manifest
 
 
@@ -44,7 +44,7 @@ def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> N
 
 def test_what_an_agent_may_answer_for_its_helpers_is_only_data() -> None:
     """The stand-ins' record is plain data, checked on arrival: a forged one is a malformed answer."""
-    from autograder.student import BadAnswer, _plain_answer
+    from autograder.jail_session import BadAnswer, _plain_answer
 
     with pytest.raises(BadAnswer, match="own: not a mapping of lists"):
         _plain_answer({"ok": True, "result": 1, "own": [1, 2]}, [])

@@ -101,7 +101,7 @@ def test_helpers_other_than_the_graders_stop_the_grader(monkeypatch) -> None:
     refuses to start, naming both."""
     import time
 
-    from autograder import student
+    from autograder import jail_session as student
 
     monkeypatch.setattr(student, "JAIL_HELPERS", "/opt/elsewhere/pallas_course")
     with pytest.raises(student.SetupFailed, match="not the grader's own helpers"):

@@ -519,7 +519,7 @@ def test_a_jail_of_spinners_does_not_starve_its_neighbour(cgroups):
 def test_the_jail_imports_the_graders_helpers_whatever_the_venv_says(tmp_path):
     """The trap: a venv installed editable from another checkout, whose finder maps pallas_course there.
     The jail binds the grader's own pallas_course where its PYTHONPATH finds it first."""
-    from autograder.student import JAIL_HELPERS, agent_binds, agent_files, jail_env
+    from autograder.jail_session import JAIL_HELPERS, agent_binds, agent_files, jail_env
 
     finders = list(Path(sys.prefix).glob("lib/python*/site-packages/__editable___*_finder.py"))
     if not finders:

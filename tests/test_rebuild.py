@@ -24,7 +24,7 @@ from autograder.jail_agent import description as fmt
 from autograder.jail_agent.calls import invoke
 from autograder.notebook_code import load
 from autograder.rebuild import Refused, rebuild, structure_data
-from autograder.student import LocalFunction, _rebuilt
+from autograder.jail_session import LocalFunction, _rebuilt
 from pallas_course.kernel_trace import trace_jaxpr
 from pallas_course.manifest import REPO_ROOT, manifest
 from pallas_course.runtime import interpret_params

@@ -15,7 +15,7 @@ from jax.experimental import pallas as pl
 
 from autograder.harness import TestFailure, call, traced
 from autograder.jail_agent import wire
-from autograder.student import LocalFunction
+from autograder.jail_session import LocalFunction
 from pallas_course.kernel_trace import MalformedTrace, from_data, to_data, trace
 
 
@@ -162,7 +162,7 @@ def test_a_vmapped_kernel_is_understood() -> None:
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from autograder import engine, student  # noqa: E402
+from autograder import engine, jail_session as student  # noqa: E402
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__",

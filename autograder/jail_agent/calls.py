@@ -3,7 +3,7 @@ the traced computation as data (jail_agent.description), or, for a function of n
 
 Nothing here computes a value the grader uses: it rebuilds the described computation with its own primitives
 and runs that (autograder.rebuild), so structure and values belong together and neither is a claim of the
-jail. Used by the jail's agent, and in-process by the tests of the checks (autograder.student.LocalFunction),
+jail. Used by the jail's agent, and in-process by the tests of the checks (autograder.jail_session.LocalFunction),
 so both run this same code.
 """
 from __future__ import annotations
