@@ -301,3 +301,33 @@ def test_a_squeezed_dimension_over_size_one_is_the_whole_block(block, array, who
     from pallas_course.rules import whole_block
 
     assert whole_block(block, array) is whole
+
+
+def test_a_failing_check_shows_its_message_once_in_jupyter() -> None:
+    """Issue 20: every failure printed its message twice (an HTML summary, then the error's first line). Now the
+    cell's error output is the message, its first line first, and the raw traceback is folded under it."""
+    import os
+
+    import nbclient
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('from pallas_course.runtime import setup\nINTERP = setup("tpu-interpret", quiet=True)'),
+                nbformat.v4.new_code_cell('from pallas_course.check import check\nimport numpy as np\n'
+                                          'check("FLOPs per step", np.float64(2.0), np.float64(4.0), tol=1e-9)')]
+    env = {k: v for k, v in os.environ.items() if k != "PALLAS_COURSE_MODE"}   # a student's kernel, not a grading one
+    saved = os.environ.copy()
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        nbclient.NotebookClient(nb, allow_errors=True, timeout=300, kernel_name="python3").execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    outputs = nb.cells[1].outputs
+    message = "FLOPs per step: got 2, expected 4 (off by 2, more than tol=1e-09)"
+    (error,) = [o for o in outputs if o.output_type == "error"]
+    assert error.traceback == [f"CheckFailure: {message}"]
+    # everything else is folded: the raw traceback, under <details>, shown only when asked for
+    others = [str(o.get("data", {}).get("text/html", "")) + str(o.get("text", "")) for o in outputs if o is not error]
+    assert others and all(o.startswith("<details><summary>full traceback") for o in others), others
