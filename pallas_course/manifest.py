@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -156,19 +156,28 @@ class Manifest(_Strict):
         return None
 
 
-def load(path: Path | str = MANIFEST_PATH) -> Manifest:
-    path = Path(path)
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_yaml_model(path: Path, model: type[M], error: type[Exception], *, lives: str, schema: str) -> M:
+    """The YAML file at `path` as `model`; raises `error` saying why not: not found (and where such a file
+    `lives`), not YAML, or one line per field that does not match the `schema`."""
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise ManifestError(f"{path}: not found; the course manifest lives at the repository root") from None
+        raise error(f"{path}: not found; {lives}") from None
     except yaml.YAMLError as e:
-        raise ManifestError(f"{path}: not valid YAML: {e}") from None
+        raise error(f"{path}: not valid YAML: {e}") from None
     try:
-        return Manifest.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as e:
         lines = [f"  {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-        raise ManifestError(f"{path} does not match the manifest schema:\n" + "\n".join(lines)) from None
+        raise error(f"{path} does not match the {schema} schema:\n" + "\n".join(lines)) from None
+
+
+def load(path: Path | str = MANIFEST_PATH) -> Manifest:
+    return read_yaml_model(Path(path), Manifest, ManifestError, lives="the course manifest lives at the repository root",
+                           schema="manifest")
 
 
 @functools.cache

@@ -10,9 +10,10 @@ import re
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from markupsafe import Markup, escape
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
+
+from pallas_course.manifest import read_yaml_model
 
 
 class ContentError(ValueError):
@@ -90,17 +91,8 @@ INSTRUMENTS = ("ex02", "ex07", "ex09", "ex12")
 
 def load(path: Path, lab_codes: set[str]) -> Content:
     """Read and check the content file: every instrument present, every lab code and auto rule resolvable."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ContentError(f"{path}: not found; the site's words live in site/content/") from None
-    except yaml.YAMLError as e:
-        raise ContentError(f"{path}: not valid YAML: {e}") from None
-    try:
-        content = Content.model_validate(raw)
-    except ValidationError as e:
-        lines = [f"  {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-        raise ContentError(f"{path} does not match the content schema:\n" + "\n".join(lines)) from None
+    content = read_yaml_model(path, Content, ContentError, lives="the site's words live in site/content/",
+                              schema="content")
     problems = [f"instruments.{k}: missing" for k in INSTRUMENTS if k not in content.instruments]
     named = [w.lab for w in content.walks]
     named += [m for week in content.plan for item in week.items for m in re.findall(r"\{lab:([^}]+)\}", item)]
