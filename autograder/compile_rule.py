@@ -75,15 +75,19 @@ def rejection_message(label: str, chips: Sequence[str], rejected: CompileResult,
 
 
 class _Cache:
-    """Verdicts by computation (the same inputs give the same Invocation, hence the same computation object)."""
+    """Verdicts by computation: by the digest of what it was rebuilt from where it has one (the same kernel at the
+    same shapes, graded again by another test or notebook of this process), else by the object (the same inputs
+    give the same Invocation, hence the same computation object)."""
 
     def __init__(self) -> None:
-        self._items: OrderedDict[int, tuple[Any, tuple[str, ...], CompileVerdict]] = OrderedDict()
+        self._items: OrderedDict[Any, tuple[Any, tuple[str, ...], CompileVerdict]] = OrderedDict()
 
     def verdict(self, computation: Any, chips: Sequence[str]) -> CompileVerdict:
-        key = id(computation)
+        digest = getattr(computation, "digest", None)
+        key = ("digest", digest) if digest else ("object", id(computation))
         hit = self._items.get(key)
-        if hit is not None and hit[0] is computation and hit[1] == tuple(chips):
+        if hit is not None and (digest or hit[0] is computation) and hit[1] == tuple(chips):
+            self._items.move_to_end(key)
             return hit[2]
         verdict = compile_verdict(computation.fn, computation.in_avals, chips)
         self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused

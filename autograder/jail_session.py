@@ -9,6 +9,7 @@ the same JSON round trip: the tests of the checks use it against mutants; gradin
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -120,6 +121,17 @@ def _refusal(e: Exception) -> StudentError:
     return StudentError(phase="rebuild", ename="Refused", text=text[:2000], not_implemented=False)
 
 
+def _digest(description: Any, consts: Any, in_avals: tuple[Any, ...]) -> str:
+    """What a rebuild is made from, hashed: the rebuild is a function of it alone."""
+    h = hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode())
+    for c in consts if isinstance(consts, list) else []:
+        a = np.asarray(c)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(repr([(tuple(a.shape), str(a.dtype)) for a in in_avals]).encode())
+    return h.hexdigest()
+
+
 def _rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> _Traced:
     """The grader's own rebuild of the computation the jail described, traced here for its structure."""
     import jax
@@ -140,6 +152,7 @@ def _rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ..
         raise BadAnswer(f"malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
     try:
         computation = rebuild(header.get("description"), consts if isinstance(consts, list) else [], in_avals)
+        computation = dataclasses.replace(computation, digest=_digest(header.get("description"), consts, in_avals))
         with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
             closed = jax.make_jaxpr(computation.fn)(*computation.in_avals)
             closed_run = closed

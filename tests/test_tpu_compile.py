@@ -201,3 +201,25 @@ def test_setup_on_a_cpu_machine_with_libtpu_stays_quiet(libtpu, tmp_path) -> Non
                           cwd=tmp_path)
     assert "[CpuDevice(id=0)]" in done.stdout, done.stderr[-2000:]
     assert "TPU" not in done.stderr and "libtpu" not in done.stderr, done.stderr[-2000:]
+
+
+def test_one_compile_per_rebuilt_computation(libtpu, monkeypatch) -> None:
+    """The grade compiles a kernel once per process for the same rebuild (same description, constants and shapes),
+    whichever test or function object asks; a different kernel or shape is compiled again."""
+    import numpy as np
+
+    from autograder import compile_rule
+    from autograder.harness import call
+    from autograder.jail_session import LocalFunction
+
+    calls: list[tuple[Any, ...]] = []
+    real = compile_rule.compile_verdict
+    monkeypatch.setattr(compile_rule, "compile_verdict", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(compile_rule, "_CACHE", compile_rule._Cache())
+    double, _ = row_kernel("x * 2", (8, 128), (64, 128), interpret=interpret_params())
+    x = jnp.asarray(np.ones((64, 128), np.float32))
+    for _ in range(2):
+        call("add_f32", "double(x)", LocalFunction(double), x)        # add_f32: a test LAB·1.1's rule lists
+    assert len(calls) == 1
+    call("add_f32", "double(x)", LocalFunction(double), jnp.asarray(np.ones((128, 128), np.float32)))
+    assert len(calls) == 2
