@@ -183,8 +183,7 @@ def _run(traced: _Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
             if isinstance(e, Refused):
                 return None, _refusal(e)
             return None, _error(info)
-    out = jax.eval_shape(traced.computation.fn, *traced.computation.in_avals)
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out), [np.asarray(x) for x in flat]), None
+    return traced.computation.unflatten([np.asarray(x) for x in flat]), None
 
 
 class StudentFunction:

@@ -126,6 +126,7 @@ class Computation:
     fn: Callable[..., Any]
     in_avals: tuple[jax.ShapeDtypeStruct, ...]
     loops: bool = False      # it has while loops: run it traced under guarded_loops()
+    unflatten: Callable[[list[Any]], Any] = list   # flat results (as its jaxpr returns them) -> what fn returns
     # SHA-256 of what it was rebuilt from (description, constants, input avals): the same digest, the same
     # computation (autograder.compile_rule compiles it once per process)
     digest: str | None = None
@@ -740,7 +741,8 @@ def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.Shap
     def fn(*arrays: Any) -> Any:
         return unflatten(evaluate(top, arrays))
 
-    return Computation(fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals), _has_while(top))
+    return Computation(fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals), _has_while(top),
+                       unflatten)
 
 
 def structure_data(trace: Any) -> dict[str, Any]:
