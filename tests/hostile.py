@@ -338,8 +338,11 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
          nbformat.writes(solution).encode()[:4000]),
         (Hostile("corrupt-binary", 0, "could not read the notebook", "not JSON at all", nbgrader=False),
          bytes(range(256)) * 8),
-        (Hostile("other-lab", 0, r"holds the cells of LAB·1\.2", "LAB·1.2's notebook under LAB·1.1's name"),
-         filled_in(LAB_1_2)),
+        # nbgrader's own OverwriteCells (its sanitize pass, before the pipeline's identify runs) raises on
+        # another lab's cells: nbgrader errors out on it rather than scoring it (tests/test_nbgrader_engine.py
+        # covers the cases both doors now read alike).
+        (Hostile("other-lab", 0, r"holds the cells of LAB·1\.2", "LAB·1.2's notebook under LAB·1.1's name",
+                 nbgrader=False), filled_in(LAB_1_2)),
         (Hostile("deleted-cells", 1, "name 'transpose' is not defined",
                  "transpose and a hidden test deleted (add_f32 comes back where nbgrader puts it: before add)"),
          _without(solution, "transpose", "add_f32")),
