@@ -132,13 +132,14 @@ def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, o
 
 def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: float = 0.0,
                  block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None,
-                 kernel: PallasCallInfo | None = None, hint: str | None = None) -> None:
-    """`kernel` (the traced call) tells an accumulator never zeroed from an output never stored; `hint` is the
-    rule's diagnosis of a wrong answer (pallas_course.check.explained)."""
+                 kernel: PallasCallInfo | None = None, hint: Callable[[], str | None] | None = None) -> None:
+    """`kernel` (the traced call) tells an accumulator never zeroed from an output never stored; `hint()`, called
+    only on a mismatch, is the rule's diagnosis of a wrong answer (pallas_course.check.explained)."""
     mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol, kernel=kernel)
     if mismatch is not None:
         where = f" [inputs from seed {seed}]" if seed is not None else ""
-        raise TestFailure(f"{test}: {explained(mismatch, hint)}{where}")
+        named = hint() if hint is not None and mismatch.kind == "values" else None
+        raise TestFailure(f"{test}: {explained(mismatch, named)}{where}")
 
 
 def expect_equal(test: str, what: str, got: Any, want: Any, hint: str) -> None:

@@ -192,6 +192,8 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
         return rules.softmax_hint(inputs[0], out)
     if kernel == "layernorm":
         return rules.layernorm_hint(*inputs, out, tols["tol"])
+    if kernel in ("matmul", "matmul_gelu"):
+        return rules.matmul_hint(*inputs, out, case.kwargs["bk"], rules.gelu if kernel == "matmul_gelu" else None)
     return None
 
 

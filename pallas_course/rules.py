@@ -353,6 +353,24 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
 
 # ------------------------------------------------------------------------------------------------ diagnoses
 
+def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: float = 1e-3) -> str | None:
+    """Why a tiled matmul's values are wrong, when the output is one K step's product alone (None otherwise)."""
+    A, B, got = as_f64(a), as_f64(b), as_f64(out)
+    k = A.shape[1]
+    if k // bk < 2 or got.shape != (A.shape[0], B.shape[1]):
+        return None
+    post = epilogue or (lambda c: c)
+    with np.errstate(all="ignore"):
+        if np.allclose(got, post(A[:, -bk:] @ B[-bk:, :]), rtol=tol, atol=tol):
+            return ("the output is the last K step's product alone: each K step overwrites it (o_ref[...] = ...) or "
+                    "zeroes it again; accumulate with += and zero only on the first K step, "
+                    "@pl.when(pl.program_id(2) == 0)")
+        if np.allclose(got, post(A[:, :bk] @ B[:bk, :]), rtol=tol, atol=tol):
+            return ("the output is the first K step's product alone: the later K steps add nothing into it (a store "
+                    "guarded by pl.when(k == 0), or an accumulator stored before the last K step)")
+    return None
+
+
 def softmax_hint(x: Any, out: Any) -> str | None:
     """Why a softmax's values are wrong, from its rows (None: no cause this can name)."""
     a, xs = as_f64(out), as_f64(x)

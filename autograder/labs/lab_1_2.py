@@ -73,7 +73,8 @@ def _values(test: str, name: str, fn: Callable[..., Any], epilogue: Callable[[np
         pc = one_pallas_call(test, label, fn, a, b, bm=bm, bn=bn, bk=bk)
         out = call(test, label, fn, a, b, bm=bm, bn=bn, bk=bk)
         expected = epilogue(as_f64(a) @ as_f64(b)).astype(np.float32)
-        expect_close(test, label, out, expected, block=(bm, bn), seed=seed, kernel=pc, **rules.MATMUL_F32)
+        expect_close(test, label, out, expected, block=(bm, bn), seed=seed, kernel=pc, **rules.MATMUL_F32,
+                     hint=lambda: rules.matmul_hint(a, b, out, bk, epilogue))
 
 
 def matmul_f32(matmul: Callable[..., Any]) -> None:

@@ -98,7 +98,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("matmul_k_outermost", "K outermost: the output block is revisited",
                 {MM_GRID: MM_GRID.replace("grid=(m // bm, n // bn, k // bk)", "grid=(k // bk, m // bm, n // bn)")
                  .replace("lambda i, j, kk:", "lambda kk, i, j:")},
-                r"revisited output block", ("matmul_schedule", "matmul_f32")),
+                r"revisited output block|K must be the last \(innermost\) grid axis", ("matmul_schedule", "matmul_f32")),
         Mistake("matmul_no_init", "never zeroes the output block before accumulating",
                 {"    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +=":
                  "    o_ref[...] +="},
@@ -106,7 +106,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("matmul_no_accumulate", "= instead of += keeps only the last K step",
                 {"    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)":
                  "    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)"},
-                r"differ by more than", ("matmul_f32",), ("matmul_schedule",)),
+                r"last K step's product alone.*accumulate with \+=", ("matmul_f32",), ("matmul_schedule",),
+                graded=r"last K step's product alone.*accumulate with \+="),
         Mistake("matmul_b_block_wrong", "B's block (bn, bk) instead of (bk, bn)",
                 {MM_GRID: MM_GRID.replace("pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))",
                                           "pl.BlockSpec((bn, bk), lambda i, j, kk: (kk, j))")},
