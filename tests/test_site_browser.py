@@ -200,7 +200,7 @@ def test_reads_with_scripts_off(browser, built_site):  # noqa: F811
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_fits_the_width_and_screenshots(browser, built_site, viewport):  # noqa: F811
-    """Nothing but code blocks and the gate table scrolls sideways; screenshots saved for a person to look at."""
+    """Nothing but code blocks and the tables (gate, budget line) scrolls sideways; screenshots saved for a person to look at."""
     ctx, page, problems = open_page(browser, built_site, viewport)
     try:
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
