@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pallas_course.chips import Chip, chip as chip_named
+from pallas_course.cost_model import step_seconds
+from pallas_course.legality import check_pallas_call
 from .gate_spec import EstimateAssumptions, Gate, MatmulCriterion, SoftmaxCriterion
 from pallas_course.kernel_trace import BlockInfo, PallasCallInfo
 
@@ -92,14 +94,12 @@ def model_pallas_call(call: PallasCallInfo, *, flops_per_step: float, chip: Chip
     prologue = sum(b.block_bytes for b in call.inputs)      # first blocks: nothing to hide behind yet
     epilogue = sum(b.block_bytes for b in call.outputs)     # last writeback: nothing after it
     steady_bytes = in_bytes + out_bytes - prologue - epilogue
-    compute_s = steps * flops_per_step / chip.bf16_flops_per_s
-    dma_s = steady_bytes / bw
+    dma_s, compute_s = step_seconds(steady_bytes, steps * flops_per_step, chip)   # the course's step-time model
     overhead_s = steps * step_overhead_s
-    buffers = sum(2 * b.block_bytes for b in call.blocks)   # double-buffered
-    scratch = sum(math.prod(shape) * dt.itemsize for shape, dt, _ in call.scratch)
+    working_set = check_pallas_call(call, chip).budget.working_set_bytes          # double-buffered blocks + scratch
     return KernelEstimate(
         config=config, steps=steps, flops_per_step=flops_per_step, bytes_moved=in_bytes + out_bytes,
-        vmem_working_set_bytes=buffers + scratch, compute_s=compute_s, dma_s=dma_s, overhead_s=overhead_s,
+        vmem_working_set_bytes=working_set, compute_s=compute_s, dma_s=dma_s, overhead_s=overhead_s,
         time_s=(prologue + epilogue) / bw + max(compute_s, dma_s) + overhead_s,
     )
 

@@ -99,6 +99,19 @@ def layernorm(x, g, b, rows_per_block=8):
     )(x, g.reshape(1, -1), b.reshape(1, -1))
 
 
+# LAB·1.2's matmul with an f32 scratch accumulator, as the notebook's solution writes it: the bench kernel
+# (course_tools.bench_workloads.matmul_acc wraps it in its own schedule).
+def matmul_acc_kernel(a_ref, b_ref, o_ref, acc_ref):
+    k = pl.program_id(2)
+    @pl.when(k == 0)
+    def _init():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+    @pl.when(k == pl.num_programs(2) - 1)
+    def _store():
+        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
 # name -> (wrapper, kernel): what `course schedule` and the notebooks can draw.
 KERNELS: dict[str, tuple[Callable, Callable]] = {
     "matmul": (matmul, matmul_kernel),

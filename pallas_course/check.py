@@ -354,8 +354,9 @@ def check_one_kernel(name: str, fn: Callable[..., Any], *args: Any, outside_min_
 
 
 # ------------------------------------------------------------------------------------------------------------
-# LAB·1.4 (pipelining): the course's models of one matmul step and its VMEM budget, and the rules the grade
-# applies to smallest_fed_block, largest_square_block and choose_blocks. One copy, used by the notebook's
+# LAB·1.4 (pipelining): the course's models of one matmul step and its VMEM budget read off a matmul
+# (YourMatmul; the arithmetic is pallas_course.cost_model's), and the rules the grade applies to
+# smallest_fed_block, largest_square_block and choose_blocks. One copy, used by the notebook's
 # visible checks (check_fed_block, check_budget_line, check_block_choice) and by autograder/labs/lab_1_4.py,
 # so a visible check and the hidden test say the same thing in the same words. No number is typed in: a traced
 # model matmul answers (schedule, its dot, the legality model) and every chip constant comes from course.yml.
@@ -466,37 +467,6 @@ def block_choice_label(m: int, n: int, k: int, dtype: Any, chip: str) -> str:
     return f"choose_blocks({m}, {n}, {k}, {_dtype_name(dtype)}, {chip!r})"
 
 
-def dot_flops(jaxpr: Any) -> int:
-    """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
-    import math
-
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    flops = 0
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
-            lhs = eqn.invars[0].aval.shape
-            flops += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in lhs_contract)
-        for v in eqn.params.values():
-            for sub in v if isinstance(v, (tuple, list)) else (v,):
-                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
-                    flops += dot_flops(sub)
-    return flops
-
-
-def steady_step(info: Any) -> tuple[int, str]:
-    """(bytes, what moves) of the steady-state grid step (0, 0, 1) of a traced matmul pallas_call whose grid is
-    (1, 1, >= 3), read off its depth-2 schedule: the blocks whose copies start there."""
-    from pallas_course.schedule import schedule
-
-    frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
-    blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
-    started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
-    what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
-                        for t in started)
-    return sum(blocks[t.operand].block_bytes for t in started), what
-
-
 class YourMatmul:
     """The course's models read off the notebook's own `matmul` (the pasted LAB·1.2 one), as the step-time and
     working-set checks do: the schedule says what a steady step copies, its dot its FLOPs, the legality model
@@ -550,16 +520,17 @@ class YourMatmul:
             return self._trace(bm, 3 * bk, bn, bm, bn, bk, name)
 
     def step_times(self, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
-        from pallas_course.chips import chip as chip_named
+        from pallas_course.cost_model import dot_flops, steady_step, step_seconds
 
         moved, _ = steady_step(self.info(bm, bn, bk, dtype))
         b_m, b_n, b_k = self.BASE       # the dot of the traced step, its (bm, bk) x (bk, bn) renamed like the blocks
         flops = dot_flops(self._base[_dtype_name(dtype)].kernel_jaxpr) * (bm * bn * bk) // (b_m * b_n * b_k)
-        c = chip_named(chip)
-        return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+        return step_seconds(moved, flops, chip)
 
     def step_detail(self, bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
         """(bytes, FLOPs, what moves) of one steady step, read off the schedule and the dot of `matmul`."""
+        from pallas_course.cost_model import dot_flops, steady_step
+
         info = self.info(bm, bn, bk, dtype)
         moved, what = steady_step(info)
         b_m, b_n, b_k = self.BASE
@@ -617,13 +588,14 @@ def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str
     """(DMA s, MXU s) of one steady step: the bytes the schedule streams over HBM B/s, the dot's FLOPs over bf16
     FLOP/s, course.yml's per-chip numbers."""
     from pallas_course.chips import chip as chip_named
+    from pallas_course.cost_model import step_seconds
 
     if not isinstance(got, (tuple, list)) or len(got) != 2 or any(_number(v) is None for v in got):
         return f"returned {got!r}; expected a pair of numbers (dma_s, compute_s)"
     dma, mxu = (float(v) for v in got)
     c = chip_named(chip)
     moved, flops, what = detail(bm, bn, bk, dtype)
-    want_dma, want_mxu = moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+    want_dma, want_mxu = step_seconds(moved, flops, c)
     if _close(dma, want_dma) and _close(mxu, want_mxu):
         return None
     if _close(dma, want_mxu) and _close(mxu, want_dma):

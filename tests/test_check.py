@@ -168,22 +168,24 @@ def _notebook(source: str) -> dict:
 
 
 def test_models_of_your_matmul_are_the_grades_models() -> None:
-    """YourMatmul (a trace renamed to other block sizes) answers as the grade's model matmul and its arithmetic
-    tables do, float for float: the visible checks and the grade judge by the same numbers."""
+    """YourMatmul (a trace renamed to other block sizes) answers as the grade's model matmul and
+    pallas_course.cost_model's closed forms do, float for float: the visible checks and the grade judge by the
+    same numbers."""
     from autograder.labs import lab_1_4
+    from pallas_course import cost_model
     from pallas_course.check import YourMatmul
 
     yours = YourMatmul(_notebook("")["matmul"])
     for bm, bn, bk in ((128, 128, 128), (384, 256, 1024), (2048, 1024, 512)):
         for dtype in ("float32", "bfloat16"):
             model = lab_1_4.model_step_times(bm, bn, bk, dtype, "v6e")
-            assert yours.step_times(bm, bn, bk, dtype, "v6e") == model == lab_1_4.reference_step_times(bm, bn, bk, dtype, "v6e")
+            assert yours.step_times(bm, bn, bk, dtype, "v6e") == model == cost_model.matmul_step_times(bm, bn, bk, dtype, "v6e")
             for buffers in (1, 2):
                 want = lab_1_4.model_budget(bm, bn, bk, dtype, "v5e", buffers).working_set_bytes
                 assert yours.working_set(bm, bn, bk, dtype, buffers) == want
-                assert lab_1_4.reference_working_set(bm, bn, bk, dtype, buffers) == want
+                assert cost_model.matmul_working_set(bm, bn, bk, dtype, buffers) == want
             want = lab_1_4.model_budget(bm, bn, bk, dtype, "v5e", 2, acc_scratch=True).working_set_bytes
-            assert lab_1_4.reference_working_set(bm, bn, bk, dtype, 2, acc_scratch=True) == want
+            assert cost_model.matmul_working_set(bm, bn, bk, dtype, 2, acc_scratch=True) == want
 
 
 def test_a_right_function_passes_with_wrong_helpers(capsys) -> None:

@@ -3,10 +3,11 @@
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 
 No expected number is typed in here. A matmul `pallas_call` is traced (nothing runs) and the course's models
-answer (pallas_course.check, shared with the notebook's visible checks): the schedule model says which blocks
-one steady-state grid step streams in, the kernel's own `dot_general` gives its FLOPs, the legality model gives
-the VMEM working set and the chip's limits, and every chip constant comes from course.yml through
-`pallas_course.chips`.
+answer (pallas_course.check's rules and pallas_course.cost_model's models, shared with the notebook's visible
+checks): the schedule model says which blocks one steady-state grid step streams in, the kernel's own
+`dot_general` gives its FLOPs, the legality model gives the VMEM working set and the chip's limits, and every
+chip constant comes from course.yml through `pallas_course.chips`. The model matmul below is the grader's own,
+so the judgement never rests on the student's code.
 """
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from pallas_course.check import (NOT_SHOWN, VISIBLE_BLOCK_CHOICE_CASES, VISIBLE_
                                  VISIBLE_WORKING_SET_CASES, pipeline_off_families, pipeline_off_label,
                                  pipeline_off_problem,
                                  block_choice_label, block_choice_problem, budget_line_label, budget_line_problem,
-                                 dot_flops, fed_block_label, fed_block_problem, steady_step, step_families,
+                                 fed_block_label, fed_block_problem, step_families,
                                  step_label, step_time_problem, working_set_families, working_set_label,
                                  working_set_problem)
-from pallas_course.chips import chip as chip_named, chips
+from pallas_course.chips import chips
+from pallas_course.cost_model import dot_flops, steady_step, step_seconds
 from pallas_course.kernel_trace import PallasCallInfo, trace
 from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_call
 
@@ -108,8 +110,7 @@ def _step(bm: int, bn: int, bk: int, dtype: str) -> tuple[int, int, str]:
 def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
     """(DMA seconds, MXU seconds) of one steady-state matmul step on `chip`, per course.yml's per-chip numbers."""
     moved, flops, _ = _step(bm, bn, bk, _dtype(dtype).name)
-    c = chip_named(chip)
-    return moved / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+    return step_seconds(moved, flops, chip)
 
 
 def model_budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
@@ -125,18 +126,6 @@ def _report(m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip:
 
 def _budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int) -> VmemBudget:
     return model_budget(bm, bn, bk, dtype, chip, buffers)
-
-
-# The models' arithmetic, float for float the traced models above (tests/test_check.py holds them equal): quick
-# enough for the notebook-free tests of the rules.
-
-def reference_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
-    c = chip_named(chip)
-    return (bm * bk + bk * bn) * _dtype(dtype).itemsize / c.hbm_bytes_per_s, 2 * bm * bn * bk / c.bf16_flops_per_s
-
-
-def reference_working_set(bm: int, bn: int, bk: int, dtype: Any, buffers: int = 2, acc_scratch: bool = False) -> int:
-    return (bm * bk + bk * bn + bm * bn) * _dtype(dtype).itemsize * buffers + (bm * bn * 4 if acc_scratch else 0)
 
 
 # ---------------------------------------------- each function graded alone, against the student's own helpers

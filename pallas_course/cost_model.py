@@ -1,0 +1,92 @@
+"""The course's cost models, one home: the time of a pipeline step (DMA and MXU) and a kernel's VMEM working set.
+
+LAB·1.4's visible checks (pallas_course.check, on the student's own traced matmul), its grade
+(autograder/labs/lab_1_4.py, on the grader's traced matmul), the gates' estimates (course_tools/estimate.py)
+and the bench kernels' VMEM limit (course_tools/bench_workloads.py) all call these with their own inputs. The
+working set of a *traced* pallas_call is the legality model's (pallas_course.legality.check_pallas_call);
+the closed forms below are that same arithmetic for the lab's matmul, with no trace.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+from pallas_course.chips import Chip, chip as chip_named
+
+DEFAULT_BUFFERS = 2      # Pallas double-buffers each BlockSpec unless told otherwise (pl.Buffered(n))
+
+
+def _chip(chip: Chip | str) -> Chip:
+    return chip if isinstance(chip, Chip) else chip_named(chip)
+
+
+def _itemsize(dtype: Any) -> int:
+    import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
+
+    return np.dtype(dtype).itemsize
+
+
+# ------------------------------------------------------------------------------------------------ step time
+
+def step_seconds(moved_bytes: float, flops: float, chip: Chip | str) -> tuple[float, float]:
+    """(DMA s, MXU s): bytes over the chip's HBM B/s, FLOPs over its bf16 FLOP/s (course.yml's per-chip numbers)."""
+    c = _chip(chip)
+    return moved_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+
+
+def matmul_step(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int]:
+    """(bytes, FLOPs) of one steady matmul step: one (bm, bk) A and one (bk, bn) B block stream in (C stays in
+    VMEM across K); the dot is 2·bm·bn·bk. What `steady_step` and `dot_flops` read off a traced matmul."""
+    return (bm * bk + bk * bn) * _itemsize(dtype), 2 * bm * bn * bk
+
+
+def matmul_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: Chip | str) -> tuple[float, float]:
+    """(DMA s, MXU s) of one steady matmul step on `chip`, with no trace."""
+    return step_seconds(*matmul_step(bm, bn, bk, dtype), chip)
+
+
+def dot_flops(jaxpr: Any) -> int:
+    """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    flops = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            flops += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in lhs_contract)
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    flops += dot_flops(sub)
+    return flops
+
+
+def steady_step(info: Any) -> tuple[int, str]:
+    """(bytes, what moves) of the steady-state grid step (0, 0, 1) of a traced matmul pallas_call whose grid is
+    (1, 1, >= 3), read off its depth-2 schedule: the blocks whose copies start there."""
+    from pallas_course.schedule import schedule
+
+    frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
+    blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
+    started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
+    what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
+                        for t in started)
+    return sum(blocks[t.operand].block_bytes for t in started), what
+
+
+# ------------------------------------------------------------------------------------------------ VMEM
+
+def blocks_working_set(block_bytes: Iterable[int], buffers: int = DEFAULT_BUFFERS, scratch_bytes: int = 0) -> int:
+    """Every block x its buffers, plus scratch (one copy: scratch is not pipelined)."""
+    return sum(block_bytes) * buffers + scratch_bytes
+
+
+def matmul_working_set(bm: int, bn: int, bk: int, dtype: Any, buffers: int = DEFAULT_BUFFERS,
+                       acc_scratch: bool = False) -> int:
+    """The matmul's (bm, bk) A, (bk, bn) B and (bm, bn) C blocks x `buffers`, plus the f32 (bm, bn) scratch
+    accumulator when asked (float32 whatever the inputs): the legality model of that pallas_call, with no trace."""
+    size = _itemsize(dtype)
+    return blocks_working_set((bm * bk * size, bk * bn * size, bm * bn * size), buffers,
+                              bm * bn * 4 if acc_scratch else 0)
