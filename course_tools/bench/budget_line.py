@@ -38,10 +38,15 @@ def working_set(b: int, dtype: Any, chip: str) -> int:
     return legality.check_pallas_call(info, chip).budget.working_set_bytes
 
 
-def predicted_line(dtype: Any, chip: str) -> int | None:
-    limit = legality.check_pallas_call(
+def scoped_limit(dtype: Any, chip: str) -> int:
+    """The VMEM limit the legality model applies to the reference matmul on `chip`."""
+    return legality.check_pallas_call(
         reference_kernels.trace_reference("matmul", dtype, m=256, n=256, k=256, bm=128, bn=128, bk=128),
         chip).budget.limit_bytes
+
+
+def predicted_line(dtype: Any, chip: str) -> int | None:
+    limit = scoped_limit(dtype, chip)
     fits = [b for b in range(128, 8192 + 1, 128) if working_set(b, dtype, chip) <= limit]
     return max(fits) if fits else None
 
@@ -56,9 +61,7 @@ def confirm(chip: str, dtype_name: str) -> dict[str, Any]:
             lambda x, y, b=b: reference_kernels.matmul(x, y, bm=b, bn=b, bk=b), a, a, chip=chip)
         rows.append({"block": b, "predicted_bytes": working_set(b, dtype, chip), "compiles": result.ok,
                      "skipped": result.skipped, "compiler": result.message, "seconds": round(result.seconds, 2)})
-    limit = legality.check_pallas_call(
-        reference_kernels.trace_reference("matmul", dtype, m=256, n=256, k=256, bm=128, bn=128, bk=128),
-        chip).budget.limit_bytes
+    limit = scoped_limit(dtype, chip)
     agrees = bool(rows) and rows[0]["compiles"] and not rows[1]["compiles"]
     return {"chip": chip, "topology": tpu_compile.TOPOLOGIES[chip], "dtype": dtype_name, "limit_bytes": limit,
             "predicted_line": line, "verdicts": rows, "agrees": agrees}
