@@ -1,9 +1,10 @@
 """The GATE 01 workloads: the kernels, their XLA baselines, and the plan `course bench` times.
 
-Kernels are written the way the labs teach them (a lab notebook will later teach these same kernels): a
-short kernel body is the algorithm, the wrapper below it is the schedule (grid, BlockSpecs, scratch,
-dimension semantics). `plan()` turns GATE 01's criteria into cases for the backend at hand: full shapes,
-compiled, on a TPU; reduced shapes in interpret mode on CPU, recorded `gating: false`.
+The kernels are the reference kernels with the labs' schedules (autograder.reference_kernels: LAB·1.2's matmul
+with an f32 scratch accumulator, LAB·1.3's softmax); the bench adds what a timed run needs: a check that the
+blocks divide the arrays, the VMEM limit and dimension semantics (compiler params), jit. `plan()` turns GATE
+01's criteria into cases for the backend at hand: full shapes, compiled, on a TPU; reduced shapes in interpret
+mode on CPU, recorded `gating: false`.
 """
 from __future__ import annotations
 
@@ -13,13 +14,11 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from autograder.reference_kernels import configurable_matmul, configurable_softmax
 from pallas_course.cost_model import blocks_working_set, matmul_working_set
 from .gate_spec import Gate, MatmulCriterion, SoftmaxCriterion
-# The labs' kernel bodies, one copy; the wrappers below are the bench's schedules.
-from .reference_kernels import matmul_acc_kernel, softmax_kernel
 
 
 # ------------------------------------------------------------------------------------------------ kernels
@@ -48,19 +47,8 @@ def matmul_acc(a: jax.Array, b: jax.Array, *, bm: int = 128, bn: int = 128, bk: 
     _, n = b.shape
     _divides("bm", bm, "m", m), _divides("bn", bn, "n", n), _divides("bk", bk, "k", k)
     working_set = matmul_working_set(bm, bn, bk, a.dtype, acc_scratch=True)   # double-buffered + f32 scratch
-    return pl.pallas_call(
-        matmul_acc_kernel,
-        grid=(m // bm, n // bn, k // bk),                     # K innermost: the accumulator stays put while K sweeps
-        in_specs=[
-            pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
-            pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
-        ],
-        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
-        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
-        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
-        compiler_params=_vmem_params(working_set, ("parallel", "parallel", "arbitrary")),
-        interpret=interpret,
-    )(a, b)
+    return configurable_matmul(a, b, bm, bn, bk, acc_scratch=True, interpret=interpret,
+                               compiler_params=_vmem_params(working_set, ("parallel", "parallel", "arbitrary")))
 
 
 @functools.partial(jax.jit, static_argnames=("rows_per_block", "interpret"))
@@ -69,15 +57,8 @@ def softmax(x: jax.Array, *, rows_per_block: int = 8, interpret: bool = False) -
     _divides("rows_per_block", rows_per_block, "rows", n)
     block_bytes = rows_per_block * d * jnp.dtype(x.dtype).itemsize
     working_set = blocks_working_set((block_bytes, block_bytes))                   # in + out, double-buffered
-    return pl.pallas_call(
-        softmax_kernel,
-        grid=(n // rows_per_block,),                          # blocked rows, whole rows: the reduction fits the block
-        in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],
-        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),
-        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-        compiler_params=_vmem_params(working_set, ("parallel",)),
-        interpret=interpret,
-    )(x)
+    return configurable_softmax(x, rows_per_block, compiler_params=_vmem_params(working_set, ("parallel",)),
+                                interpret=interpret)
 
 
 # ---------------------------------------------------------------------------------------------- baselines

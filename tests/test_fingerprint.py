@@ -55,6 +55,17 @@ def test_scoring_code_checks_and_notebooks_regrade(copy: Path) -> None:
     assert all(v != after[k] for k, v in _prints(copy).items())
 
 
+def test_the_reference_kernels_regrade_lab_1_4_alone(copy: Path) -> None:
+    """LAB·1.4's checks judge with the reference matmul (autograder/reference_kernels.py): editing it regrades
+    LAB·1.4 and no other lab."""
+    lab_1_4 = "lab-1.4-pipelining-profile"
+    before = _prints(copy)
+    _edit(copy / "autograder/reference_kernels.py", "def matmul_acc_kernel(", "Z = 3\n\n\ndef matmul_acc_kernel(")
+    after = _prints(copy)
+    assert after[lab_1_4] != before[lab_1_4]
+    assert {k: v for k, v in after.items() if k != lab_1_4} == {k: v for k, v in before.items() if k != lab_1_4}
+
+
 def test_what_is_hashed() -> None:
     names = {str(p.relative_to(REPO_ROOT)) for lab in LABS for p in fingerprint.lab_files(lab)}
     assert {"autograder/engine.py", "autograder/score.py", "autograder/restore.py", "autograder/cells.py",
@@ -66,6 +77,8 @@ def test_what_is_hashed() -> None:
     lab = manifest().lab("lab-1.1-first-kernels")
     assert {lab.source, lab.notebook, "autograder/labs/lab_1_1.py"} <= {
         str(p.relative_to(REPO_ROOT)) for p in fingerprint.lab_files(lab)}
+    lab_1_4 = {str(p.relative_to(REPO_ROOT)) for p in fingerprint.lab_files(manifest().lab("lab-1.4-pipelining-profile"))}
+    assert {"autograder/labs/lab_1_4.py", "autograder/reference_kernels.py"} <= lab_1_4
 
 
 def test_the_guard_watches_all_the_code() -> None:

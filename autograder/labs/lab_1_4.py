@@ -6,8 +6,8 @@ No expected number is typed in here. A matmul `pallas_call` is traced (nothing r
 answer (pallas_course.check's rules and pallas_course.cost_model's models, shared with the notebook's visible
 checks): the schedule model says which blocks one steady-state grid step streams in, the kernel's own
 `dot_general` gives its FLOPs, the legality model gives the VMEM working set and the chip's limits, and every
-chip constant comes from course.yml through `pallas_course.chips`. The model matmul below is the grader's own,
-so the judgement never rests on the student's code.
+chip constant comes from course.yml through `pallas_course.chips`. The model matmul is the grader's own (the
+reference kernels, autograder.reference_kernels), so the judgement never rests on the student's code.
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_ca
 
 # The rules of fed_block, budget_line and block_choice live in pallas_course.check: the notebook's visible checks
 # apply the same ones, on fewer cases (VISIBLE_*), judged by models read off the student's own matmul; here they
-# are judged by the model matmul below (never shipped), and a failure says when its case is not a visible one.
+# are judged by the model matmul (autograder.reference_kernels, never shipped), and a failure says when its case
+# is not a visible one.
 
 # (m, k, n, bm, bn, bk): >1 block on every grid axis, rectangular blocks, K split in 2 to 4.
 PIPELINE_OFF_CASES = [(256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 256)]
@@ -45,53 +46,18 @@ def _dtype(dtype: Any) -> np.dtype:
 
 # ----------------------------------------------------------------------------------------------- the models
 
-def _matmul_kernel(a_ref, b_ref, o_ref):
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
-    @pl.when(pl.program_id(2) == 0)
-    def _init():
-        o_ref[...] = jnp.zeros_like(o_ref)
-
-    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
-
-
-def _matmul_acc_kernel(a_ref, b_ref, o_ref, acc_scratch_ref):
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
-    @pl.when(pl.program_id(2) == 0)
-    def _init():
-        acc_scratch_ref[...] = jnp.zeros_like(acc_scratch_ref)
-
-    acc_scratch_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
-
-    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
-    def _store():
-        o_ref[...] = acc_scratch_ref[...].astype(o_ref.dtype)
-
-
 @functools.cache
 def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int = 2,
                 acc_scratch: bool = False) -> PallasCallInfo:
-    """The lab's matmul as a traced pallas_call: `buffers` per BlockSpec (pl.Buffered), an f32 scratch if asked."""
+    """The lab's matmul as a traced pallas_call: `buffers` per BlockSpec (pl.Buffered), an f32 scratch if asked
+    (the reference kernels, autograder.reference_kernels)."""
     import jax
     import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
 
-    mode = pl.Buffered(buffers)
+    from autograder.reference_kernels import configurable_matmul
 
-    def matmul(a, b):
-        return pl.pallas_call(
-            _matmul_acc_kernel if acc_scratch else _matmul_kernel,
-            grid=(m // bm, n // bn, k // bk),
-            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), pipeline_mode=mode),
-                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=mode)],
-            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=mode),
-            out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
-            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] if acc_scratch else [],
-        )(a, b)
+    def matmul(a, b):       # traced only (interpret off): the pallas_call the TPU would compile
+        return configurable_matmul(a, b, bm, bn, bk, buffers=buffers, acc_scratch=acc_scratch, interpret=False)
 
     dt = jnp.dtype(dtype)
     with quiet():

@@ -20,28 +20,29 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from course_tools import reference_kernels
+from autograder import reference_kernels
 from course_tools.bench.common import dist_version, machine
+from course_tools.reference_schedules import trace_reference
 from pallas_course import legality, tpu_compile
 from pallas_course.manifest import REPO_ROOT, manifest
 
 OUT = REPO_ROOT / "bench" / "budget-line.json"
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 METHOD = ("predicted: pallas_course.legality.check_pallas_call on the traced reference matmul "
-          "(course_tools/reference_kernels.py, blocks (b, b, b), arrays (2b, 2b), 2 buffers, no scratch) against "
-          "course.yml's default_scoped_vmem_bytes; confirmed: pallas_course.tpu_compile.compile_for on the same "
+          "(the chapter's matmul, reference_kernels.py, blocks (b, b, b), arrays (2b, 2b), 2 buffers, no scratch) "
+          "against course.yml's default_scoped_vmem_bytes; confirmed: pallas_course.tpu_compile.compile_for on the same "
           "matmul (interpret mode off), deviceless, for the chip's topology, at b and b + 128")
 
 
 def working_set(b: int, dtype: Any, chip: str) -> int:
-    info = reference_kernels.trace_reference("matmul", dtype, m=2 * b, n=2 * b, k=2 * b, bm=b, bn=b, bk=b)
+    info = trace_reference("matmul", dtype, m=2 * b, n=2 * b, k=2 * b, bm=b, bn=b, bk=b)
     return legality.check_pallas_call(info, chip).budget.working_set_bytes
 
 
 def scoped_limit(dtype: Any, chip: str) -> int:
     """The VMEM limit the legality model applies to the reference matmul on `chip`."""
     return legality.check_pallas_call(
-        reference_kernels.trace_reference("matmul", dtype, m=256, n=256, k=256, bm=128, bn=128, bk=128),
+        trace_reference("matmul", dtype, m=256, n=256, k=256, bm=128, bn=128, bk=128),
         chip).budget.limit_bytes
 
 

@@ -45,7 +45,7 @@ def schedule(
     """
     import numpy as np
 
-    from course_tools.reference_kernels import KERNELS, SIZES, reference_schedule, trace_reference
+    from course_tools.reference_schedules import KERNELS, SIZES, reference_schedule, trace_reference
     from pallas_course.schedule import coverage_gaps
 
     if kernel not in KERNELS:
