@@ -49,3 +49,16 @@ def test_the_configurable_wrappers_compute_the_chapters_results() -> None:
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-3)
     got = rk.configurable_softmax(a[:64], interpret=interpret_params())
     np.testing.assert_allclose(np.asarray(got), np.asarray(jax.nn.softmax(a[:64], axis=-1)), rtol=1e-5, atol=1e-6)
+
+
+def test_the_lab_kernels_are_written_once_outside_the_notebooks() -> None:
+    """No grader or tool module keeps its own copy of a lab kernel's body: they import autograder.reference_kernels
+    (the notebooks stay the students' source; tests/mutants and tests/mistakes are deliberately wrong copies)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    body = re.compile(r"^\s*def \w*(matmul|transpose|softmax|layernorm)\w*_kernel\(", re.M)
+    copies = [str(p.relative_to(root)) for part in ("autograder", "course_tools", "pallas_course")
+              for p in sorted((root / part).rglob("*.py")) if body.search(p.read_text())]
+    assert copies == ["autograder/reference_kernels.py"]
