@@ -49,7 +49,7 @@ PRELOAD = ["autograder.batch", "autograder.pipeline", "autograder.engine", "jax.
 def start_workers(jobs: int) -> None:
     """Start the forkserver now, so its imports (the slow part of a worker's start) overlap with ours."""
     if jobs > 1:
-        from pallas_course.manifest import manifest
+        from autograder.course_manifest import manifest
 
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD + [lab.grader for lab in manifest().labs if lab.grader])

@@ -103,7 +103,7 @@ def check(test: str, label: str, invocation: Any) -> str | None:
     """The compile rule of `test` on one graded invocation: None when it passes (or does not apply, or cannot be
     judged), else the failure message. Applies where course.yml's lab lists `test` under `compile.tests` and the
     invocation carries the rebuilt computation."""
-    from pallas_course.manifest import manifest
+    from autograder.course_manifest import manifest
 
     rule = manifest().compile_rule(test)
     computation = getattr(invocation, "computation", None)

@@ -183,7 +183,7 @@ def _attach(found: Discovery, outcomes: list[Outcome], failures: Failures) -> li
 
 def _not_graded(label: str, why: str, *, failed: bool) -> SubmissionResult:
     from autograder.discover import lab_file_names
-    from pallas_course.manifest import manifest
+    from autograder.course_manifest import manifest
 
     lab_id = lab_file_names().get(Path(label).name)
     top = manifest().lab(lab_id).autograded_max if lab_id else 0

@@ -67,7 +67,7 @@ class Discovery:
 
 
 def lab_file_names() -> dict[str, str]:
-    from pallas_course.manifest import manifest
+    from autograder.course_manifest import manifest
 
     return {Path(lab.notebook).name: lab.id for lab in manifest().labs}
 
@@ -76,7 +76,7 @@ def nbgrader_place(label: str) -> tuple[str, str] | None:
     """(student, notebook file name) when `label`, relative to the folder given, is nbgrader's
     `<student>/<assignment>/<notebook>.ipynb`; None otherwise. The one mapping from files to students: counted
     from the top, so folders inside a student's folder never name a student."""
-    from pallas_course.manifest import manifest
+    from autograder.course_manifest import manifest
 
     parts = Path(label).parts
     if len(parts) == 3 and parts[1] == manifest().stage.id and parts[2].endswith(".ipynb") \
@@ -200,7 +200,7 @@ def _ignored_because(nb: Path, labs: dict[str, str], lab_files: dict[Path, dict[
 def _off_layout(label: str) -> str | None:
     """Why a notebook outside nbgrader's `<student>/<assignment>/<notebook>.ipynb` is not graded, in a folder
     laid out that way (the student is the top folder, once: a folder named like a student deeper down is not)."""
-    from pallas_course.manifest import manifest
+    from autograder.course_manifest import manifest
 
     if nbgrader_place(label) is not None:
         return None

@@ -28,7 +28,7 @@ from autograder import cells
 from autograder.harness import TestFailure
 from autograder.limits import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.jail_session import BadAnswer, Session, StudentGone
-from pallas_course.manifest import REPO_ROOT, LabSpec
+from autograder.course_manifest import REPO_ROOT, LabSpec
 
 MAX_TEXT = 100_000        # characters of one output field kept from the jail
 # Characters of all the notebook's cell outputs kept, together: the caps per field and per cell (the agent's)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from autograder.engine import Execution
     from autograder.limits import Limits
-    from pallas_course.manifest import LabSpec
+    from autograder.course_manifest import LabSpec
 
 Engine = Callable[["NotebookNode", "LabSpec", "Limits"], "Execution"]
 JAIL, NO_JAIL = "jail", "no-jail"

@@ -27,7 +27,7 @@ import nbformat
 from autograder import cells, untrusted
 from autograder.report import Failures
 from autograder.results import SubmissionResult
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 
 NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
                     "raw_score", "late_submission_penalty", "score", "max_score"]

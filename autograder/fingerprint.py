@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
+from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 PACKAGES = ("autograder", "pallas_course")   # where modules that decide a score can live
 # The grading steps and the agent in the jail: where the walk of imports starts.

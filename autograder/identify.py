@@ -16,7 +16,7 @@ from nbformat import NotebookNode
 
 from autograder.cells import grade_id
 from autograder.submission import MAX_NOTEBOOK_MB, Submission
-from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
+from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 
 class Ungradable(Exception):

@@ -50,13 +50,13 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from autograder import syscall_filter
+from autograder.course_manifest import REPO_ROOT
 
 NOBODY = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "course-jail-"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STAGE_DIR = "/tmp"   # mount points for re-bound folders (covered by a tmpfs in the jail's own namespace)
-REPO_ROOT = Path(__file__).resolve().parents[1]
 NO_JAIL_LOSES = ("`--no-jail` runs student code as a plain process with the same limits but no namespaces: "
                  "it can then read what the grading user can, see its processes and use the network")
 

@@ -504,10 +504,10 @@ def _public_manifest() -> bytes:
     read chips and labs from it; the instructor's file never enters. Made once per process, in memory."""
     import yaml
 
+    from autograder.course_manifest import COURSE_YML
     from autograder.public_manifest import public_manifest
-    from pallas_course.manifest import MANIFEST_PATH
 
-    raw = yaml.safe_load(MANIFEST_PATH.read_text())
+    raw = yaml.safe_load(COURSE_YML.read_text())
     return yaml.safe_dump(public_manifest(raw, raw.get("course", {}).get("colab_pip", "")), sort_keys=False,
                           allow_unicode=True).encode()
 

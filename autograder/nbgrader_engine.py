@@ -27,7 +27,7 @@ from autograder.engine import error_output
 from autograder.restore import deduplicate
 from autograder.limits import CELL_TIMEOUT_S, DEFAULT_MEMORY_MB, DEFAULT_WALL_S, Limits
 from autograder.submission import Submission, read_submission
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 
 # What the pre-convert hook found, per (student, assignment, notebook id): the submission as read, or why
 # it was refused. nbgrader runs the hook and the preprocessors in one process, one student after another.

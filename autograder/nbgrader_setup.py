@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from autograder.limits import CELL_TIMEOUT_S
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 # What nbgrader puts where a solution region was. A clear error beats a silent `pass`.
 CODE_STUB = '# YOUR CODE HERE\nraise NotImplementedError("not written yet: replace this line with your code")'

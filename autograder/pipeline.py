@@ -37,7 +37,7 @@ from autograder.results import SubmissionResult, TestResult
 from autograder.limits import Limits
 from autograder.score import score_tests, written_status
 from autograder.submission import Submission, read_submission
-from pallas_course.manifest import REPO_ROOT, LabSpec
+from autograder.course_manifest import REPO_ROOT, LabSpec
 
 
 @dataclass(frozen=True)

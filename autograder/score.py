@@ -10,7 +10,7 @@ from nbformat import NotebookNode
 from autograder import cells
 from autograder.cells import grade_id
 from autograder.results import TestResult, WrittenResult
-from pallas_course.manifest import LabSpec
+from autograder.course_manifest import LabSpec
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

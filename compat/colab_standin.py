@@ -58,7 +58,7 @@ def prepare(out: Path) -> None:
     from course_tools.compile_cases import CASES
     from course_tools.demo import filled_in
     from course_tools.release import build_release
-    from pallas_course.manifest import manifest
+    from autograder.course_manifest import manifest
 
     release = build_release(manifest().stage.id, out / "release")
     wheel = f"{IN_ROOT}/release/wheels/{release.wheel.name}"

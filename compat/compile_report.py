@@ -26,7 +26,7 @@ def main() -> int:
     from autograder.notebook_code import load
     from course_tools.compile_cases import CASES, REJECT_CHIPS, REJECTS, row_kernel, structs
     from pallas_course import tpu_compile
-    from pallas_course.manifest import manifest
+    from autograder.course_manifest import manifest
 
     report: dict = {"versions": {"jax": _version("jax"), "jaxlib": _version("jaxlib"),
                                  "libtpu": tpu_compile.libtpu_version()},

@@ -235,12 +235,13 @@ def run_bench(cases: list[Case], *, out_file: Any, warmup: int, n: int,
     Appending per case keeps what was measured if a long TPU run is interrupted. `progress` wraps the case
     list (the CLI passes a progress bar). Returns the records.
     """
-    from pallas_course.bench import append_records, collect_provenance, new_run_id
+    from course_tools.bench_records import append_records, provenance
+    from pallas_course.bench import new_run_id
 
     run_id = new_run_id()
     records = []
     for case in progress(cases):
-        rec = run_case(case, warmup=warmup, n=n, run_id=run_id, provenance=collect_provenance())
+        rec = run_case(case, warmup=warmup, n=n, run_id=run_id, provenance=provenance())
         append_records(out_file, [rec])
         records.append(rec)
     return records

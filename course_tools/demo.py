@@ -11,7 +11,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder.cells import grade_id, is_solution
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from pallas_course.notebooks import strip_markers
 
 DEMO_LAB = "lab-1.1-first-kernels"

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pallas_course.manifest import Manifest, ManifestError, manifest
+from autograder.course_manifest import Manifest, ManifestError, manifest
 
 
 class _Strict(BaseModel):

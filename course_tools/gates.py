@@ -15,11 +15,12 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pallas_course.bench import BenchRecord, read_records
+from pallas_course.bench import BenchRecord
+from .bench_records import read_records
 from pallas_course.chips import chip_for_device_kind
 from .estimate import estimate_criterion, shape_label
 from .gate_spec import Gate, MatmulCriterion, SoftmaxCriterion, gate as gate_named
-from pallas_course.manifest import REPO_ROOT
+from autograder.course_manifest import REPO_ROOT
 
 Status = Literal["PASS", "FAIL", "QUEUED"]
 
@@ -206,7 +207,7 @@ def evaluate_criterion(gate: Gate, c: MatmulCriterion | SoftmaxCriterion, record
 def evaluate(gate: Gate | str = "GATE-01", records_dir: Path | str | None = None, *,
              records: list[BenchRecord] | None = None, freshness: Freshness | None = None) -> GateResult:
     """The gate's result from the records in `records_dir` (default: the checkout's bench/), or `records`."""
-    from pallas_course.bench import default_out_dir
+    from .bench_records import default_out_dir
 
     gate = gate_named(gate) if isinstance(gate, str) else gate
     directory = Path(records_dir) if records_dir is not None else default_out_dir()

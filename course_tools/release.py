@@ -30,7 +30,7 @@ import yaml
 
 from pallas_course import notebooks
 from autograder.public_manifest import public_manifest
-from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
+from autograder.course_manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
 
 WHEEL_NAME = "pallas-from-zero"
 # requirements.txt lines a student needs (by package name); the grading, test and site stacks stay out.
@@ -58,7 +58,7 @@ class Release:
 
 def baked_walks(walks_raw: dict[str, Any], m: Manifest, today: dt.date, root: Path) -> dict[str, Any]:
     """walks.yml with each notebook walk's code baked in (its lab revealed) or withheld (not yet)."""
-    from pallas_course.walks import notebook_lines
+    from course_tools.walks import notebook_lines
 
     by_source = {lab.source: lab for lab in m.labs}
     out = json.loads(json.dumps(walks_raw))

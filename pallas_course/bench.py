@@ -1,16 +1,15 @@
-"""Timing with provenance: the helper notebooks and `course bench` use to measure a kernel.
+"""Timing with provenance: what the notebooks and `course bench` use to measure a kernel.
 
 "Numbers carry provenance": every number states its chip, versions, dtype, shapes, block sizes and
 method. `time_fn` measures (warmup, `jax.block_until_ready`, median of N with the spread); `make_record`
-wraps a measurement in a `BenchRecord` that cannot exist without its provenance; `append_records` and
-`read_records` keep them in `bench/*.jsonl`, one JSON object a line, and refuse any record, written or
-hand-edited, that lacks a field.
+wraps a measurement in a `BenchRecord` that cannot exist without its provenance, and `validate_record`
+refuses any record, made or hand-edited, that lacks a field. (Where records are kept and which commit of the
+course measured them is the instructor tools' business: course_tools.bench_records.)
 
     t = time_fn(matmul_acc, a, b, warmup=3, n=20)
     rec = make_record(t, workload="matmul", impl="matmul_acc", dtype="bfloat16",
                       shape={"m": 4096, "n": 4096, "k": 4096}, config={"bm": 512, "bn": 1024, "bk": 1024},
                       interpret=False)
-    append_records("bench/my-run.jsonl", [rec])
 """
 from __future__ import annotations
 
@@ -19,21 +18,15 @@ import functools
 import importlib.metadata
 import json
 import platform
-import re
 import statistics
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pallas_course.manifest import REPO_ROOT
-
 Clock = Callable[[], float]
-BENCH_DIR = REPO_ROOT / "bench"
 RECORD_VERSION = 1
 
 
@@ -120,7 +113,7 @@ class Provenance(_Frozen):
     libtpu_version: str | None                      # null when libtpu is not installed
     python_version: str = Field(min_length=1)
     course_version: str = Field(min_length=1)
-    course_commit: str | None                       # null when not known (no git, not a VCS install)
+    course_commit: str | None                       # null when not known (not a checkout, not a VCS install)
     timestamp: dt.datetime                          # UTC, when the record was made
 
 
@@ -218,17 +211,9 @@ def _dist_version(*names: str) -> str | None:
 
 
 @functools.cache
-def course_commit() -> str | None:
-    """The course's git commit: the checkout's HEAD, else the commit pip recorded for a git install."""
-    if (REPO_ROOT / ".git").exists():
-        try:
-            out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-                                 capture_output=True, text=True, timeout=10)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    try:   # `pip install git+https://...` (the Colab set-up cell) records the commit in direct_url.json
+def installed_commit() -> str | None:
+    """The course commit pip recorded when it installed this package from a repository, if any."""
+    try:   # `pip install git+https://...` records the commit in direct_url.json
         text = importlib.metadata.distribution("pallas-from-zero").read_text("direct_url.json")
         commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id")
         return str(commit) if commit else None
@@ -236,8 +221,9 @@ def course_commit() -> str | None:
         return None
 
 
-def collect_provenance(*, now: dt.datetime | None = None) -> Provenance:
-    """The provenance of a number measured now, in this process, on JAX's default device."""
+def collect_provenance(*, now: dt.datetime | None = None, commit: str | None = None) -> Provenance:
+    """The provenance of a number measured now, in this process, on JAX's default device. `commit`: the course
+    commit it was measured at (the instructor tools pass their checkout's); else the one pip recorded."""
     import jax
     import jaxlib
 
@@ -254,7 +240,7 @@ def collect_provenance(*, now: dt.datetime | None = None) -> Provenance:
         libtpu_version=_dist_version("libtpu", "libtpu-nightly"),
         python_version=platform.python_version(),
         course_version=__version__,
-        course_commit=course_commit(),
+        course_commit=commit or installed_commit(),
         timestamp=now or dt.datetime.now(dt.timezone.utc),
     )
 
@@ -289,62 +275,3 @@ def make_record(timing: Timing | None, *, workload: str, impl: str, dtype: str, 
         "provenance": prov.model_dump(mode="json"),
     }
     return validate_record(data, path="<make_record>", action="write")
-
-
-# ---------------------------------------------------------------------------------------------- storage
-
-def _line_count(path: Path) -> int:
-    if not path.exists():
-        return 0
-    with path.open("rb") as f:
-        return sum(1 for _ in f)
-
-
-def append_records(path: Path | str, records: Iterable[BenchRecord | Mapping[str, Any]]) -> Path:
-    """Append `records` to the JSONL file `path`. Every record is validated first; none is written if one fails."""
-    path = Path(path)
-    first_line = _line_count(path) + 1
-    lines = []
-    for offset, rec in enumerate(records):
-        valid = validate_record(rec, path=str(path), line=first_line + offset, action="write")
-        lines.append(valid.model_dump_json())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for line in lines:
-            f.write(line + "\n")
-    return path
-
-
-def read_records(path: Path | str) -> list[BenchRecord]:
-    """Every record in a `.jsonl` file, or in every `*.jsonl` under a directory (sorted by name).
-
-    Blank lines are skipped; anything else that is not a complete record raises BenchRecordError.
-    """
-    path = Path(path)
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-    out = []
-    for file in files:
-        for number, text in enumerate(file.read_text().splitlines(), start=1):
-            if not text.strip():
-                continue
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise BenchRecordError(str(file), number, [f"not valid JSON ({e.msg})"]) from None
-            if not isinstance(data, dict):
-                raise BenchRecordError(str(file), number, ["not a JSON object"])
-            out.append(validate_record(data, path=str(file), line=number))
-    return out
-
-
-def default_out_dir() -> Path:
-    """The checkout's `bench/` when running from one, else `./bench` (a pip-installed package has no repo)."""
-    return BENCH_DIR if (REPO_ROOT / ".git").exists() else Path.cwd() / "bench"
-
-
-def record_file_name(prov: Provenance) -> str:
-    """`{backend}-{chip}-{UTC time}.jsonl`, e.g. `tpu-tpu-v5-lite-20261129T221500Z.jsonl`, `cpu-20261129T...`."""
-    chip = re.sub(r"[^a-z0-9]+", "-", prov.device_kind.lower()).strip("-")
-    stamp = prov.timestamp.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    parts = [prov.backend] + ([chip] if chip and chip != prov.backend else []) + [stamp]
-    return "-".join(parts) + ".jsonl"

@@ -7,7 +7,6 @@ neither trusts what a student *says* the schedule is, only what JAX traced.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
@@ -51,12 +50,9 @@ class PallasCallInfo:
     outputs: tuple[BlockInfo, ...]
     scratch: tuple[tuple[tuple[int, ...], np.dtype, str], ...]   # (shape, dtype, memory space)
     dimension_semantics: tuple[str, ...] | None
-    kernel_jaxpr: Any = field(repr=False, compare=False)   # None when rebuilt from data (from_data)
+    kernel_jaxpr: Any = field(repr=False, compare=False)
     # {primitive: result dtype of each of its equations} in the kernel body, nested sub-jaxprs included
     kernel_ops: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
-    # the output and scratch refs the body reads before storing into them (read_before_written), as carried by
-    # data rebuilt without a jaxpr; None when unknown
-    unread: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def blocks(self) -> tuple[BlockInfo, ...]:
@@ -240,10 +236,10 @@ def _writes_ref(jaxpr: Any, ref: Any) -> bool:
 def read_before_written(pc: PallasCallInfo) -> list[str] | None:
     """The output and scratch refs the kernel body reads (a get, a +=) before anything is stored into them: at
     its top level, in program order, a store under a pl.when counts as one. Interpret mode fills such memory
-    with NaN, so an accumulator never zeroed reads NaN. None when there is no jaxpr to read (rebuilt from data)."""
+    with NaN, so an accumulator never zeroed reads NaN. None when there is no jaxpr to read."""
     jaxpr = getattr(pc.kernel_jaxpr, "jaxpr", pc.kernel_jaxpr)
     if jaxpr is None or not hasattr(jaxpr, "invars"):
-        return None if pc.unread is None else list(pc.unread)
+        return None
     n_in = len(pc.inputs)
     names = _ref_names(len(pc.outputs), len(pc.scratch))
     refs = list(jaxpr.invars)[len(jaxpr.invars) - len(names):] if len(jaxpr.invars) >= n_in + len(names) else []
@@ -310,165 +306,3 @@ def trace_jaxpr(closed: Any) -> Trace:
     _walk(closed.jaxpr, calls, outside)
     return Trace(pallas_calls=tuple(calls), outside=tuple(n for n, _ in outside), jaxpr=closed,
                  outside_sizes=tuple(size for _, size in outside))
-
-
-# ------------------------------------------------------------------------------------ as plain data (JSON)
-# The grader traces a student's function in a jailed process and gets this back as JSON, never as objects:
-# index maps travel as their evaluated table (one block index per grid point), the kernel body as the list
-# of its primitives and their result dtypes.
-
-MAX_GRID_POINTS = 65_536   # larger grids travel without their index tables (no lab grid comes near)
-
-
-def _block_data(b: BlockInfo, points: list[tuple[int, ...]] | None) -> dict[str, Any]:
-    return {"role": b.role, "position": b.position, "array_shape": list(b.array_shape), "dtype": b.dtype.name,
-            "block_shape": list(b.block_shape), "buffer_count": b.buffer_count,
-            "block_indices": None if points is None else [list(b.block_index(*p)) for p in points]}
-
-
-def to_data(t: Trace) -> dict[str, Any]:
-    """`t` as JSON-able data: what `from_data` rebuilds on the grader's side."""
-    calls = []
-    for pc in t.pallas_calls:
-        n = math.prod(pc.grid)
-        points = list(pc.grid_points()) if n <= MAX_GRID_POINTS else None
-        calls.append({"name": pc.name, "grid": list(pc.grid),
-                      "inputs": [_block_data(b, points) for b in pc.inputs],
-                      "outputs": [_block_data(b, points) for b in pc.outputs],
-                      "scratch": [[list(shape), dt.name, space] for shape, dt, space in pc.scratch],
-                      "dimension_semantics": list(pc.dimension_semantics) if pc.dimension_semantics else None,
-                      "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()},
-                      "unread": read_before_written(pc)})
-    return {"pallas_calls": calls, "outside": list(t.outside), "outside_sizes": list(t.outside_sizes)}
-
-
-class MalformedTrace(ValueError):
-    """Trace data that does not have the shape `to_data` writes."""
-
-
-def _ints(v: Any, what: str, *, none_ok: bool = False, cap: int = 64) -> tuple[Any, ...]:
-    if not isinstance(v, list) or len(v) > cap:
-        raise MalformedTrace(f"{what}: expected a list of at most {cap} ints")
-    out = []
-    for x in v:
-        if x is None and none_ok:
-            out.append(None)
-        elif isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**62:
-            out.append(x)
-        else:
-            raise MalformedTrace(f"{what}: {x!r} is not an int")
-    return tuple(out)
-
-
-def _str(v: Any, what: str, cap: int = 200) -> str:
-    if not isinstance(v, str) or len(v) > cap:
-        raise MalformedTrace(f"{what}: expected a string of at most {cap} characters")
-    return v
-
-
-def _dtype(v: Any, what: str) -> np.dtype:
-    name = _str(v, what, 32)
-    if name == "bfloat16":
-        import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    try:
-        dt = np.dtype(name)
-    except TypeError:
-        raise MalformedTrace(f"{what}: {name!r} is not a dtype") from None
-    if dt.kind not in "biuf" or dt.hasobject:
-        raise MalformedTrace(f"{what}: {name!r} is not a numeric dtype")
-    return dt
-
-
-def _table_index_map(table: dict[tuple[int, ...], tuple[int, ...]] | None, n_grid: int) -> Callable[..., tuple[int, ...]]:
-    def index_map(*grid_point: int) -> tuple[int, ...]:
-        if table is None:
-            raise MalformedTrace(f"the grid has more than {MAX_GRID_POINTS:,} points; its index maps were not "
-                                 "recorded")
-        key = tuple(int(g) for g in grid_point)
-        if key not in table:
-            raise MalformedTrace(f"no block index recorded for grid point {key}")
-        return table[key]
-
-    return index_map
-
-
-def from_data(data: Any) -> Trace:
-    """Rebuild a Trace from `to_data`'s output, checking every field (it comes from an untrusted process).
-
-    The result answers what the structural checks ask (grid, BlockSpecs, block indices, primitives in and
-    outside the kernel); it has no jaxprs (`kernel_jaxpr` and `jaxpr` are None). Raises MalformedTrace."""
-    if not isinstance(data, dict):
-        raise MalformedTrace("expected a mapping")
-    raw_calls = data.get("pallas_calls")
-    if not isinstance(raw_calls, list) or len(raw_calls) > 64:
-        raise MalformedTrace("pallas_calls: expected a list")
-    calls = []
-    for c in raw_calls:
-        if not isinstance(c, dict):
-            raise MalformedTrace("a pallas_call: expected a mapping")
-        grid = _ints(c.get("grid"), "grid")
-        if any(g < 0 for g in grid):
-            raise MalformedTrace("grid: negative size")
-        n = math.prod(grid)
-        points = list(itertools.product(*(range(g) for g in grid))) if n <= MAX_GRID_POINTS else None
-        blocks = {}
-        for role, key in (("in", "inputs"), ("out", "outputs")):
-            raw_blocks = c.get(key)
-            if not isinstance(raw_blocks, list) or len(raw_blocks) > 64:
-                raise MalformedTrace(f"{key}: expected a list")
-            out = []
-            for pos, b in enumerate(raw_blocks):
-                if not isinstance(b, dict):
-                    raise MalformedTrace(f"{key}[{pos}]: expected a mapping")
-                rows = b.get("block_indices")
-                table = None
-                if points is not None:
-                    if not isinstance(rows, list) or len(rows) != len(points):
-                        raise MalformedTrace(f"{key}[{pos}]: expected one block index per grid point")
-                    table = {p: _ints(r, f"{key}[{pos}] block index") for p, r in zip(points, rows)}
-                count = b.get("buffer_count")
-                if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
-                    raise MalformedTrace(f"{key}[{pos}].buffer_count: expected an int or null")
-                out.append(BlockInfo(role=role, position=pos, array_shape=_ints(b.get("array_shape"), "array_shape"),
-                                     dtype=_dtype(b.get("dtype"), "dtype"),
-                                     block_shape=_ints(b.get("block_shape"), "block_shape", none_ok=True),
-                                     buffer_count=count, index_map=_table_index_map(table, len(grid))))
-            blocks[role] = tuple(out)
-        raw_scratch = c.get("scratch")
-        if not isinstance(raw_scratch, list) or len(raw_scratch) > 64:
-            raise MalformedTrace("scratch: expected a list")
-        scratch = []
-        for item in raw_scratch:
-            if not isinstance(item, list) or len(item) != 3:
-                raise MalformedTrace("scratch: expected [shape, dtype, memory space] entries")
-            scratch.append((_ints(item[0], "scratch shape"), _dtype(item[1], "scratch dtype"),
-                            _str(item[2], "scratch memory space")))
-        sem = c.get("dimension_semantics")
-        if sem is not None:
-            if not isinstance(sem, list) or len(sem) > 64:
-                raise MalformedTrace("dimension_semantics: expected a list")
-            sem = tuple(_str(s, "dimension_semantics") for s in sem)
-        raw_ops = c.get("kernel_ops")
-        if not isinstance(raw_ops, dict) or len(raw_ops) > 10_000:
-            raise MalformedTrace("kernel_ops: expected a mapping")
-        ops = {}
-        for k, v in raw_ops.items():
-            if not isinstance(v, list) or len(v) > 100_000:
-                raise MalformedTrace("kernel_ops: expected lists of dtypes")
-            ops[_str(k, "primitive")] = tuple(_str(d, "dtype", 32) for d in v)
-        unread = c.get("unread")
-        if unread is not None:    # only names the rebuilt call can have (a diagnosis, never a score)
-            allowed = _ref_names(len(blocks["out"]), len(scratch))
-            if not isinstance(unread, list) or any(u not in allowed for u in unread):
-                raise MalformedTrace("unread: expected names of output or scratch refs")
-            unread = tuple(unread)
-        calls.append(PallasCallInfo(name=_str(c.get("name"), "name"), grid=grid, inputs=blocks["in"],
-                                    outputs=blocks["out"], scratch=tuple(scratch), dimension_semantics=sem,
-                                    kernel_jaxpr=None, kernel_ops=ops, unread=unread))
-    outside = data.get("outside")
-    sizes = data.get("outside_sizes")
-    if not isinstance(outside, list) or not isinstance(sizes, list) or len(outside) != len(sizes) or len(outside) > 100_000:
-        raise MalformedTrace("outside: expected two lists of the same length")
-    return Trace(pallas_calls=tuple(calls), outside=tuple(_str(o, "outside primitive") for o in outside), jaxpr=None,
-                 outside_sizes=_ints(sizes, "outside_sizes", cap=100_000))

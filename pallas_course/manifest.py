@@ -1,6 +1,9 @@
-"""`course.yml`, the one manifest, read into typed objects.
+"""`course.yml` as a student may read it, into typed objects: the course, the stage, the labs (their notebooks,
+kernels, tests and points, written prompts), the chips, the gates and where the release is published.
 
-Everything that needs labs, points, written questions, chips or gates reads them from here.
+This is the wheel's schema. The instructor's course.yml also holds what only the grader reads (the hidden
+checks, the rubrics, the model-answer notebooks, the compile rule); `course release` leaves those out of the
+wheel's copy, and the grader reads them with its own schema (autograder.course_manifest), which extends this one.
 """
 from __future__ import annotations
 
@@ -10,11 +13,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# In a checkout this is a symlink to the repository's course.yml; a wheel (the Colab install) carries the
-# file itself, so notebooks that read chips or labs work there too.
+# The wheel carries its course.yml beside this module (the release writes it); in a checkout this is a link to
+# the instructor's file, whose grader-only fields this schema reads past (_Public).
 MANIFEST_PATH = Path(__file__).with_name("course.yml")
 
 
@@ -24,6 +26,12 @@ class ManifestError(ValueError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Public(BaseModel):
+    # A lab, a test and a written answer carry grader-only fields in the instructor's course.yml: ignored here;
+    # the grader's schema (autograder.course_manifest) forbids unknown ones, so a misspelt field still fails.
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class CourseInfo(_Strict):
@@ -43,40 +51,28 @@ class StageInfo(_Strict):
     deliverables: list[str]
 
 
-class TestSpec(_Strict):
-    """One autograded hidden-test cell: its nbgrader grade_id is `id`."""
+class TestSpec(_Public):
+    """One autograded test: the kernel it covers and its points (the notebook's hidden-test cell `id`)."""
 
     id: str
     kernel: str
     points: float = Field(gt=0)
-    checks: str
 
 
-class WrittenSpec(_Strict):
-    """One manually graded written answer: its nbgrader grade_id is `id`."""
+class WrittenSpec(_Public):
+    """One written answer, graded by hand: its prompt and points (the notebook's answer cell `id`)."""
 
     id: str
     points: float = Field(gt=0)
     prompt: str
-    rubric: list[str]
 
 
-class CompileRule(_Strict):
-    """It must compile: the kernels these tests trace are also compiled for `chips` by the real TPU compiler
-    (pallas_course.tpu_compile, in the grader); a kernel it rejects loses these tests' points."""
-
-    chips: list[str] = Field(min_length=1)
-    tests: list[str] = Field(min_length=1)
-
-
-class LabSpec(_Strict):
+class LabSpec(_Public):
     id: str
     code: str
     title: str
     week: int
-    source: str
-    notebook: str
-    grader: str
+    notebook: str                       # the student's notebook, as released
     kernels: list[str]
     tests: list[TestSpec]
     written: list[WrittenSpec]
@@ -84,15 +80,6 @@ class LabSpec(_Strict):
     reveal: dt.date | None = None
     # Extras of the student wheel this lab's set-up cell installs (LAB·1.5: "reading", tokamax).
     helpers_extras: list[str] = []
-    compile: CompileRule | None = None
-
-    @model_validator(mode="after")
-    def _compile_rule_names_tests(self) -> "LabSpec":
-        if self.compile is not None:
-            unknown = sorted(set(self.compile.tests) - {t.id for t in self.tests})
-            if unknown:
-                raise ValueError(f"compile.tests names tests the lab does not have: {unknown}")
-        return self
 
     def revealed(self, today: dt.date) -> bool:
         return self.reveal is not None and today >= self.reveal
@@ -140,13 +127,6 @@ class Manifest(_Strict):
                 return lab
         raise KeyError(f"no lab {lab_id!r} in course.yml; labs are {[l.id for l in self.labs]}")
 
-    def compile_rule(self, test_id: str) -> CompileRule | None:
-        """The compile rule that covers the test `test_id` (test ids are unique across labs), if any."""
-        for lab in self.labs:
-            if lab.compile is not None and test_id in lab.compile.tests:
-                return lab.compile
-        return None
-
     def lab_for_notebook(self, name: str) -> LabSpec | None:
         """The lab whose notebook file name (without folders) is `name`, if any."""
         stem = Path(name).stem
@@ -176,11 +156,11 @@ def read_yaml_model(path: Path, model: type[M], error: type[Exception], *, lives
 
 
 def load(path: Path | str = MANIFEST_PATH) -> Manifest:
-    return read_yaml_model(Path(path), Manifest, ManifestError, lives="the course manifest lives at the repository root",
-                           schema="manifest")
+    return read_yaml_model(Path(path), Manifest, ManifestError,
+                           lives="the helpers package carries it beside pallas_course/manifest.py", schema="manifest")
 
 
 @functools.cache
 def manifest() -> Manifest:
-    """The repository's course.yml, read once per process."""
+    """The course.yml this package carries, read once per process."""
     return load()

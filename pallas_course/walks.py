@@ -5,16 +5,18 @@ Tokamax reading from here: the lines and the notes, not the marks).
 
 A *graded* walk (`graded: true`; LAB·1.5's reading) is one whose marks students write. This module and
 walks.yml ship in the helpers package every student installs, so a graded walk carries no marks and no
-ungraded lines here (`_data` refuses them), and its notes say what the code does, never which mark a line
-takes. Its key lives grader-side only (autograder/keys/tokamax_reading.yml); the grader lays it over the
-walk with `autograder.walk_key.with_key`, which checks it against the current lines just as walks.yml's own marks are checked.
+ungraded lines here (`entries` refuses them), and its notes say what the code does, never which mark a line
+takes. Its key is the grader's alone; the grader lays it over the walk (`autograder.walk_key.with_key`) and
+checks it against the current lines just as walks.yml's own marks are checked.
 
 Where each part lives:
 
-- the code is never stored: a notebook walk takes the `site:show` cells of a lab's *solution* notebook that
-  define the named functions (nbgrader's `### BEGIN/END SOLUTION` lines removed; kernel, one blank line,
-  wrapper, numbered from 1, as the chapter prints them); the Tokamax walk takes the named functions' lines
-  from the installed package with `inspect`, numbered as in the package's file;
+- the code: a notebook walk shows the `site:show` cells of a lab's model answers that define the named
+  functions (kernel, one blank line, wrapper, numbered from 1, as the chapter prints them). This package never
+  reads them: the course release writes them into its walks.yml once the lab is revealed (`lines`), or says
+  when they go public (`withheld`); in the course repository, `course_tools.walks` reads them from the
+  notebooks. The Tokamax walk takes the named functions' lines from the installed package with `inspect`,
+  numbered as in the package's file;
 - the notes, marks and steps are ours, in `pallas_course/walks.yml`, with `source_hash`: the hash of the
   code they were written for. When the code changes (someone edits the notebook, a new tokamax release),
   the lines follow at once and `Walk.stale` says that the notes and marks need a look; tests fail on it.
@@ -26,8 +28,8 @@ The API (what the site calls)::
     for w in walks():              # every walk, in the order of walks.yml
         w.id                       # "matmul", "softmax", "tokamax-lsce-forward"
         w.code, w.title            # "WALK·matmul", "tiled matmul: the reduction kernel and its pallas_call"
-        w.source_path              # where the lines come from (repo-relative notebook, or path in the package)
-        w.origin                   # one line: "solutions/stage-1/lab-1.2-tiled-matmul.ipynb, cells ..." / "tokamax 0.0.12, ..."
+        w.source_path              # where the lines come from (the lab's notebook, or the path in the package)
+        w.origin                   # one line: "LAB·1.2's model code (...)" / "tokamax 0.0.12, ..."
         w.first_line               # the number of lines[0]: 1 for notebooks, the file's line for tokamax
         w.lines                    # list[str], the code, verbatim
         w.numbered()               # [(line number, text), ...]
@@ -40,13 +42,13 @@ The API (what the site calls)::
         w.to_json()                # all of the above as a JSON-ready dict
     walk("WALK·matmul")            # one walk, by id or code; KeyError names the walks there are
     walks_json()                   # [w.to_json() for w in walks()]
-    (autograder.walk_key.with_key: the grader's, a graded walk with the marks of a key, see autograder/keys/)
+    (autograder.walk_key.with_key: the grader's, a graded walk with the marks of its key)
 
 "blank" marks a line with no code: empty, a comment, or a docstring. Every other line is marked
 "algorithm" (what is computed: the arithmetic, including how partial results combine and their starting
 values) or "schedule" (which block a step sees, when a line runs, where data lives).
 
-Maintainers: `python -m pallas_course.walks [ID]` prints each walk numbered, with its marks, its steps and
+Maintainers: `python -m course_tools.walks [ID]` prints each walk numbered, with its marks, its steps and
 the current source hash (paste it into walks.yml once the notes and marks fit the code again). A graded
 walk prints without marks; `python -m autograder.labs.lab_1_5` prints LAB·1.5's reading with its key.
 """
@@ -57,17 +59,13 @@ import functools
 import hashlib
 import importlib
 import inspect
-import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from pallas_course.manifest import REPO_ROOT
-from pallas_course.notebooks import SHOW_TAG
 
 DATA_PATH = Path(__file__).with_name("walks.yml")
 Mark = Literal["algorithm", "schedule", "blank"]
@@ -202,20 +200,6 @@ def closing_only(text: str) -> bool:
     return _CLOSING_ONLY.fullmatch(text.strip()) is not None
 
 
-def notebook_lines(path: Path, functions: list[str]) -> list[str]:
-    """The `site:show` cells of the notebook at `path` that define `functions`, joined by one blank line."""
-    from pallas_course import notebooks
-
-    shown = notebooks.shown_sources(notebooks.read(path))
-    parts = []
-    for name in functions:
-        found = [t for t in (notebooks.def_text(src, name) for src in shown) if t is not None]
-        if not found:
-            raise LookupError(f"{path.name} has no {SHOW_TAG!r} cell defining {name}()")
-        parts.append(found[0].rstrip("\n"))
-    return "\n\n".join(parts).split("\n")
-
-
 def installed_version(package: str) -> str | None:
     from importlib import metadata
 
@@ -248,7 +232,8 @@ def package_lines(module_name: str, functions: list[str]) -> tuple[int, list[str
 # ------------------------------------------------------------------------------------------ the walk data
 
 @functools.cache
-def _data(path: Path = DATA_PATH) -> list[dict[str, Any]]:
+def entries(path: Path = DATA_PATH) -> list[dict[str, Any]]:
+    """walks.yml's entries, checked: every field there, and no marks on a graded walk."""
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -267,26 +252,21 @@ def _data(path: Path = DATA_PATH) -> list[dict[str, Any]]:
         if leaked:
             raise WalkDataError(f"{path}: walks.{i} ({w['id']}) is graded (students write its marks) but has "
                                 f"{' and '.join(leaked)}: this file ships to students, so a graded walk's key "
-                                "lives grader-side only (autograder/keys/)")
+                                "lives grader-side only")
     return walks_raw
 
 
-def _read_code(source: dict[str, Any], root: Path) -> tuple[int, list[str], str, str]:
+def _read_code(source: dict[str, Any]) -> tuple[int, list[str], str, str]:
     """(first line, lines, source path, origin) of a walk's code; raises LookupError when it can't be read."""
-    # A student release bakes a notebook walk's code in (`lines`), or says when it goes public (`withheld`):
-    # students have no solutions/ (course_tools.release).
+    # A notebook walk's code is written in (`lines`), or when it goes public is (`withheld`): by the course
+    # release for students, by course_tools.walks in the course repository.
     if "withheld" in source:
         raise LookupError(str(source["withheld"]))
     if "lines" in source:
         return 1, [str(line) for line in source["lines"]], source["notebook"], str(source["origin"])
     if "notebook" in source:
-        path = root / source["notebook"]
-        if not path.exists():
-            raise LookupError(f"{source['notebook']} does not exist here (walks read the course repository's "
-                              "solution notebooks)")
-        lines = notebook_lines(path, list(source["functions"]))
-        origin = f"{source['notebook']}, site:show cells defining {', '.join(source['functions'])}"
-        return 1, lines, source["notebook"], origin
+        raise LookupError(f"{source['notebook']}: this walk's code comes with the course release "
+                          "(in the course repository: course_tools.walks)")
     package = source["package"]
     version = installed_version(package)
     if version is None:
@@ -319,14 +299,15 @@ def marks_on(first: int, lines: list[str], marks_raw: dict[str, Any],
     return marks, ungraded, problems
 
 
-def _build(raw: dict[str, Any], root: Path) -> Walk:
+def build(raw: dict[str, Any]) -> Walk:
+    """The walk of one walks.yml entry, with its code read now."""
     source = raw["source"]
     steps = [Step(parse_ranges(s["lines"]), " ".join(str(s["note"]).split())) for s in raw["steps"]]
     stored = str(raw["source_hash"])
     graded = raw.get("graded", False) is True
     common = dict(id=raw["id"], code=raw["code"], title=raw["title"], steps=steps, key_hash=stored, graded=graded)
     try:
-        first, lines, rel, origin = _read_code(source, root)
+        first, lines, rel, origin = _read_code(source)
     except LookupError as e:
         where = source.get("notebook") or f"{source['package']}: {source['module']}"
         return Walk(source_path=where, origin=where, first_line=int(raw.get("first_line", 1)), lines=[],
@@ -360,18 +341,23 @@ def _build(raw: dict[str, Any], root: Path) -> Walk:
                 source_hash=current, stale=stale, **common)
 
 
-def walks(*, root: Path | str = REPO_ROOT, data: Path | str = DATA_PATH) -> list[Walk]:
-    """Every walk in walks.yml, with its code read now (notebooks under `root`, packages as installed)."""
-    return [_build(raw, Path(root)) for raw in _data(Path(data))]
+def walks(*, data: Path | str = DATA_PATH) -> list[Walk]:
+    """Every walk in walks.yml, with its code read now (packages as installed)."""
+    return [build(raw) for raw in entries(Path(data))]
 
 
-def walk(key: str, *, root: Path | str = REPO_ROOT, data: Path | str = DATA_PATH) -> Walk:
-    """One walk by id ("matmul") or code ("WALK·matmul")."""
-    for raw in _data(Path(data)):
+def find(key: str, raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """The entry of `raws` whose id ("matmul") or code ("WALK·matmul") is `key`; KeyError names the walks."""
+    for raw in raws:
         if key in (raw["id"], raw["code"]):
-            return _build(raw, Path(root))
-    names = ", ".join(f"{r['id']} ({r['code']})" for r in _data(Path(data)))
+            return raw
+    names = ", ".join(f"{r['id']} ({r['code']})" for r in raws)
     raise KeyError(f"no walk {key!r}; the walks are {names}")
+
+
+def walk(key: str, *, data: Path | str = DATA_PATH) -> Walk:
+    """One walk by id ("matmul") or code ("WALK·matmul")."""
+    return build(find(key, entries(Path(data))))
 
 
 def walks_json(**kwargs: Any) -> list[dict[str, Any]]:
@@ -393,18 +379,3 @@ def render(w: Walk, *, steps: bool = True) -> str:
              for i, s in enumerate(w.steps, 1)] if steps else []
     tail = [f"STALE: {w.stale}"] if w.stale else []
     return "\n".join([head, *body, *([""] if notes else []), *notes, *tail])
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "--json":
-        print(json.dumps(walks_json(), indent=1, ensure_ascii=False))
-        return 0
-    for w in walks():
-        if not args or w.id in args or w.code in args:
-            print(render(w), end="\n\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -15,7 +15,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from course_tools.demo import filled_in
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 
 def nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:

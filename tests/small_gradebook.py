@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 
 
 def small_gradebook(path: Path, lab_id: str = "lab-1.1-first-kernels") -> Path:

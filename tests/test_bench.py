@@ -1,4 +1,5 @@
-"""pallas_course.bench: median of N on a fake clock, and records refused without full provenance."""
+"""pallas_course.bench and course_tools.bench_records: median of N on a fake clock, and records refused without
+full provenance."""
 from __future__ import annotations
 
 import datetime as dt
@@ -7,8 +8,8 @@ import pickle
 
 import pytest
 
-from pallas_course.bench import (BenchRecord, BenchRecordError, Provenance, Timing, append_records,
-                                 collect_provenance, make_record, read_records, record_file_name, time_fn)
+from course_tools.bench_records import append_records, provenance, read_records, record_file_name
+from pallas_course.bench import BenchRecord, BenchRecordError, Provenance, Timing, collect_provenance, make_record, time_fn
 
 PROV = Provenance(
     backend="cpu", device_kind="cpu", device_count=1, platform_version="cpu", jax_version="0.10.2",
@@ -131,3 +132,12 @@ def test_collect_provenance_here():
     prov = collect_provenance()
     assert prov.backend == "cpu" and prov.device_kind and prov.jax_version
     assert record_file_name(prov).startswith("cpu-2") and record_file_name(prov).endswith("Z.jsonl")
+
+
+def test_the_checkout_s_commit_comes_from_the_tools():
+    """The wheel knows no git: the commit of a checkout is course_tools' to add (`course bench` records it)."""
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert provenance().course_commit == head
+    assert collect_provenance(commit="c" * 40).course_commit == "c" * 40

@@ -287,13 +287,15 @@ def test_all_nan_without_a_trace_names_both_causes() -> None:
     assert "Either the kernel never stores" in str(e.value) and "never zeroed" in str(e.value)
 
 
-def test_trace_data_carries_what_is_read_before_written() -> None:
-    """The grade rebuilds the trace from plain data (no jaxpr): the diagnosis travels with it."""
-    from pallas_course.kernel_trace import from_data, read_before_written, to_data, trace
+def test_the_grade_s_trace_carries_what_is_read_before_written() -> None:
+    """The grade traces its own rebuild of the jail's plain-data description (autograder.rebuild): the diagnosis
+    is read off that trace as off the notebook's."""
+    from autograder.harness import traced
+    from pallas_course.kernel_trace import read_before_written
 
     s = jax.ShapeDtypeStruct((128, 256), jnp.float32)
-    t = trace(_matmul(_no_init), s, jax.ShapeDtypeStruct((256, 128), jnp.float32))
-    assert read_before_written(from_data(to_data(t)).pallas_calls[0]) == ["o_ref"]
+    t = traced("diagnosis", "matmul", _matmul(_no_init), s, jax.ShapeDtypeStruct((256, 128), jnp.float32))
+    assert read_before_written(t.pallas_calls[0]) == ["o_ref"]
 
 
 @pytest.mark.parametrize("block,array,whole", [((None, 512), (1, 512), True), ((1, 512), (1, 512), True),

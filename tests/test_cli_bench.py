@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from pallas_course.bench import read_records
+from course_tools.bench_records import read_records
 from course_tools.cli import app
 
 runner = CliRunner()

@@ -19,7 +19,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from autograder.cells import is_setup as is_setup_cell
 
 PIN = re.compile(r'"(?P<name>jax(?:\[tpu\])?)==(?P<version>[\d.]+)"')

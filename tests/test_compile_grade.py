@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from course_tools.cli import app
 from course_tools.demo import filled_in
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 
 LAB = "lab-1.2-tiled-matmul"
 

@@ -17,7 +17,7 @@ import pytest
 from autograder.disclosure import instructor_only
 from autograder.notebook_code import load
 from autograder.jail_session import LocalFunction
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 
 def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> None:

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from pallas_course import lab_checks
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 LABS = manifest().labs[:4]      # LAB·1.5's reading is graded against a key, not on inputs
 TESTS = [pytest.param(lab, t.id, id=t.id) for lab in LABS for t in lab.tests]

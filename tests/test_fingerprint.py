@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autograder import fingerprint
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 LABS = [lab for lab in manifest().labs if lab.tests]
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pallas_course.bench import Provenance, Timing, make_record, read_records
+from course_tools.bench_records import read_records
+from pallas_course.bench import Provenance, Timing, make_record
 from pallas_course.chips import chip
 from course_tools.estimate import (estimate_criterion, fetch_count, model_pallas_call, traced_call,
                                     unfused_softmax_bytes, xla_matmul_s)

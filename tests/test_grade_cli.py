@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from course_tools.demo import demo_submissions
 from course_tools.cli import app
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 from tests.nbgrader_course import generated_course, nbgrader
 
 runner = CliRunner()

@@ -19,7 +19,7 @@ from autograder.limits import Limits
 from autograder.store import Store
 from autograder.submission import read_submission, submission_label
 from course_tools.cli import app
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 
 runner = CliRunner()
 LAB = "lab-1.1-first-kernels"

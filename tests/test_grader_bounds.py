@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from autograder import jail
 from autograder.engine import MAX_NOTEBOOK_OUTPUT
 from course_tools.cli import app
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = "lab-1.1-first-kernels"
 STAGE = manifest().stage.id

@@ -14,7 +14,7 @@ from autograder.export import NBGRADER_COLUMNS, assignment_max_score
 from autograder.feedback import REMOVED, sanitize, to_html, to_markdown
 from autograder.results import SubmissionResult, TestResult, WrittenResult
 from course_tools.cli import app
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 from tests.nbgrader_course import generated_course, nbgrader
 
 runner = CliRunner()

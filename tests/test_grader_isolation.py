@@ -25,7 +25,7 @@ from autograder.jail import jail_problem
 from autograder.restore import restore
 from autograder.limits import Limits
 from course_tools.cli import app
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from tests import hostile
 from tests.nbgrader_course import generated_course, nbgrader
 

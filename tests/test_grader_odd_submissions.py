@@ -24,7 +24,7 @@ from autograder.fingerprint import grader_fingerprint
 from autograder.submission import Submission
 from autograder.untrusted import CUT, MAX_CHARS
 from course_tools.cli import app
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from tests.small_gradebook import small_gradebook
 
 LAB = "lab-1.1-first-kernels"

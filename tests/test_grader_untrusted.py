@@ -25,7 +25,7 @@ from autograder.feedback import feedback_stem, to_html, to_markdown, write_feedb
 from autograder.report import Failures, csv_rows, to_json, write_csv
 from course_tools.grading_report import BatchProgress, print_table
 from autograder.results import IgnoredFile, SubmissionResult, TestResult, WrittenResult
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 from tests.small_gradebook import small_gradebook
 
 LAB = "lab-1.1-first-kernels"

@@ -34,7 +34,7 @@ from autograder.report import Failures
 from autograder.limits import Limits
 from autograder.store import EXECUTED, INSTRUCTOR, Store
 from autograder.submission import Submission, read_submission
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = "lab-1.1-first-kernels"
 NAME = f"{LAB}.ipynb"

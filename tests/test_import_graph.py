@@ -3,6 +3,7 @@ alone, so it must import nothing else of ours; the grader must not reach up into
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,65 @@ def test_the_student_wheel_knows_nothing_of_nbgrader() -> None:
                for line, m in found if m.split(".")[0] == "nbgrader"]
     reads = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in sorted((ROOT / "pallas_course").rglob("*.py"))
              for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Constant) and node.value == "nbgrader"]
-    assert imports == [] and reads == []
+    assert imports == [], f"the wheel imports nbgrader: {imports}; nbgrader is the grader's (autograder.cells)"
+    assert reads == [], (f"the wheel reads nbgrader cell metadata: {reads}; move the reading to autograder/cells.py, "
+                         "the grader's one reader of it")
+
+
+def _code_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string constant in `path` but its docstrings (prose may name other parts)."""
+    tree = ast.parse(path.read_text())
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs]
+
+
+# Folders of the repository that the wheel, installed alone, does not have; and git (the command, a `.git` folder).
+REPOSITORY_PATHS = ("solutions/", "autograder/", "bench/")
+GIT = re.compile(r"^git$|(^|/)\.git(/|$)")
+
+
+def test_the_student_wheel_knows_nothing_of_the_repository() -> None:
+    """Installed from its wheel, pallas_course has no repository around it: it names no repository root, no
+    folder of the other parts, no git, and never reaches above its own folder."""
+    wheel = sorted((ROOT / "pallas_course").rglob("*.py"))
+    roots = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in wheel for node in ast.walk(ast.parse(p.read_text()))
+             if (isinstance(node, ast.Name) and node.id == "REPO_ROOT")
+             or (isinstance(node, ast.Attribute) and node.attr == "REPO_ROOT")
+             or (isinstance(node, ast.alias) and node.name == "REPO_ROOT")]
+    assert roots == [], (f"the wheel uses REPO_ROOT: {roots}; the repository root lives in "
+                         "autograder.course_manifest, and what needs it belongs to the grader or course_tools")
+    paths = [f"{p.relative_to(ROOT)}:{line} {text!r}" for p in wheel for line, text in _code_strings(p)
+             if any(r in text for r in REPOSITORY_PATHS) or GIT.search(text)]
+    assert paths == [], (f"the wheel's code names repository paths or git: {paths}; reading the repository belongs "
+                         "to course_tools (solution notebooks: course_tools.walks; bench/ and the commit: "
+                         "course_tools.bench_records) or the grader (autograder.course_manifest)")
+    above = [f"{p.relative_to(ROOT)}:{n}" for p in wheel for n, line in enumerate(p.read_text().splitlines(), 1)
+             if "__file__" in line and (".parent.parent" in line or ".parents[" in line)]
+    assert above == [], f"the wheel reaches above its own folder: {above}; it has only itself (and its data files)"
+
+
+GRADER_FIELDS = {"source", "grader", "checks", "rubric", "compile"}
+
+
+def test_the_student_wheel_s_manifest_has_no_grader_fields() -> None:
+    """pallas_course.manifest is course.yml as a student may read it: no model-answer notebook, checks module,
+    hidden-test description, rubric or compile rule (the grader's schema, autograder.course_manifest, adds them;
+    autograder.public_manifest leaves them out of the wheel's course.yml)."""
+    from pydantic import BaseModel
+
+    from pallas_course import manifest
+
+    models = [m for m in vars(manifest).values()
+              if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == manifest.__name__]
+    found = sorted(f"{m.__name__}.{f}" for m in models for f in m.model_fields if f in GRADER_FIELDS)
+    assert models and found == [], (f"the wheel's course.yml schema has grader fields: {found}; move them to "
+                                     "autograder/course_manifest.py")
+    helpers = sorted(n for m in models for n in vars(m) if n in {"compile_rule"}) + \
+        [m.__name__ for m in models if m.__name__ == "CompileRule"]
+    assert helpers == [], f"grader-only parts of the schema in the wheel: {helpers}; move them to autograder/course_manifest.py"
 
 
 def test_presentation_and_benchmarks_are_not_the_graders() -> None:
@@ -99,8 +158,23 @@ def test_one_reader_of_nbgrader_metadata_in_the_grader() -> None:
     assert readers == ["autograder/cells.py", "autograder/fingerprint.py", "autograder/nbgrader_engine.py"]
 
 
+# What the grader or the tools do, by name, and where it lives.
+NOT_THE_WHEELS = {
+    "with_key": "autograder/walk_key.py", "public_manifest": "autograder/public_manifest.py",
+    "apply_edits": "autograder (the notebooks' edits)", "definition_cells": "autograder (cells)",
+    "grade_id": "autograder/cells.py", "is_test_cell": "autograder/cells.py",
+    "from_data": "autograder/rebuild.py (the grader rebuilds the jail's description itself)",
+    "MalformedTrace": "autograder/rebuild.py (Refused)", "to_data": "autograder/rebuild.py (structure_data)",
+    "notebook_lines": "course_tools/walks.py", "course_commit": "course_tools/bench_records.py",
+    "append_records": "course_tools/bench_records.py", "read_records": "course_tools/bench_records.py",
+    "default_out_dir": "course_tools/bench_records.py",
+}
+
+
 def test_the_grader_s_own_helpers_live_in_the_grader() -> None:
-    """The key's overlay on a walk and the public cut of course.yml are the grader's, not the wheel's."""
-    defined = {node.name for p in sorted((ROOT / "pallas_course").rglob("*.py"))
-               for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef)}
-    assert not defined & {"with_key", "public_manifest", "apply_edits", "definition_cells", "grade_id", "is_test_cell"}
+    """The key's overlay on a walk, the public cut of course.yml, the validation of what the jail sends, reading
+    the solution notebooks and keeping bench records are the grader's or the tools', not the wheel's."""
+    defined = {f"{node.name} (pallas_course/{p.relative_to(ROOT / 'pallas_course')}:{node.lineno})": node.name
+               for p in sorted((ROOT / "pallas_course").rglob("*.py")) for node in ast.walk(ast.parse(p.read_text()))
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in NOT_THE_WHEELS}
+    assert not defined, "; ".join(f"{where} belongs in {NOT_THE_WHEELS[name]}" for where, name in defined.items())

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pallas_course.manifest import REPO_ROOT, ManifestError, load, manifest
+from autograder.course_manifest import REPO_ROOT, ManifestError, load, manifest
 
 LABS = manifest().labs
 SEED_NOTEBOOKS = ["lab-1.1-first-kernels", "lab-1.2-tiled-matmul", "lab-1.3-fused-softmax-layernorm",
@@ -66,3 +66,30 @@ def test_colab_install_spec_matches_the_manifest(lab) -> None:
     assert len(params) == 1, "one cell tagged parameters, for papermill"
     assert f'COURSE_PIP = "{manifest().course.colab_pip}"' in params[0].source
     assert 'MODE = "auto"' in params[0].source
+
+
+def test_the_wheel_reads_what_the_release_writes_and_the_grader_reads_the_rest() -> None:
+    """The wheel's schema (pallas_course.manifest) reads the release's course.yml, which holds no field of the
+    grader's schema (autograder.course_manifest) that the wheel's lacks; the grader's reads them all."""
+    import yaml
+
+    from autograder.public_manifest import public_manifest
+    from pallas_course import manifest as student
+
+    raw = yaml.safe_load((REPO_ROOT / "course.yml").read_text())
+    public = public_manifest(raw, "pallas-from-zero @ https://example.invalid/x.whl")
+    m = student.Manifest.model_validate(public)
+    assert [lab.id for lab in m.labs] == [lab.id for lab in LABS]
+    for lab in public["labs"]:
+        assert set(lab) <= set(student.LabSpec.model_fields), lab["id"]
+        assert all(set(t) <= set(student.TestSpec.model_fields) for t in lab["tests"]), lab["id"]
+        assert all(set(w) <= set(student.WrittenSpec.model_fields) for w in lab["written"]), lab["id"]
+    assert all(lab.source and lab.grader for lab in LABS) and manifest().compile_rule("add_f32") is not None
+
+
+def test_the_grader_s_schema_refuses_a_misspelt_field(tmp_path: Path) -> None:
+    bad = tmp_path / "course.yml"
+    bad.write_text((REPO_ROOT / "course.yml").read_text().replace("    checks:", "    chekcs:", 1)
+                   .replace(", checks: ", ", chekcs: ", 1))
+    with pytest.raises(ManifestError, match=r"labs\.0\.tests\.0\.chekcs: Extra inputs are not permitted"):
+        load(bad)

@@ -14,7 +14,7 @@ import pytest
 from autograder.disclosure import instructor_only
 from autograder.harness import TestFailure
 from autograder.notebook_code import load
-from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
+from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 from tests.mutants import Alternative, Mutant
 
 CORPUS_MODULES = ["tests.mutants.lab_1_1", "tests.mutants.lab_1_2", "tests.mutants.lab_1_3", "tests.mutants.lab_1_4"]

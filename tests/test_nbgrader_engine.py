@@ -19,7 +19,7 @@ from autograder.nbgrader_engine import JailedExecute, refuse_files
 from autograder.pipeline import grade_submission
 from autograder.submission import read_submission
 from course_tools.demo import filled_in
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from tests.nbgrader_course import generated_course, nbgrader
 
 LAB = "lab-1.1-first-kernels"

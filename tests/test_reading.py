@@ -23,7 +23,7 @@ if W.installed_version("tokamax") is None:
 
 from autograder.harness import TestFailure   # noqa: E402
 from autograder.labs import lab_1_5           # noqa: E402
-from pallas_course.manifest import REPO_ROOT, manifest   # noqa: E402
+from autograder.course_manifest import REPO_ROOT, manifest   # noqa: E402
 
 LAB = manifest().lab(lab_1_5.LAB)
 POINTS = LAB.test("margin_marks").points

@@ -26,7 +26,7 @@ from autograder.notebook_code import load
 from autograder.rebuild import Refused, rebuild, structure_data
 from autograder.jail_session import LocalFunction, _rebuilt
 from pallas_course.kernel_trace import trace_jaxpr
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from pallas_course.runtime import interpret_params
 
 F32 = jnp.float32

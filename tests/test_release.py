@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from tests.nbgrader_course import generated_course
 
 LABS_WITH_SOURCES = [lab for lab in manifest().labs if (REPO_ROOT / lab.source).exists()]

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from autograder.restore import restore
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = manifest().lab("lab-1.1-first-kernels")
 

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from course_tools.cli import app
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 from course_tools.site import content as content_mod
 from course_tools.site.build import SiteError, build, gather
 from course_tools.site.notebook_cells import shown_cells

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.cells import is_test
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from pallas_course.notebooks import read
 from tests.nbgrader_course import generated_course, nbgrader
 

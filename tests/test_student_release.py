@@ -29,7 +29,7 @@ import yaml
 from course_tools.release import NEVER_SHIPPED, build_release
 from autograder import cells
 from pallas_course import notebooks
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 BEFORE = dt.date(2026, 12, 1)      # before every reveal date in course.yml
 AFTER = dt.date(2027, 1, 31)       # after every reveal date

@@ -20,7 +20,7 @@ from autograder.notebook_code import load
 from course_tools import compile_cases
 from course_tools.compile_cases import row_kernel, structs
 from pallas_course import tpu_compile
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 from pallas_course.runtime import interpret_params
 
 S = jax.ShapeDtypeStruct

@@ -12,13 +12,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pallas_course import walks as W
-from pallas_course.manifest import REPO_ROOT
+from autograder.course_manifest import REPO_ROOT
+from course_tools import walks as R         # the walks as the repository reads them (notebook walks' code too)
+from pallas_course import walks as W        # the wheel's
 
 NOTEBOOK_WALKS = {"matmul": ("solutions/stage-1/lab-1.2-tiled-matmul.ipynb", ["matmul_kernel", "matmul"]),
                   "softmax": ("solutions/stage-1/lab-1.3-fused-softmax-layernorm.ipynb", ["softmax_kernel", "softmax"])}
 HAS_TOKAMAX = W.installed_version("tokamax") is not None
-ALL = [w for w in W.walks() if not (w.id == "tokamax-lsce-forward" and not HAS_TOKAMAX)]
+ALL = [w for w in R.walks() if not (w.id == "tokamax-lsce-forward" and not HAS_TOKAMAX)]
 MARKED = [w for w in ALL if not w.graded]          # walks whose marks are in walks.yml (the chapter's)
 READING = "tokamax-lsce-forward"
 KEY_PATH = REPO_ROOT / "autograder" / "keys" / "tokamax_reading.yml"
@@ -38,7 +39,7 @@ def _cell_code(path: Path, name: str) -> str:
 def test_walk_is_current(w: W.Walk) -> None:
     """Every walk reads its code and its notes and marks were written for that code."""
     assert w.missing is None, w.missing
-    assert w.stale is None, f"{w.id}: {w.stale}\n(`python -m pallas_course.walks {w.id}` shows the lines)"
+    assert w.stale is None, f"{w.id}: {w.stale}\n(`python -m course_tools.walks {w.id}` shows the lines)"
 
 
 @pytest.mark.parametrize("walk_id", NOTEBOOK_WALKS)
@@ -46,7 +47,7 @@ def test_notebook_walk_is_the_notebooks_own_code(walk_id: str) -> None:
     """The lines are the solution notebook's shown cells, kernel then wrapper, one blank line between."""
     notebook, (kernel, wrapper) = NOTEBOOK_WALKS[walk_id]
     path = REPO_ROOT / notebook
-    w = W.walk(walk_id)
+    w = R.walk(walk_id)
     assert w.source_path == notebook and w.first_line == 1
     assert "\n".join(w.lines) == _cell_code(path, kernel) + "\n\n" + _cell_code(path, wrapper)
 
@@ -61,7 +62,7 @@ def test_walks_follow_a_notebook_edit(tmp_path: Path) -> None:
     cell.source = cell.source.replace("    m, k = a.shape\n", "    m, k = a.shape  # rows, depth\n    assert m % bm == 0\n")
     nbformat.write(nb, tmp_path / notebook)
 
-    before, after = W.walk("matmul"), W.walk("matmul", root=tmp_path)
+    before, after = R.walk("matmul"), R.walk("matmul", root=tmp_path)
     assert after.lines[8] == "    m, k = a.shape  # rows, depth"
     assert after.lines[9] == "    assert m % bm == 0"
     assert len(after.lines) == len(before.lines) + 1
@@ -70,8 +71,18 @@ def test_walks_follow_a_notebook_edit(tmp_path: Path) -> None:
 
 
 def test_a_missing_notebook_is_reported_not_raised(tmp_path: Path) -> None:
-    w = W.walk("softmax", root=tmp_path)
+    w = R.walk("softmax", root=tmp_path)
     assert w.lines == [] and "does not exist here" in (w.missing or "")
+
+
+@pytest.mark.parametrize("walk_id", NOTEBOOK_WALKS)
+def test_the_wheel_reads_no_notebook(walk_id: str) -> None:
+    """The wheel's walks module never opens a solution notebook: unbaked, a notebook walk says where its code
+    comes from; with the code written in (as the release and course_tools.walks do) it is the same walk."""
+    w = W.walk(walk_id)
+    assert w.lines == [] and "comes with the course release" in (w.missing or "")
+    raw = R.with_code(W.find(walk_id, W.entries()), REPO_ROOT)
+    assert "lines" in raw["source"] and W.build(raw) == R.walk(walk_id)
 
 
 @pytest.mark.parametrize("w", MARKED, ids=lambda w: w.id)
@@ -99,20 +110,20 @@ def test_steps_have_notes_and_lines_of_the_code(w: W.Walk) -> None:
 @pytest.mark.parametrize("walk_id", NOTEBOOK_WALKS)
 def test_seed_walks_have_seven_steps(walk_id: str) -> None:
     """The chapter shows WALK·matmul and WALK·softmax as 01/07 ... 07/07."""
-    assert len(W.walk(walk_id).steps) == 7
+    assert len(R.walk(walk_id).steps) == 7
 
 
 def test_the_seed_marks_the_program_id_line_schedule() -> None:
     """The chapter's step-1 note: `k = pl.program_id(2)` is schedule."""
-    w = W.walk("WALK·matmul")
+    w = R.walk("WALK·matmul")
     assert w.text(2).strip() == "k = pl.program_id(2)" and w.marks[2] == "schedule"
     assert w.marks[6] == "algorithm" and w.marks[7] == "blank"
 
 
 def test_walk_by_id_or_code_and_unknown_names_the_walks() -> None:
-    assert W.walk("WALK·softmax").id == "softmax"
+    assert R.walk("WALK·softmax").id == "softmax"
     with pytest.raises(KeyError, match=r"no walk 'WALK·attention'; the walks are matmul \(WALK·matmul\)"):
-        W.walk("WALK·attention")
+        R.walk("WALK·attention")
 
 
 @pytest.mark.parametrize("w", ALL, ids=lambda w: w.id)
@@ -130,7 +141,7 @@ def test_to_json_is_json(w: W.Walk) -> None:
 def _write(tmp_path: Path, marks: dict, steps: list | None = None, **extra) -> Path:
     raw = {"walks": [{"id": "softmax", "code": "WALK·softmax", "title": "t",
                       "source": {"notebook": NOTEBOOK_WALKS["softmax"][0], "functions": ["softmax_kernel", "softmax"]},
-                      "source_hash": W.walk("softmax").source_hash, "marks": marks,
+                      "source_hash": R.walk("softmax").source_hash, "marks": marks,
                       "steps": steps or [{"lines": "1", "note": "n"}], **extra}]}
     import yaml
 
@@ -143,7 +154,7 @@ def test_marks_that_dont_fit_make_the_walk_stale(tmp_path: Path) -> None:
     """A mark on a line with no code, a line marked twice, unmarked code: each named in `stale`."""
     data = _write(tmp_path, {"algorithm": "1-6, 10, 14", "schedule": "5, 8-9, 11-13"},
                   steps=[{"lines": "1-40", "note": "n"}])
-    w = W.walk("softmax", data=data)
+    w = R.walk("softmax", data=data)
     assert "line 6 is marked algorithm but has no code" in w.stale
     assert "line 5 is marked both algorithm and schedule" in w.stale
     assert "code lines without a mark: 7, 15-16" in w.stale
@@ -154,7 +165,7 @@ def test_walk_data_without_a_field_says_which(tmp_path: Path) -> None:
     path = tmp_path / "walks.yml"
     path.write_text("walks:\n  - {id: x, code: y, title: z, source: {}, marks: {}}\n")
     with pytest.raises(W.WalkDataError, match=r"walks\.0 \(x\) lacks source_hash, steps"):
-        W.walks(data=path)
+        R.walks(data=path)
 
 
 def test_ranges_round_trip() -> None:
@@ -227,10 +238,10 @@ def test_a_graded_walk_with_marks_is_refused(tmp_path: Path) -> None:
     """Putting a key back into walks.yml fails loudly: it would ship to every student."""
     path = _write(tmp_path, {"algorithm": "1-3", "schedule": "4-5"}, graded=True)
     with pytest.raises(W.WalkDataError, match=r"is graded \(students write its marks\) but has marks.*grader-side"):
-        W.walks(data=path)
+        R.walks(data=path)
     path.write_text(path.read_text().replace("marks:", "ungraded: '1'\n  old_marks:"))
     with pytest.raises(W.WalkDataError, match=r"but has ungraded"):
-        W.walks(data=path)
+        R.walks(data=path)
 
 
 def test_a_graded_walk_needs_no_marks(tmp_path: Path) -> None:
@@ -241,10 +252,10 @@ def test_a_graded_walk_needs_no_marks(tmp_path: Path) -> None:
     raw = yaml.safe_load(_write(tmp_path, {}, graded=True).read_text())
     del raw["walks"][0]["marks"]
     path.write_text(yaml.safe_dump(raw, allow_unicode=True))
-    w = W.walk("softmax", data=path)
-    assert w.graded and w.stale is None and w.marks == {} and w.lines == W.walk("softmax").lines
+    w = R.walk("softmax", data=path)
+    assert w.graded and w.stale is None and w.marks == {} and w.lines == R.walk("softmax").lines
     assert "marks written" not in W.render(w).split("\n")[2]
-    plain = W.walk("softmax")
+    plain = R.walk("softmax")
     key = {"source_hash": plain.source_hash, "ungraded": "1",
            "marks": {m: W.format_ranges([n for n, v in plain.marks.items() if v == m]) for m in W.MARKS}}
     from autograder.walk_key import with_key

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.harness import TestFailure, quiet
-from pallas_course.manifest import manifest
+from autograder.course_manifest import manifest
 from autograder.walk_key import with_key
 from pallas_course.walks import Walk, WalkDataError, format_ranges
 
@@ -205,7 +205,7 @@ def solution_region(source: str) -> str:
 
 def write_solution(notebook: Path | None = None) -> bool:
     """Write model_answer() into the solution notebook's answer cell; True if it changed."""
-    from pallas_course.manifest import REPO_ROOT
+    from autograder.course_manifest import REPO_ROOT
     from autograder.cells import grade_id
 
     import nbformat

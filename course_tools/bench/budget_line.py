@@ -24,7 +24,7 @@ from autograder import reference_kernels
 from course_tools.bench.common import dist_version, machine
 from course_tools.reference_schedules import trace_reference
 from pallas_course import legality, tpu_compile
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 OUT = REPO_ROOT / "bench" / "budget-line.json"
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}

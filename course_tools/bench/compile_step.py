@@ -19,7 +19,7 @@ def measure(code: str) -> dict[str, Any]:
     from autograder import compile_rule
     from autograder.notebook_code import load
     from pallas_course import tpu_compile
-    from pallas_course.manifest import REPO_ROOT, manifest
+    from autograder.course_manifest import REPO_ROOT, manifest
 
     lab = next(lab for lab in manifest().labs if lab.code == code)
     if lab.compile is None:

@@ -26,7 +26,7 @@ import nbformat
 
 from course_tools.bench.common import dist_version, machine, timed
 from course_tools.demo import filled_in
-from pallas_course.manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT, manifest
 
 OUT = REPO_ROOT / "bench" / "grading-batch.json"
 LAB = "lab-1.1-first-kernels"
@@ -104,7 +104,7 @@ def cpu_parallelism() -> dict:
 
 def run(repeats: int = 3, jobs: int = 2) -> dict:
     from autograder.limits import sandbox_status
-    from pallas_course.bench import collect_provenance
+    from course_tools.bench_records import provenance
 
     bindir = Path(sys.executable).parent
     stage = manifest().stage.id
@@ -138,7 +138,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
     # load comes and goes): the ratio is the median of these pairs' ratios.
     pair_ratios = [a / b for a, b in zip(times["nbgrader"], times["course"])]
     n = len(kinds)
-    prov = collect_provenance().model_dump(mode="json")
+    prov = provenance().model_dump(mode="json")
     prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
                 dask_version=dist_version("dask"), distributed_version=dist_version("distributed"),
                 sandbox=sandbox_status(), **machine())

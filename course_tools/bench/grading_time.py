@@ -23,8 +23,8 @@ import nbformat
 
 from course_tools.bench.common import dist_version, timed
 from course_tools.demo import filled_in
-from pallas_course.bench import collect_provenance
-from pallas_course.manifest import REPO_ROOT, LabSpec, manifest
+from course_tools.bench_records import provenance
+from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 OUT = REPO_ROOT / "bench" / "grading-time.json"
 N = 5            # LAB·1.1 cases (issue 2 asks for the median of 5)
@@ -132,7 +132,7 @@ def _run_commands(only: str) -> list[dict]:
 
 
 def provenance() -> dict:
-    prov = collect_provenance().model_dump(mode="json")
+    prov = provenance().model_dump(mode="json")
     prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
                 cpu_count=os.cpu_count(), machine=platform.machine(), system=platform.system(),
                 load_average_1_5_15=list(os.getloadavg()))

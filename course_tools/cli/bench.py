@@ -38,10 +38,11 @@ def bench(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from pallas_course.bench import BenchRecordError, collect_provenance, default_out_dir, record_file_name
+    from course_tools.bench_records import default_out_dir, provenance, record_file_name
+    from pallas_course.bench import BenchRecordError
     from course_tools.bench_workloads import mode_note, plan, run_bench
     from course_tools.gate_spec import gate
-    from pallas_course.manifest import ManifestError
+    from autograder.course_manifest import ManifestError
 
     console = Console(stderr=True)
     backend, kind = jax.default_backend(), jax.devices()[0].device_kind
@@ -49,7 +50,7 @@ def bench(
         cases = plan(gate("GATE-01"), backend=backend, quick=quick, only=only.value if only else None)
     except (ManifestError, KeyError) as e:
         raise fail(str(e)) from None
-    out_file = (out or default_out_dir()) / record_file_name(collect_provenance())
+    out_file = (out or default_out_dir()) / record_file_name(provenance())
     typer.echo(mode_note(backend, kind))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:

@@ -25,7 +25,7 @@ def gates(
     """
     from pallas_course.bench import BenchRecordError
     from course_tools.gates import evaluate, render_text
-    from pallas_course.manifest import ManifestError
+    from autograder.course_manifest import ManifestError
 
     if records is not None and not records.is_dir():
         raise fail(f"--records {records}: not a directory; pass the folder that holds the *.jsonl records")

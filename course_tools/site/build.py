@@ -23,7 +23,7 @@ import numpy as np
 from markupsafe import Markup
 
 from pallas_course import legality
-from pallas_course.manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
+from autograder.course_manifest import REPO_ROOT, LabSpec, Manifest, load as load_manifest
 from pallas_course.schedule import Frame, Schedule, blocks_by_operand
 
 from . import content as content_mod
@@ -179,7 +179,7 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
     None builds the instructor's page, with every solution."""
     from pallas_course.bench import BenchRecordError
     from course_tools.gates import evaluate
-    from pallas_course.manifest import ManifestError
+    from autograder.course_manifest import ManifestError
 
     try:
         m = load_manifest(root / "course.yml")

@@ -22,7 +22,7 @@ from autograder import reference_kernels
 from course_tools import reference_schedules
 from pallas_course.kernel_lines import code_map
 from pallas_course.kernel_trace import PallasCallInfo, trace
-from pallas_course.manifest import LabSpec
+from autograder.course_manifest import LabSpec
 from pallas_course.schedule import DISPLAY, Schedule, schedule
 
 from .notebook_cells import Mark, cell_defining, function_from_cell, listing_marks, shown_cells

@@ -1,15 +1,14 @@
 """The guided walks (WALK·matmul, WALK·softmax): a numbered listing and the steps that move through it.
 
 The listing is always the lab notebook's own `site:show` cells (kernel, a blank line, wrapper: the
-numbering kernel_lines uses). Notes and per-line marks come from the shared walk data in
-`pallas_course.walks` when that module provides this walk; until then the walk steps through the code one
+numbering kernel_lines uses). Notes and per-line marks come from the shared walk data (pallas_course/walks.yml,
+read here by course_tools.walks) when it has this walk; until then the walk steps through the code one
 statement at a time (the kernel's signature, each statement of its body, the wrapper's set-up, then each
 argument group of the pallas_call), without notes, coloured by the cells' copper/steel tags.
 """
 from __future__ import annotations
 
 import ast
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,13 +89,6 @@ def statement_steps(listing: tuple[str, ...]) -> tuple[WalkStep, ...]:
 _MARKS: dict[str, Mark] = {"algorithm": "alg", "schedule": "sch", "blank": "plain"}
 
 
-def _walks_module():
-    try:
-        return importlib.import_module("pallas_course.walks")
-    except ModuleNotFoundError:     # the shared walk data has not landed in this checkout
-        return None
-
-
 def _from_data(w, anchor: str) -> Walk:
     """A walk from pallas_course.walks: its lines, marks, steps and notes."""
     first = int(w.first_line)
@@ -109,14 +101,14 @@ def _from_data(w, anchor: str) -> Walk:
 
 def build_walk(root: Path, spec: WalkSpec, notebook: str) -> Walk:
     """The walk `spec`: from the walk data when it has steps for it, else from `notebook`'s site:show cells."""
-    module = _walks_module()
-    if module is not None:
-        try:
-            data = module.walk(spec.code, root=root)
-        except KeyError:
-            data = None
-        if data is not None and not data.missing and data.steps:
-            return _from_data(data, spec.id)
+    from course_tools import walks
+
+    try:
+        data = walks.walk(spec.code, root=root)
+    except KeyError:
+        data = None
+    if data is not None and not data.missing and data.steps:
+        return _from_data(data, spec.id)
     path = root / notebook
     cells = shown_cells(path) if path.exists() else []
     kernel, wrapper = cell_defining(cells, spec.kernel), cell_defining(cells, spec.wrapper)
