@@ -29,6 +29,7 @@ import yaml
 from course_tools.release import NEVER_SHIPPED, build_release
 from autograder import cells
 from pallas_course import notebooks
+from pallas_course.manifest import Manifest
 from autograder.course_manifest import REPO_ROOT, manifest
 
 BEFORE = dt.date(2026, 12, 1)      # before every reveal date in course.yml
@@ -133,7 +134,11 @@ def test_release_layout_and_requirements(release) -> None:
         tops = {n.split("/")[0] for n in z.namelist()}
         public = yaml.safe_load(z.read("pallas_course/course.yml"))
     assert tops == {"pallas_course", "pallas_from_zero-0.1.0.dist-info"}
-    assert all(not w["rubric"] for lab in public["labs"] for w in lab["written"])
+    # course.yml as students may read it: the wheel's schema reads it, and none of the grader's fields is there
+    assert Manifest.model_validate(public).labs
+    assert not [(lab["id"], f) for lab in public["labs"] for f in ("source", "grader", "compile") if f in lab]
+    assert not [t["id"] for lab in public["labs"] for t in lab["tests"] if "checks" in t]
+    assert not [w["id"] for lab in public["labs"] for w in lab["written"] if "rubric" in w]
 
 
 def test_released_notebooks_install_the_published_wheel_and_carry_a_badge(release) -> None:
@@ -166,6 +171,33 @@ def test_walks_are_baked_or_withheld(release) -> None:
         walks = yaml.safe_load(z.read("pallas_course/walks.yml"))["walks"]
     matmul = next(w for w in walks if w["id"] == "matmul")
     assert "lines" not in matmul["source"] and "2026-12-14" in matmul["source"]["withheld"]
+
+
+_ALONE = """import sys
+import pallas_course
+from pallas_course import bench, chips, manifest, walks
+m = manifest.manifest()
+assert [l.id for l in m.labs] and chips.chips() and m.gates[0]["estimate"]["step_overhead_s"]
+ws = {w.id: w for w in walks.walks()}
+assert "2026-12-14" in ws["matmul"].missing, ws["matmul"].missing
+assert bench.collect_provenance().course_commit is None
+ours = sorted(n for n in sys.modules if n.split(".")[0] in ("autograder", "course_tools", "nbgrader"))
+assert not ours, ours
+print(pallas_course.__file__)
+"""
+
+
+def test_the_wheel_works_alone(release, tmp_path: Path) -> None:
+    """The wheel unpacked with no repository around it: its course.yml reads with the student schema, its
+    chips, gates and walks read, a bench provenance is made (no git, no commit), and nothing of the grader or
+    the tools is imported. (The clean-virtualenv test below runs every notebook on it.)"""
+    with zipfile.ZipFile(release.wheel) as z:
+        z.extractall(tmp_path / "wheel")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(tmp_path / "wheel")}
+    run = subprocess.run([sys.executable, "-c", _ALONE], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == str(tmp_path / "wheel" / "pallas_course" / "__init__.py")
 
 
 # ---------------------------------------------------------------------------------------- end to end
