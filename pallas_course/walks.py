@@ -60,7 +60,7 @@ import hashlib
 import importlib
 import inspect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 

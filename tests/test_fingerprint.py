@@ -85,3 +85,15 @@ def test_the_guard_watches_all_the_code() -> None:
     """--no-jail: a notebook that rewrites a report could forge results too, so the guard watches every file."""
     watched = {str(p.relative_to(REPO_ROOT)) for p in fingerprint.grader_files()}
     assert {"autograder/report.py", "course_tools/grading_report.py", "course.yml", "autograder/score.py"} <= watched
+
+
+def test_the_grader_s_schema_and_course_yml_s_scoring_fields_are_covered() -> None:
+    """course.yml's grader fields live in autograder.course_manifest (the wheel's pallas_course.manifest has
+    none): both schemas are hashed as scoring code, and a lab's rubric, checks, compile rule and checks module
+    are hashed as what course.yml says of it."""
+    lab = manifest().lab("lab-1.1-first-kernels")
+    names = {str(p.relative_to(REPO_ROOT)) for p in fingerprint.lab_files(lab)}
+    assert {"autograder/course_manifest.py", "pallas_course/manifest.py"} <= names
+    part = fingerprint._manifest_part(lab)
+    assert lab.written[0].rubric[0] in part and lab.tests[0].checks in part and lab.grader in part
+    assert lab.compile is not None and '"compile": {"chips": ["v5e", "v6e"]' in part

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 
 from autograder import reference_kernels
 from course_tools.bench.common import dist_version, machine
+from course_tools.bench_records import course_commit
 from course_tools.reference_schedules import trace_reference
 from pallas_course import legality, tpu_compile
 from autograder.course_manifest import REPO_ROOT, manifest
@@ -74,11 +74,6 @@ def jax_struct(shape: tuple[int, ...], dtype: Any) -> Any:
     return jax.ShapeDtypeStruct(shape, dtype)
 
 
-def _commit() -> str | None:
-    run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-    return run.stdout.strip() or None
-
-
 def record(chips: list[str]) -> dict[str, Any]:
     if not tpu_compile.available():
         raise SystemExit(tpu_compile.install_hint())
@@ -88,7 +83,7 @@ def record(chips: list[str]) -> dict[str, Any]:
         "what": "LAB·1.4's VMEM budget line for a double-buffered square matmul: predicted, then compiled",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "method": METHOD,
-        "provenance": {"commit": _commit(), "python": sys.version.split()[0], "jax": dist_version("jax"),
+        "provenance": {"commit": course_commit(), "python": sys.version.split()[0], "jax": dist_version("jax"),
                        "jaxlib": dist_version("jaxlib"), "libtpu": tpu_compile.libtpu_version(),
                        "machine": machine(), "device": "none: deviceless compile on the CPU"},
         "lines": rows,
