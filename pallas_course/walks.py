@@ -22,7 +22,7 @@ Where each part lives:
   the lines follow at once and `Walk.stale` says that the notes and marks need a look; tests fail on it.
   A graded walk's marks are in its grader-side key, with the key's own `source_hash`.
 
-The API (what the site calls)::
+The API (the site and the tests read it through course_tools.walks, which adds `root=`, the checkout)::
 
     from pallas_course.walks import walks, walk
     for w in walks():              # every walk, in the order of walks.yml
