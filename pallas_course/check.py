@@ -357,7 +357,7 @@ def check_one_kernel(name: str, fn: Callable[..., Any], *args: Any, outside_min_
 # LAB·1.4 (pipelining): the course's models of one matmul step and its VMEM budget read off a matmul
 # (YourMatmul; the arithmetic is pallas_course.cost_model's), and the rules the grade applies to
 # smallest_fed_block, largest_square_block and choose_blocks. One copy, used by the notebook's
-# visible checks (check_fed_block, check_budget_line, check_block_choice) and by autograder/labs/lab_1_4.py,
+# visible checks (check_fed_block, check_budget_line, check_block_choice) and by the grader (autograder.labs.lab_1_4),
 # so a visible check and the hidden test say the same thing in the same words. No number is typed in: a traced
 # model matmul answers (schedule, its dot, the legality model) and every chip constant comes from course.yml.
 

@@ -1,8 +1,8 @@
 """The course's cost models, one home: the time of a pipeline step (DMA and MXU) and a kernel's VMEM working set.
 
 LAB·1.4's visible checks (pallas_course.check, on the student's own traced matmul), its grade
-(autograder/labs/lab_1_4.py, on the grader's traced matmul), the gates' estimates (course_tools/estimate.py)
-and the bench kernels' VMEM limit (course_tools/bench_workloads.py) all call these with their own inputs. The
+(autograder.labs.lab_1_4, on the grader's traced matmul), the gates' estimates (course_tools.estimate)
+and the bench kernels' VMEM limit (course_tools.bench_workloads) all call these with their own inputs. The
 working set of a *traced* pallas_call is the legality model's (pallas_course.legality.check_pallas_call);
 the closed forms below are that same arithmetic for the lab's matmul, with no trace.
 """

@@ -1,5 +1,5 @@
 """The graded rules of LAB·1.1-1.3, one home: the notebooks' visible checks (pallas_course.lab_checks) and the
-hidden checks (autograder/labs) apply these same functions, tolerances and diagnoses.
+hidden checks (autograder.labs) apply these same functions, tolerances and diagnoses.
 
 What stays hidden is only the grade's inputs (fresh random ones, more sizes), never a rule: every hidden case
 belongs to a *family* (its dtype, whether its grid is square, whether its blocks are, the kind of rows...) read

@@ -3,8 +3,8 @@
 The code is read at run time with `inspect` from the pinned tokamax release (never copied into the
 course); its line numbers are the package file's. The walk data (`pallas_course.walks`, id
 `tokamax-lsce-forward`, `graded: true`) holds the notes. The instructor's marks are not in this package:
-they are LAB·1.5's key, grader-side only (autograder/keys/tokamax_reading.yml, read by
-autograder/labs/lab_1_5.py), so nothing here can tell a student whether a mark is right.
+they are LAB·1.5's key, grader-side only (read by autograder.labs.lab_1_5), so nothing here can tell a
+student whether a mark is right.
 
 What a notebook calls:
 

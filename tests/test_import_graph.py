@@ -116,6 +116,10 @@ def test_the_student_wheel_knows_nothing_of_the_repository() -> None:
     assert paths == [], (f"the wheel's code names repository paths or git: {paths}; reading the repository belongs "
                          "to course_tools (solution notebooks: course_tools.walks; bench/ and the commit: "
                          "course_tools.bench_records) or the grader (autograder.course_manifest)")
+    prose = [f"{p.relative_to(ROOT)}:{n}" for p in wheel for n, line in enumerate(p.read_text().splitlines(), 1)
+             if any(r in line for r in REPOSITORY_PATHS)]
+    assert prose == [], (f"the wheel's comments or docstrings point into the repository's folders: {prose}; "
+                         "name a module (autograder.labs.lab_1_4), never a path a student does not have")
     above = [f"{p.relative_to(ROOT)}:{n}" for p in wheel for n, line in enumerate(p.read_text().splitlines(), 1)
              if "__file__" in line and (".parent.parent" in line or ".parents[" in line)]
     assert above == [], f"the wheel reaches above its own folder: {above}; it has only itself (and its data files)"
