@@ -28,15 +28,12 @@ def configure(c: Any) -> None:
     steps: list[Any] = Autograde.class_traits()["autograde_preprocessors"].default()
     steps[steps.index(next(p for p in steps if p.__name__ == "Execute"))] = "autograder.nbgrader_engine.JailedExecute"
     c.Autograde.autograde_preprocessors = steps
-    sanitize: list[Any] = Autograde.class_traits()["sanitize_preprocessors"].default()
-    sanitize[sanitize.index(next(p for p in sanitize if p.__name__ == "DeduplicateIds"))] = \
-        "autograder.nbgrader_engine.DeduplicateIds"
-    c.Autograde.sanitize_preprocessors = sanitize
-    # Before nbgrader reads or copies a submission: links and special files refused, the bytes read as
-    # `course grade` reads them (autograder.nbgrader_engine.refuse_files).
-    from autograder.nbgrader_engine import refuse_files
+    # nbgrader reads each submission through the pipeline (identify, restore) from the bytes the pre-convert
+    # hook read, after refusing links and special files as `course grade` does (autograder.nbgrader_engine).
+    from autograder.nbgrader_engine import read_submissions
 
-    c.Autograde.pre_convert_hook = refuse_files
+    c.Autograde.pre_convert_hook = read_submissions
+    c.Autograde.exporter_class = "autograder.nbgrader_engine.SubmittedNotebook"
     c.JailedExecute.timeout = CELL_TIMEOUT_S
     # generate_feedback renders the autograded notebook, whose test cells hold the hidden tests nbgrader restored:
     # clear them first, as generate_assignment does (tests/test_solutions_both_doors.py).

@@ -1,11 +1,12 @@
 """Grading as data: one submission's grading is a frozen `Grading` record, each step a function from one
 record to the next, and each door the list of its steps, run by one runner (`run`).
 
-    COURSE_GRADE  identify → restore → execute → score   (per submission, in this process or a worker;
-                  around it, for the class: discover → read → [these] → record → report, in
-                  autograder.course_grade and autograder.batch)
-    NBGRADER      identify → restore → execute → score   (autograder.nbgrader_engine; nbgrader then limits
-                  the output again, a no-op, and saves its own grades from the same outputs)
+    COURSE_GRADE  identify → restore → execute → score   (each submission, in this process or a worker; the
+                  class around it, discover → read → [these] → record → report, is
+                  autograder.course_grade.COURSE_GRADE, run by the same runner)
+    NBGRADER      identify → restore → execute → score   (autograder.nbgrader_engine: nbgrader's exporter runs
+                  the first two on the bytes nbgrader's pre-convert hook read, its Execute the last two;
+                  nbgrader then limits the output again, a no-op, and saves its own grades from the same outputs)
 
     identify  the submission's bytes as a validated notebook, and its lab          (autograder.identify)
     restore   the instructor's cells put back from solutions/, as nbgrader does   (autograder.restore)
@@ -13,8 +14,9 @@ record to the next, and each door the list of its steps, run by one runner (`run
     score     nbgrader's output limit and rule, the notebooks whole and safe to hand back (autograder.score)
 
 A step that finds the submission cannot be graded records a 0 with the reason in `result`; the runner then
-skips the rest. Nothing raises for a bad submission. `grade_payload` is the task a worker runs: a Submission
-in, plain data (a `Graded`) out.
+skips the rest. Nothing raises for a bad submission. The record keeps the names of the steps done, so a
+door split across two callers (nbgrader's) resumes where it stopped and no step runs twice.
+`grade_payload` is the task a worker runs: a Submission in, plain data (a `Graded`) out.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import nbformat
 from nbformat import NotebookNode
@@ -55,10 +57,16 @@ class Grading:
     result: SubmissionResult | None = None   # score, or a 0 with why from the step that stopped the grading
     executed: str | None = None              # score: the executed notebook safe to hand back (nbformat JSON)
     full: str | None = None                  # score: whole, for the instructor and nbgrader's formgrader
+    done: tuple[str, ...] = ()               # the steps run so far, in order (the runner keeps it)
 
     @property
     def label(self) -> str:
         return self.submission.label
+
+    @property
+    def stopped(self) -> bool:
+        """A result is recorded: scored, or a 0 with why from a step that found it cannot be graded."""
+        return self.result is not None
 
 
 Step = Callable[[Grading], Grading]
@@ -109,13 +117,31 @@ COURSE_GRADE: tuple[Step, ...] = (identify, restore, execute, score)
 NBGRADER: tuple[Step, ...] = (identify, restore, execute, score)
 
 
-def run(door: Sequence[Step], g: Grading) -> Grading:
-    """`door`'s steps in order, until one records a result."""
-    for step in door:
-        if g.result is not None:
+class State(Protocol):
+    """What the runner needs of a record: the steps done, and whether it can go on."""
+
+    @property
+    def done(self) -> tuple[str, ...]: ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+
+S = TypeVar("S", bound=State)
+
+
+def run(steps: Sequence[Callable[[S], S]], state: S, *, through: str | None = None) -> S:
+    """`steps` in order, each at most once: those `state` has not done yet, until one stops it (a grading
+    with its result) or, with `through`, once the step of that name is done."""
+    for step in steps:
+        if state.stopped:
             break
-        g = step(g)
-    return g
+        if step.__name__ in state.done:
+            continue
+        state = dataclasses.replace(step(state), done=(*state.done, step.__name__))  # type: ignore[type-var]
+        if step.__name__ == through:
+            break
+    return state
 
 
 # ------------------------------------------------------------------------------------ the worker's task

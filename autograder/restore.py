@@ -53,9 +53,10 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
         gid = grade_id(cell)
         src = source_cells.get(gid) if gid is not None else None
         if src is None:
-            # nbgrader drops grade ids it does not know: such a cell is not graded
+            # nbgrader drops grade ids it does not know: such a cell is not graded. The metadata goes whole
+            # (nbgrader leaves the rest, a grade cell without an id, on which its own OverwriteCells fails)
             notes.append(f"cell {meta(cell)['grade_id']!r} is not part of this lab; it runs but is not graded")
-            set_meta(cell, {k: v for k, v in meta(cell).items() if k != "grade_id"})
+            set_meta(cell, None)
             continue
         if cell.cell_type != src.cell_type or is_locked(src) and cell.source != src.source:
             if released.get(gid) != cell.source:

@@ -282,7 +282,6 @@ class Hostile:
     score: float
     reason: str                 # a regex the submission's error, or one of its test messages, must match
     what: str
-    nbgrader: bool = True       # also graded by `nbgrader autograde` (not for files nbgrader cannot read)
 
 
 def _with_cell(nb: NotebookNode, source: str, *, after: str = "setup", before: str | None = None) -> NotebookNode:
@@ -334,15 +333,12 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
          # 64 MB at a time: page by page from Python, a loaded machine hit the 10 s cell limit before 2 GB
          _with_cell(solution, "import mmap\nm = mmap.mmap(-1, 6 << 30)\nchunk = b'\\1' * (64 << 20)\n"
                               "for i in range(0, 6 << 30, 64 << 20):\n    m[i:i + (64 << 20)] = chunk")),
-        (Hostile("corrupt-truncated", 0, "could not read the notebook", "the .ipynb cut in half", nbgrader=False),
+        (Hostile("corrupt-truncated", 0, "could not read the notebook", "the .ipynb cut in half"),
          nbformat.writes(solution).encode()[:4000]),
-        (Hostile("corrupt-binary", 0, "could not read the notebook", "not JSON at all", nbgrader=False),
+        (Hostile("corrupt-binary", 0, "could not read the notebook", "not JSON at all"),
          bytes(range(256)) * 8),
-        # nbgrader's own OverwriteCells (its sanitize pass, before the pipeline's identify runs) raises on
-        # another lab's cells: nbgrader errors out on it rather than scoring it (tests/test_nbgrader_engine.py
-        # covers the cases both doors now read alike).
-        (Hostile("other-lab", 0, r"holds the cells of LAB·1\.2", "LAB·1.2's notebook under LAB·1.1's name",
-                 nbgrader=False), filled_in(LAB_1_2)),
+        (Hostile("other-lab", 0, r"holds the cells of LAB·1\.2", "LAB·1.2's notebook under LAB·1.1's name"),
+         filled_in(LAB_1_2)),
         (Hostile("deleted-cells", 1, "name 'transpose' is not defined",
                  "transpose and a hidden test deleted (add_f32 comes back where nbgrader puts it: before add)"),
          _without(solution, "transpose", "add_f32")),

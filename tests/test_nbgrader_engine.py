@@ -1,7 +1,8 @@
 """nbgrader's door (autograder.nbgrader_engine) refuses what `course grade` refuses, with the same reason,
 before nbgrader reads or copies anything (a symbolic link, a special file), and grades by the same reader
-and steps (autograder.pipeline.NBGRADER): a notebook valid as JSON but not against nbformat's schema, one
-with over 20 MB of saved outputs, one with a test cell twice get the same score on both doors."""
+and steps (autograder.pipeline.NBGRADER, each once): a notebook valid as JSON but not against nbformat's
+schema, one with over 20 MB of saved outputs, one with a test cell twice, one that is not JSON, another lab's
+notebook under this lab's name and one with another lab's cell added get the same score on both doors."""
 from __future__ import annotations
 
 import copy
@@ -15,7 +16,7 @@ import pytest
 
 from autograder import cells, nbgrader_engine
 from autograder.discover import LINK, SPECIAL, find_submissions
-from autograder.nbgrader_engine import JailedExecute, refuse_files
+from autograder.nbgrader_engine import JailedExecute, read_submissions
 from autograder.pipeline import grade_submission
 from autograder.submission import read_submission
 from course_tools.demo import filled_in
@@ -40,24 +41,71 @@ def _place(root: Path, student: str) -> Path:
 
 def _hook(path: Path) -> list[str]:
     notebooks = [str(path)]
-    refuse_files(assignment=STAGE, student="*", notebooks=notebooks)   # nbgrader passes its globs
+    read_submissions(assignment=STAGE, student="*", notebooks=notebooks)   # nbgrader passes its globs
     return notebooks
 
 
+def _exported(path: Path, student: str) -> nbformat.NotebookNode:
+    """What nbgrader's sanitizing gets for the notebook at `path` (the exporter, as nbgrader calls it)."""
+    text, _ = nbgrader_engine.SubmittedNotebook().from_filename(str(path), _resources(student, Path(NAME).stem))
+    return nbformat.reads(text, as_version=4)
+
+
+def _test_outputs(nb: nbformat.NotebookNode) -> list[str]:
+    ids = {t.id for t in manifest().lab(LAB).tests}
+    return [c.outputs[0]["evalue"] for c in nb.cells if cells.grade_id(c) in ids]
+
+
 def test_a_symlinked_notebook_is_refused_before_nbgrader_reads_it(tmp_path: Path) -> None:
+    """Never opened: nbgrader gets the released notebook, and every test fails with course grade's reason."""
     lab = manifest().lab(LAB)
     _place(tmp_path, "linker").symlink_to(REPO_ROOT / lab.source)   # the model answers, one link away
-    assert _hook(tmp_path / "linker" / STAGE / NAME) == []      # out of nbgrader's list: never opened or copied
-    nb = nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
-    with pytest.raises(ValueError, match="not graded: a symbolic link: never followed"):
-        JailedExecute().preprocess(nb, _resources("linker", Path(NAME).stem))
+    path = tmp_path / "linker" / STAGE / NAME
+    assert _hook(path) == [str(path)]
+    nb = _exported(path, "linker")
+    assert not any("BEGIN SOLUTION" in c.source for c in nb.cells)   # the release, not what the link points at
+    out, _ = JailedExecute().preprocess(nb, _resources("linker", Path(NAME).stem))
+    assert set(_test_outputs(out)) == {"not graded: a symbolic link: never followed (it could point at "
+                                       "solutions/ or at another student's work)"}
     assert [s.reason for s in find_submissions([tmp_path]).skipped] == [LINK]   # course grade's reason
 
 
 def test_a_special_file_is_refused_with_course_grades_reason(tmp_path: Path) -> None:
     os.mkfifo(_place(tmp_path, "fifo"))                             # opening it would block nbgrader
-    assert _hook(tmp_path / "fifo" / STAGE / NAME) == []
-    assert nbgrader_engine._found[("fifo", STAGE, Path(NAME).stem)] == SPECIAL
+    path = tmp_path / "fifo" / STAGE / NAME
+    _hook(path)
+    out, _ = JailedExecute().preprocess(_exported(path, "fifo"), _resources("fifo", Path(NAME).stem))
+    assert set(_test_outputs(out)) == {f"not graded: {SPECIAL}"}
+
+
+def test_the_door_runs_each_step_once(tmp_path: Path) -> None:
+    """The exporter runs identify and restore on the bytes the hook read (the file is not read again);
+    JailedExecute resumes with execute and score."""
+    from autograder import engines
+    from autograder.engine import Execution
+
+    engines.register("fake", lambda nb, lab, limits: Execution(nb, stopped=None))
+    path = _place(tmp_path, "walker")
+    path.write_text(nbformat.writes(filled_in(LAB)))
+    assert _hook(path) == [str(path)]
+    resources = _resources("walker", Path(NAME).stem)
+    path.write_text("changed after the hook read it")
+    text, _ = nbgrader_engine.SubmittedNotebook().from_filename(str(path), resources)
+    assert nbformat.reads(text, as_version=4).cells          # the bytes read, restored
+    key = ("walker", STAGE, Path(NAME).stem)
+    assert nbgrader_engine._found[key].done == ("identify", "restore")
+    seen = []
+    real = nbgrader_engine.pipeline.run
+
+    def spy(steps, g, **kw):
+        out = real(steps, g, **kw)
+        seen.append(out.done)
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nbgrader_engine.pipeline, "run", spy)
+        JailedExecute(engine="fake").preprocess(nbformat.reads(text, as_version=4), resources)
+    assert seen == [("identify", "restore", "execute", "score")]
 
 
 def test_a_notebook_of_no_lab_is_refused(tmp_path: Path) -> None:
@@ -100,13 +148,24 @@ def test_an_off_schema_notebook_scores_zero_from_the_bytes_read(tmp_path: Path) 
     assert grade_submission(read_submission(path, "x")).result.error.startswith("could not read the notebook")
 
 
+def _foreign_cell(nb: nbformat.NotebookNode) -> str:
+    """`nb` with LAB·1.2's first test cell added at the end: it runs, ungraded (nbgrader's own OverwriteCells
+    fails on it)."""
+    other = filled_in("lab-1.2-tiled-matmul")
+    nb = copy.deepcopy(nb)
+    nb.cells.append(next(c for c in other.cells if cells.is_test(c)))
+    return nbformat.writes(nb)
+
+
 def test_both_doors_give_the_same_scores(tmp_path: Path) -> None:
     """`nbgrader autograde` and `course grade` on the same odd submissions: the same points for every test."""
     from nbgrader.api import Gradebook
 
     course = generated_course(tmp_path / "course")
     solution = filled_in(LAB)
-    texts = {"off-schema": _off_schema(solution), "big-outputs": _big(solution), "test-twice": _twice(solution)}
+    texts = {"off-schema": _off_schema(solution), "big-outputs": _big(solution), "test-twice": _twice(solution),
+             "not-json": "{not json", "other-lab": nbformat.writes(filled_in("lab-1.2-tiled-matmul")),
+             "foreign-cell": _foreign_cell(solution)}
     submitted = course / "submitted"
     for student, text in texts.items():
         (submitted / student / STAGE).mkdir(parents=True)
@@ -115,14 +174,21 @@ def test_both_doors_give_the_same_scores(tmp_path: Path) -> None:
     (submitted / "linker" / STAGE / NAME).symlink_to(REPO_ROOT / manifest().lab(LAB).source)
     run = nbgrader(course, "autograde", STAGE, "--force")
     assert f"linker/{STAGE}/{NAME}: not graded: a symbolic link: never followed" in run.stderr
-    assert not (course / "autograded" / "linker" / STAGE / NAME).exists()
+    linked = nbformat.read(course / "autograded" / "linker" / STAGE / NAME, as_version=4)
+    assert not any("BEGIN SOLUTION" in c.source for c in linked.cells)     # the release, scored 0
     tests = [t.id for t in manifest().lab(LAB).tests]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         theirs = {s: {g.name: g.score for g in gb.find_submission_notebook(Path(NAME).stem, STAGE, s).grades
-                      if g.name in tests} for s in texts}
+                      if g.name in tests} for s in [*texts, "linker"]}
+    assert sum(theirs.pop("linker").values()) == 0
     ours = {s: {t.name: t.points for t in grade_submission(read_submission(submitted / s / STAGE / NAME, s))
                 .result.tests} for s in texts}
     assert theirs == ours
     assert sum(ours["test-twice"].values()) == 6 and sum(ours["off-schema"].values()) == 0
-    assert sum(ours["big-outputs"].values()) == 0
+    assert sum(ours["big-outputs"].values()) == 0 and sum(ours["foreign-cell"].values()) == 6
+    assert sum(ours["not-json"].values()) == 0 and sum(ours["other-lab"].values()) == 0
+    for student, why in (("not-json", "could not read the notebook"), ("other-lab", "this notebook holds the cells of LAB·1.2")):
+        assert f"{student}/{STAGE}/{NAME}: {why}" in run.stderr     # the reason, once, in nbgrader's log
+        assert run.stderr.count(f"{student}/{STAGE}/{NAME}: {why}") == 1
+    assert "Traceback" not in run.stderr and run.returncode == 0
     shutil.rmtree(course)
