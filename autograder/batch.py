@@ -1,12 +1,10 @@
-"""Grade a class: schedule each submission's steps here, on local worker processes or on Dask; nothing else.
+"""The grade step of `course grade` (autograder.course_grade.COURSE_GRADE): each submission through
+pipeline.COURSE_GRADE, scheduled here, on local worker processes or on Dask, and recorded as it arrives.
 
-    find      autograder.discover.find_submissions   (the caller: autograder.course_grade)
-    read      autograder.submission.read_submission  -> Submission (bytes, label, SHA-256)
-    plan      autograder.record.plan                 -> what a stored record still answers
-    grade     autograder.pipeline.grade_payload      -> in this process, a local worker, or a Dask task:
+    plan      autograder.record.plan                 what a stored record still answers (reused, not graded)
+    grade     autograder.pipeline.grade_payload      in this process, a local worker, or a Dask task:
               identify -> restore -> execute (cells in the jail, checks outside) -> score
-    record    autograder.record.record               -> the record and executed notebooks, kept at once
-    report    autograder.course_grade / report / export
+    record    autograder.record.record               the record and executed notebooks, kept at once
 
 Each result is recorded as soon as it arrives, so a killed run loses nothing already graded and a re-run
 grades only what is new or changed. A task gets the Submission (its bytes) and returns plain data, so Dask
@@ -27,7 +25,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from autograder.fingerprint import GraderFilesGuard, GraderModified
 from autograder import engines
@@ -36,9 +34,9 @@ from autograder.record import Outcome, plan, record, record_failure
 from autograder.limits import Limits
 from autograder.store import Store
 from autograder.jail_session import SetupFailed
-from autograder.submission import Submission, read_submission, submission_label
+from autograder.submission import Submission
 
-__all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_payload", "run_batch", "start_workers"]
+__all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_each", "grade_payload", "start_workers"]
 
 # What a worker imports before its first submission: the engine, jax (the checks draw inputs with it) and
 # every lab's checks (see start_workers).
@@ -153,11 +151,11 @@ class _DaskPool:
             self.cluster.close()
 
 
-def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, jobs: int = 1, force: bool = False,
-              limits: Limits | None = None, scheduler: str | None = None, engine: str = engines.JAIL,
-              on_outcome: Callable[[Outcome], None] | None = None,
-              on_plan: Callable[[int, int], None] | None = None) -> list[Outcome]:
-    """Grade `paths` (reusing stored results unless `force`); outcomes come back in the order of `paths`.
+def grade_each(submissions: Sequence[Submission], *, out_dir: Path, jobs: int = 1, force: bool = False,
+               limits: Limits | None = None, scheduler: str | None = None, engine: str = engines.JAIL,
+               on_outcome: Callable[[Outcome], None] | None = None,
+               on_plan: Callable[[int, int], None] | None = None) -> list[Outcome]:
+    """Grade `submissions` (reusing stored records unless `force`); outcomes come back in their order.
 
     `scheduler`: a Dask scheduler address, or "local" for a LocalCluster of `jobs` workers; None for
     local worker processes (`jobs` > 1) or this process (`jobs` == 1). `engine`: autograder.engines' name.
@@ -169,8 +167,8 @@ def run_batch(paths: list[Path], *, out_dir: Path, root: Path | None = None, job
 
         require_jail()   # refuse the whole batch in one line, not each submission (Dask workers check their own)
     store = Store(out_dir)
-    labels = [submission_label(p, root) for p in paths]
-    planned = plan((read_submission(p, label) for p, label in zip(paths, labels)), store, force=force)
+    labels = [sub.label for sub in submissions]
+    planned = plan(submissions, store, force=force)
     if on_plan:
         on_plan(len(planned.todo), len(planned.reused))
     outcomes: dict[str, Outcome] = {}

@@ -1,8 +1,14 @@
-"""What `course grade` does once its arguments are parsed: the whole pipeline, found submissions in, reports out.
+"""`course grade` for a class, declared: a frozen `ClassGrading` record, each step a function from one record to
+the next, run by the pipeline's runner (autograder.pipeline.run), each once, in order:
 
-    _grade    the batch (autograder.batch: read, plan, grade in the jail and check outside, record)
-    _attach   what discovery found beside each result: timestamps, ignored and refused files
-    report    feedback pages, nbgrader-grades.csv, the gradebook, results.json and results.csv
+    COURSE_GRADE  discover → read → grade → report
+    discover  the notebooks under the paths given, and the files not graded with why (autograder.discover)
+    read      each notebook's bytes, labelled and hashed, read once (autograder.submission)
+    grade     each submission a stored record does not answer through pipeline.COURSE_GRADE (identify →
+              restore → execute → score) here, on local workers or on Dask, and recorded as it arrives
+              (autograder.batch, autograder.record): a killed run loses nothing graded
+    report    what discovery found attached (timestamps, ignored and refused files), then feedback pages,
+              nbgrader-grades.csv, the gradebook, results.json and results.csv
 
 Outputs under `out`: results.json and results.csv (the JSON contract of `course grade --json`),
 nbgrader-grades.csv (`nbgrader export`'s columns), feedback/<submission>.md and .html, executed/ (notebooks
@@ -13,32 +19,30 @@ No submission can stop the batch: what is found is decided by autograder.discove
 refused, extra notebooks ignored, timestamps validated), and a failure while showing or writing one
 submission is recorded in its `failed` field (report.Failures) while the others go on. `GradeRun.unhandled`
 counts the submissions that could not be handled; the command exits with `EXIT_UNHANDLED` when there are any.
-
-A notebook whose path is not plain text (bytes that are not UTF-8, control characters) is graded from a
-copy under `out/.staged/`, named as shown (U+FFFD for each such byte), so every label, record key and
-report path is text.
+Every label, record key and report path is text: a path's odd bytes show as U+FFFD (autograder.untrusted).
 """
 from __future__ import annotations
 
 import contextlib
-import shutil
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from autograder import engines
-from autograder.batch import run_batch
-from autograder.discover import Discovery, Skipped
+from autograder.batch import grade_each
+from autograder.discover import Discovery, Skipped, find_submissions
 from autograder.export import GradebookError, merge_into_gradebook, one_per_student_lab, write_nbgrader_csv
 from autograder.feedback import feedback_stem, write_feedback
 from autograder.record import GRADER_FAILED, Outcome
 from autograder.report import Failures, to_json, write_reports
 from autograder.results import IgnoredFile, SubmissionResult
 from autograder.limits import Limits
+from autograder.pipeline import run
 from autograder.store import INSTRUCTOR
+from autograder.submission import Submission, read_submission
 
 EXIT_UNHANDLED = 3     # some submissions could not be handled (each says why in results.json)
-STAGED = ".staged"
 
 
 @dataclass(frozen=True)
@@ -51,14 +55,10 @@ class GradeOptions:
     cell_timeout_s: int | None = None
     memory_mb: int = 4096
     gradebook: Path | None = None
-    jailed: bool = True
+    engine: str = engines.JAIL    # autograder.engines' name: "no-jail" for `--no-jail`
 
     def limits(self) -> Limits:
         return Limits(wall_s=self.timeout_s, memory_mb=self.memory_mb, cell_s=self.cell_timeout_s)
-
-    @property
-    def engine(self) -> str:
-        return engines.JAIL if self.jailed else engines.NO_JAIL
 
 
 @dataclass
@@ -84,60 +84,6 @@ class GradeRun:
     @property
     def exit_code(self) -> int:
         return EXIT_UNHANDLED if self.unhandled else 0
-
-
-def _root(given: Sequence[Path]) -> Path | None:
-    return given[0] if len(given) == 1 and given[0].is_dir() else None
-
-
-def _batch_label(path: Path, root: Path | None) -> str:
-    """The label autograder.batch gives `path` (grade.submission_label's rule)."""
-    return str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
-
-
-def _stage(path: Path, label: str, staging: Path) -> Path:
-    """A copy of `path` at `staging/<label>`, the label's parts kept inside `staging`."""
-    parts = [p for p in Path(label).parts if p not in ("/", "..", ".", "")] or ["submission.ipynb"]
-    dest = staging.joinpath(*parts)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, dest, follow_symlinks=False)
-    return dest
-
-
-class Progress:
-    """What the batch tells as it goes (course_tools.grading_report.BatchProgress shows it); silent here."""
-
-    def planned(self, todo: int, reused: int) -> None:
-        """Called once per batch run (a run may have two: see _grade) with how many to grade and reuse."""
-
-    def advance(self, outcome: Any) -> None:
-        """Called with each Outcome as it arrives."""
-
-
-def _grade(found: Discovery, options: GradeOptions, progress: Progress,
-           failures: Failures) -> list[Outcome]:
-    root = found.root
-    plain, odd = [], []
-    for path in found.notebooks:
-        (plain if _batch_label(path, root) == found.label(path) else odd).append(path)
-    batches: list[tuple[list[Path], Path | None]] = [(plain, root)] if plain else []
-    if odd:
-        staging = options.out / STAGED
-        shutil.rmtree(staging, ignore_errors=True)
-        staged = []
-        for path in odd:
-            try:
-                staged.append(_stage(path, found.label(path), staging))
-            except OSError as e:
-                failures.add(found.label(path), "copying the notebook to grade it", e)
-        batches.append((staged, staging))
-    outcomes: list[Outcome] = []
-    for paths, batch_root in batches:
-        outcomes += run_batch(paths, out_dir=options.out, root=batch_root, jobs=options.jobs, force=options.force,
-                              limits=options.limits(), scheduler=options.scheduler, engine=options.engine,
-                              on_plan=progress.planned,
-                              on_outcome=progress.advance)
-    return outcomes
 
 
 def _folders(label: str) -> list[str]:
@@ -192,23 +138,79 @@ def _not_graded(label: str, why: str, *, failed: bool) -> SubmissionResult:
                             error=why, failed=why if failed else None)
 
 
-def run_grade(found: Discovery | list[Path], given: Sequence[Path], options: GradeOptions, *,
+class Progress:
+    """What the batch tells as it goes (course_tools.grading_report.BatchProgress shows it); silent here."""
+
+    def planned(self, todo: int, reused: int) -> None:
+        """Called once with how many submissions to grade and how many stored records answer."""
+
+    def advance(self, outcome: Any) -> None:
+        """Called with each Outcome as it arrives."""
+
+
+@dataclass(frozen=True)
+class ClassGrading:
+    """Where grading a class stands: what each step added, in order (the runner keeps `done`)."""
+
+    given: tuple[Path, ...]
+    options: GradeOptions
+    progress: Progress = field(default_factory=Progress)   # told as the batch goes (a display, or silent)
+    failures: Failures = field(default_factory=Failures)   # met on the way, each against its submission
+    found: Discovery | None = None               # discover
+    submissions: tuple[Submission, ...] = ()     # read
+    outcomes: tuple[Outcome, ...] = ()           # grade: each result, as recorded (or reused)
+    run: GradeRun | None = None                  # report
+    done: tuple[str, ...] = ()
+
+    @property
+    def stopped(self) -> bool:
+        return False     # a class always goes to its report; a problem of the whole run raises
+
+
+def discover(c: ClassGrading) -> ClassGrading:
+    return dataclasses.replace(c, found=find_submissions(c.given))
+
+
+def read(c: ClassGrading) -> ClassGrading:
+    assert c.found is not None
+    return dataclasses.replace(c, submissions=tuple(read_submission(p, c.found.label(p)) for p in c.found.notebooks))
+
+
+def grade(c: ClassGrading) -> ClassGrading:
+    o = c.options
+    outcomes = grade_each(list(c.submissions), out_dir=o.out, jobs=o.jobs, force=o.force, limits=o.limits(),
+                          scheduler=o.scheduler, engine=o.engine, on_plan=c.progress.planned,
+                          on_outcome=c.progress.advance)
+    return dataclasses.replace(c, outcomes=tuple(outcomes))
+
+
+def report(c: ClassGrading) -> ClassGrading:
+    assert c.found is not None
+    return dataclasses.replace(c, run=write_report(c.found, _attach(c.found, list(c.outcomes), c.failures),
+                                                   c.options, c.failures))
+
+
+COURSE_GRADE = (discover, read, grade, report)
+
+
+def run_grade(given: Sequence[Path], options: GradeOptions, *,
               progress: Callable[[Failures], Any] | None = None) -> GradeRun:
-    """Grade what `found` holds (a Discovery, or the notebooks themselves, found under `given`) and write
-    the reports. `progress(failures)`: a context manager with Progress's methods (a display), told as the
-    batch goes; a failure to show one submission goes into `failures`."""
-    if not isinstance(found, Discovery):
-        found = Discovery(_root(given), notebooks=list(found))
+    """Grade the notebooks under `given` and write the reports (COURSE_GRADE). `progress(failures)`: a context
+    manager with Progress's methods (a display), told as the batch goes; a failure to show one submission goes
+    into `failures`. Raises SubmissionNotFound for a path with nothing to grade."""
     failures = Failures()
     with (progress(failures) if progress else contextlib.nullcontext(Progress())) as shown:
-        outcomes = _grade(found, options, shown, failures)
-    return report(found, _attach(found, outcomes, failures), options, failures)
+        c = run(COURSE_GRADE, ClassGrading(tuple(given), options, shown, failures), through="grade")
+    c = run(COURSE_GRADE, c)
+    assert c.run is not None
+    return c.run
 
 
-def report(found: Discovery, outcomes: list[Outcome], options: GradeOptions, failures: Failures) -> GradeRun:
+def write_report(found: Discovery, outcomes: list[Outcome], options: GradeOptions, failures: Failures) -> GradeRun:
     """The report and export step: feedback pages, nbgrader-grades.csv, the gradebook (if given), then
     results.json and results.csv with every failure met on the way."""
-    run = GradeRun(outcomes, [o.result for o in outcomes], failures=failures, jailed=options.jailed,
+    run = GradeRun(outcomes, [o.result for o in outcomes], failures=failures,
+                   jailed=engines.is_jailed(options.engine),
                    refused=sum(s.refused for s in found.skipped), ignored=sum(not s.refused for s in found.skipped))
     out, root = options.out, found.root
     out.mkdir(parents=True, exist_ok=True)

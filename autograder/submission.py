@@ -30,7 +30,10 @@ class Submission:
 
 
 def read_submission(path: Path, label: str) -> Submission:
-    """Hash the whole file, keep at most MAX_BYTES + 1 of it; never raises (an unreadable file says why)."""
+    """Hash the whole file, keep at most MAX_BYTES + 1 of it; never raises (an unreadable file says why). Its
+    name is kept as text (an odd byte shows as U+FFFD), as every label is."""
+    from autograder.untrusted import name as as_text
+
     h, kept, size = hashlib.sha256(), bytearray(), 0
     try:
         with path.open("rb") as f:
@@ -41,8 +44,9 @@ def read_submission(path: Path, label: str) -> Submission:
                     kept += chunk[:MAX_BYTES + 1 - len(kept)]
     except OSError as e:
         why = f"{type(e).__name__}: {e.strerror or e}"
-        return Submission(path.name, label, hashlib.sha256(f"unreadable: {why}".encode()).hexdigest(), b"", 0, why)
-    return Submission(path.name, label, h.hexdigest(), bytes(kept), size)
+        return Submission(as_text(path.name), label, hashlib.sha256(f"unreadable: {why}".encode()).hexdigest(), b"",
+                          0, why)
+    return Submission(as_text(path.name), label, h.hexdigest(), bytes(kept), size)
 
 
 def submission_label(path: Path, root: Path | None) -> str:

@@ -141,7 +141,7 @@ class BatchProgress:
         self.progress.__exit__(*exc)
 
     def planned(self, todo: int, reused: int) -> None:
-        self.total += todo + reused   # called once per batch run; a run may have two (see autograder.course_grade)
+        self.total += todo + reused
         if self.task is None:
             self.task = self.progress.add_task("", total=self.total)
         else:

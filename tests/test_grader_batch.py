@@ -17,7 +17,7 @@ from autograder.fingerprint import grader_fingerprint
 from autograder.record import Plan, new_record, plan
 from autograder.limits import Limits
 from autograder.store import Store
-from autograder.submission import read_submission, submission_label
+from autograder.submission import Submission, read_submission, submission_label
 from course_tools.cli import app
 from autograder.course_manifest import manifest
 
@@ -34,8 +34,13 @@ def _corrupt(root: Path, student: str, text: str = '{"cells": [') -> Path:
     return path
 
 
+def _read(paths: list[Path], root: Path) -> list[Submission]:
+    """The read step, as `course grade` labels them under `root`."""
+    return [read_submission(p, submission_label(p, root)) for p in paths]
+
+
 def _plan(paths: list[Path], root: Path, store: Store, *, force: bool = False) -> Plan:
-    return plan((read_submission(p, submission_label(p, root)) for p in paths), store, force=force)
+    return plan(_read(paths, root), store, force=force)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +121,7 @@ def test_killed_run_loses_nothing_graded(tmp_path: Path) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, on_outcome=die_after_first)
+        batch.grade_each(_read(paths, root), out_dir=tmp_path / "grades", on_outcome=die_after_first)
     assert len(seen) == 1 and Store(tmp_path / "grades").get(seen[0]) is not None
     todo, reused = _plan(paths, root, Store(tmp_path / "grades"))
     assert [o.label for o in reused] == seen and len(todo) == 2
@@ -165,7 +170,7 @@ def test_grader_failure_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         raise OSError("disk full")
 
     monkeypatch.setattr(batch, "grade_payload", broken)
-    [outcome] = batch.run_batch(paths, out_dir=tmp_path / "grades", root=root)
+    [outcome] = batch.grade_each(_read(paths, root), out_dir=tmp_path / "grades")
     assert outcome.result.score == 0 and "the grader failed on this submission" in outcome.result.error
     assert "disk full" in outcome.result.error
     todo, _ = _plan(paths, root, Store(tmp_path / "grades"))
@@ -180,7 +185,7 @@ def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: py
     watched.write_text("checks")
     monkeypatch.setattr(autograder.fingerprint, "grader_files", lambda: [watched])
     with pytest.raises(batch.GraderModified, match="grader files changed during the batch"):
-        batch.run_batch(paths, out_dir=tmp_path / "grades", root=root, engine="no-jail",
+        batch.grade_each(_read(paths, root), out_dir=tmp_path / "grades", engine="no-jail",
                         on_outcome=lambda o: watched.write_text("checks that always pass"))
 
 

@@ -27,18 +27,23 @@ from autograder.engine import Execution
 from autograder.fingerprint import grader_fingerprint
 from autograder import engines, pipeline
 from autograder.pipeline import Graded, Grading, grade_payload, grade_submission
-from autograder.course_grade import GradeOptions, report
+from autograder.course_grade import GradeOptions, write_report
 from autograder.identify import Ungradable, identify
 from autograder.record import GRADER_FAILED, Outcome, plan, record, record_failure
 from autograder.report import Failures
 from autograder.limits import Limits
 from autograder.store import EXECUTED, INSTRUCTOR, Store
-from autograder.submission import Submission, read_submission
+from autograder.submission import Submission, read_submission, submission_label
 from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = "lab-1.1-first-kernels"
 NAME = f"{LAB}.ipynb"
 LABEL = f"amy/stage-1/{NAME}"
+
+
+def _read(paths: list[Path], root: Path) -> list[Submission]:
+    """The read step, as `course grade` labels them under `root`."""
+    return [read_submission(p, submission_label(p, root)) for p in paths]
 
 
 def _submission(nb: NotebookNode | str, name: str = NAME, label: str = LABEL) -> Submission:
@@ -224,7 +229,32 @@ def test_the_runner_visits_each_step_once_in_order(solved: NotebookNode, monkeyp
         return s
 
     g = pipeline.run([step("a"), step("b"), step("c")], Grading(_submission(solved)))
-    assert seen == ["a", "b"] and g.result.error == "stop"
+    assert seen == ["a", "b"] and g.result.error == "stop" and g.done == ("a", "b")
+
+
+def test_the_runner_resumes_where_the_record_stands(solved: NotebookNode) -> None:
+    """nbgrader's door runs its steps in two callers: the second resumes, and no step runs twice."""
+    g = pipeline.run(pipeline.NBGRADER, Grading(_submission(solved), engine=fake_engine()), through="restore")
+    assert g.done == ("identify", "restore") and g.run is None
+    g = pipeline.run(pipeline.NBGRADER, g)
+    assert g.done == ("identify", "restore", "execute", "score") and g.result.score == 6.0
+
+
+def test_course_grade_walks_the_class_steps_once_in_order(tmp_path: Path) -> None:
+    """discover → read → grade (each submission identify → restore → execute → score, then recorded) →
+    report, declared once and run by the pipeline's runner."""
+    from autograder.course_grade import COURSE_GRADE, ClassGrading
+
+    assert [step.__name__ for step in COURSE_GRADE] == ["discover", "read", "grade", "report"]
+    path = tmp_path / "in" / "amy" / "stage-1" / NAME
+    path.parent.mkdir(parents=True)
+    nbformat.write(filled_in(LAB), path)
+    c = pipeline.run(COURSE_GRADE, ClassGrading((tmp_path / "in",), GradeOptions(out=tmp_path / "out",
+                                                                                 engine=fake_engine())))
+    assert c.done == ("discover", "read", "grade", "report")
+    assert [s.label for s in c.submissions] == [LABEL] and c.submissions[0].data == path.read_bytes()
+    assert [o.result.score for o in c.outcomes] == [6.0] and c.run is not None
+    assert (tmp_path / "out" / "results.json").is_file()
 
 
 def test_grade_submission_chains_the_steps(solved: NotebookNode) -> None:
@@ -313,12 +343,12 @@ def test_the_batch_schedules_in_the_order_given_and_survives_a_failing_task(tmp_
 
     monkeypatch.setattr(batch, "grade_payload", task)
     planned: list[tuple[int, int]] = []
-    outcomes = batch.run_batch(paths, out_dir=tmp_path / "out", root=tmp_path / "in", engine="no-jail",
+    outcomes = batch.grade_each(_read(paths, tmp_path / "in"), out_dir=tmp_path / "out", engine="no-jail",
                                on_plan=lambda todo, reused: planned.append((todo, reused)))
     assert [o.label for o in outcomes] == [f"{s}/{NAME}" for s in ("cy", "al", "bo")] and planned == [(3, 0)]
     assert [o.result.score for o in outcomes] == [6.0, 0, 6.0]
     assert "grader bug" in outcomes[1].result.error
-    again = batch.run_batch(paths, out_dir=tmp_path / "out", root=tmp_path / "in", engine="no-jail")
+    again = batch.grade_each(_read(paths, tmp_path / "in"), out_dir=tmp_path / "out", engine="no-jail")
     assert [o.reused for o in again] == [True, False, True] and graded[3:] == [f"al/{NAME}"]
 
 
@@ -327,7 +357,7 @@ def test_the_batch_schedules_in_the_order_given_and_survives_a_failing_task(tmp_
 def test_report_writes_every_output_from_outcomes_alone(tmp_path: Path) -> None:
     result = _graded().result
     found = Discovery(None, notebooks=[Path(LABEL)])
-    run = report(found, [Outcome(LABEL, result, False, 1.0)], GradeOptions(out=tmp_path), Failures())
+    run = write_report(found, [Outcome(LABEL, result, False, 1.0)], GradeOptions(out=tmp_path), Failures())
     assert [r["score"] for r in json.loads((tmp_path / "results.json").read_text())] == [6.0]
     assert (tmp_path / "results.csv").exists() and (tmp_path / "nbgrader-grades.csv").exists()
     assert list((tmp_path / "feedback").rglob("*.md")) and run.exit_code == 0

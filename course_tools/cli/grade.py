@@ -79,7 +79,8 @@ def grade(
         start_workers(jobs)   # first: the workers' imports then overlap with the imports below
     from rich.console import Console
 
-    from autograder.discover import SubmissionNotFound, find_submissions
+    from autograder import engines
+    from autograder.discover import SubmissionNotFound
     from autograder.course_grade import GradeOptions, run_grade
     from autograder.untrusted import plain
     from course_tools.demo import demo_submissions
@@ -90,11 +91,10 @@ def grade(
     elif not paths:
         raise fail("give at least one notebook or folder to grade, or --demo")
     try:
-        found = find_submissions(paths)
         options = GradeOptions(out=out, jobs=jobs, force=force, scheduler=scheduler, timeout_s=timeout,
                                cell_timeout_s=cell_timeout, memory_mb=memory, gradebook=gradebook,
-                               jailed=not no_jail)
-        run = run_grade(found, paths, options,
+                               engine=engines.NO_JAIL if no_jail else engines.JAIL)
+        run = run_grade(paths, options,
                         progress=lambda failures: BatchProgress(Console(stderr=True, quiet=as_json), failures))
     except (SubmissionNotFound, ValueError, RuntimeError) as e:
         raise fail(plain(e)) from None
