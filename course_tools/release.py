@@ -70,8 +70,10 @@ def baked_walks(walks_raw: dict[str, Any], m: Manifest, today: dt.date, root: Pa
         if lab is None:
             raise ReleaseError(f"walks.yml: walk {w['id']} reads {src['notebook']}, which no lab in course.yml has "
                                "as its source")
+        # Students have the lab's notebook, not its solution: the walk names the one they have.
+        src["notebook"] = lab.notebook
         if lab.revealed(today):
-            src["lines"] = notebook_lines(root / src["notebook"], list(src["functions"]))
+            src["lines"] = notebook_lines(root / lab.source, list(src["functions"]))
             src["origin"] = f"{lab.code}'s model code ({', '.join(src['functions'])}), public since {lab.reveal}"
         else:
             when = f"on {lab.reveal}" if lab.reveal else "when your instructor publishes it"

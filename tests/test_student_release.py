@@ -121,6 +121,10 @@ def test_release_names_no_instructor_only_path(release) -> None:
     found = [f"{where}: {path}" for where, text in texts.items() if where.endswith((".ipynb", ".html", ".md"))
              for path in ("solutions/", "autograder/") if path in text]
     assert not found, found
+    # nor does the wheel: its code, its course.yml and its walk data (a walk names the lab's notebook)
+    wheel = [f"{where}: {path}" for where, text in texts.items() if "!pallas_course/" in where
+             for path in ("solutions/", "autograder/", "bench/") if path in text]
+    assert not wheel, wheel
 
 
 def test_release_layout_and_requirements(release) -> None:
