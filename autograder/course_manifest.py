@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pallas_course import manifest as public
 from pallas_course.manifest import ManifestError, read_yaml_model
@@ -36,10 +36,11 @@ class WrittenSpec(public.WrittenSpec):
     rubric: list[str]
 
 
-class CompileRule(public._Strict):
+class CompileRule(BaseModel):
     """It must compile: the kernels these tests trace are also compiled for `chips` by the real TPU compiler
     (pallas_course.tpu_compile, in the grader); a kernel it rejects loses these tests' points."""
 
+    model_config = _STRICT
     chips: list[str] = Field(min_length=1)
     tests: list[str] = Field(min_length=1)
 
