@@ -17,7 +17,7 @@ The renderer (schedule_svg) and `course schedule` only read the frames.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Literal, Sequence
 
 from .kernel_lines import CodeMap

@@ -15,7 +15,6 @@ import autograder.fingerprint
 from course_tools.demo import filled_in
 from autograder.fingerprint import grader_fingerprint
 from autograder.record import Plan, new_record, plan
-from autograder.limits import Limits
 from autograder.store import Store
 from autograder.submission import Submission, read_submission, submission_label
 from course_tools.cli import app

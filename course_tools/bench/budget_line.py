@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import jax.numpy as jnp
-import numpy as np
 
 from autograder import reference_kernels
 from course_tools.bench.common import dist_version, machine
