@@ -23,7 +23,7 @@ import nbformat
 
 from course_tools.bench.common import dist_version, timed
 from course_tools.demo import filled_in
-from course_tools.bench_records import provenance
+from course_tools.bench_records import provenance as checkout_provenance
 from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 OUT = REPO_ROOT / "bench" / "grading-time.json"
@@ -132,7 +132,8 @@ def _run_commands(only: str) -> list[dict]:
 
 
 def provenance() -> dict:
-    prov = provenance().model_dump(mode="json")
+    """The checkout's provenance (commit, versions, chip) and what decides a grading time here."""
+    prov = checkout_provenance().model_dump(mode="json")
     prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
                 cpu_count=os.cpu_count(), machine=platform.machine(), system=platform.system(),
                 load_average_1_5_15=list(os.getloadavg()))
