@@ -151,3 +151,4 @@ def test_the_grading_benchmarks_write_their_provenance() -> None:
     prov = grading_time.provenance()
     assert prov["course_commit"] and prov["nbgrader_version"] and prov["cpu_count"] >= 1
     assert len(prov["load_average_1_5_15"]) == 3
+    assert prov["python_bytecode"].startswith(("cached", "not cached"))

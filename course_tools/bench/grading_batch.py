@@ -102,7 +102,7 @@ def cpu_parallelism() -> dict:
 
 def run(repeats: int = 3, jobs: int = 2) -> dict:
     from autograder.limits import sandbox_status
-    from course_tools.bench_records import provenance
+    from course_tools.bench_records import provenance, python_bytecode
 
     bindir = Path(sys.executable).parent
     stage = manifest().stage.id
@@ -139,7 +139,7 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
     prov = provenance().model_dump(mode="json")
     prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
                 dask_version=dist_version("dask"), distributed_version=dist_version("distributed"),
-                sandbox=sandbox_status(), **machine())
+                sandbox=sandbox_status(), python_bytecode=python_bytecode(), **machine())
     # Uncommitted edits to what decides a score (other files, e.g. the site, don't change this benchmark).
     dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no", "--",
                             "autograder", "solutions", "labs", "course.yml", ":(glob)pallas_course/*.py"],

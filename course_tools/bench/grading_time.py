@@ -23,7 +23,7 @@ import nbformat
 
 from course_tools.bench.common import dist_version, timed
 from course_tools.demo import filled_in
-from course_tools.bench_records import provenance as checkout_provenance
+from course_tools.bench_records import provenance as checkout_provenance, python_bytecode
 from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 OUT = REPO_ROOT / "bench" / "grading-time.json"
@@ -136,7 +136,7 @@ def provenance() -> dict:
     prov = checkout_provenance().model_dump(mode="json")
     prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
                 cpu_count=os.cpu_count(), machine=platform.machine(), system=platform.system(),
-                load_average_1_5_15=list(os.getloadavg()))
+                load_average_1_5_15=list(os.getloadavg()), python_bytecode=python_bytecode())
     return prov
 
 
