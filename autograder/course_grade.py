@@ -90,7 +90,7 @@ def _folders(label: str) -> list[str]:
     return [str(p) for p in Path(label).parents]
 
 
-def _attach(found: Discovery, outcomes: list[Outcome], failures: Failures) -> list[Outcome]:
+def _attach(found: Discovery, outcomes: list[Outcome]) -> list[Outcome]:
     """Each result with its timestamp, its grader failure, and the files of its folder not graded; a file
     not graded with no result beside it becomes a result of its own (score 0, the reason)."""
     by_label = {found.label(p): p for p in found.notebooks}
@@ -119,9 +119,6 @@ def _attach(found: Discovery, outcomes: list[Outcome], failures: Failures) -> li
             update["failed"] = r.error
         out.append(Outcome(o.label, SubmissionResult.model_validate(r.model_copy(update=update).model_dump()),
                            o.reused, o.seconds))
-    for label, lines in failures.by_submission.items():   # notebooks that never reached the batch
-        if label not in {o.result.submission for o in out}:
-            out.append(Outcome(label, _not_graded(label, "; ".join(lines), failed=True), False, 0.0))
     for s in alone:
         out.append(Outcome(s.label, _not_graded(s.label, s.reason, failed=s.refused), False, 0.0))
     return out
@@ -186,7 +183,7 @@ def grade(c: ClassGrading) -> ClassGrading:
 
 def report(c: ClassGrading) -> ClassGrading:
     assert c.found is not None
-    return dataclasses.replace(c, run=write_report(c.found, _attach(c.found, list(c.outcomes), c.failures),
+    return dataclasses.replace(c, run=write_report(c.found, _attach(c.found, list(c.outcomes)),
                                                    c.options, c.failures))
 
 

@@ -131,7 +131,6 @@ class BatchProgress:
                                  TextColumn("{task.description}", markup=False), console=self.console,
                                  transient=False, disable=not self.console.is_terminal)
         self.task = None
-        self.total = 0
 
     def __enter__(self) -> "BatchProgress":
         self.progress.__enter__()
@@ -141,11 +140,7 @@ class BatchProgress:
         self.progress.__exit__(*exc)
 
     def planned(self, todo: int, reused: int) -> None:
-        self.total += todo + reused
-        if self.task is None:
-            self.task = self.progress.add_task("", total=self.total)
-        else:
-            self.progress.update(self.task, total=self.total)
+        self.task = self.progress.add_task("", total=todo + reused)
         if not self.console.is_terminal:
             self.console.print(f"grading {todo} submission(s); {reused} unchanged since the last run, reused")
 
