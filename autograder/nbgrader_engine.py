@@ -36,8 +36,11 @@ from autograder.limits import CELL_TIMEOUT_S, DEFAULT_MEMORY_MB, DEFAULT_WALL_S,
 from autograder.submission import Submission, read_submission
 from autograder.course_manifest import manifest
 
-# Each submitted notebook's grading, per (student, assignment, notebook id), or why it was refused. nbgrader
-# runs the hook, the exporter and the preprocessors in one process, one student after another.
+# Each submitted notebook's grading, per (student, assignment, notebook id): as the hook read (or refused) it,
+# waiting for nbgrader's sanitizing pass to ask for it; then, once the exporter has run identify and restore,
+# for JailedExecute. nbgrader runs the hook, the exporter and the preprocessors in one process, one student
+# after another.
+_read: dict[tuple[str, str, str], pipeline.Grading] = {}
 _found: dict[tuple[str, str, str], pipeline.Grading] = {}
 RESTORED = "restore"     # the step after which nbgrader's sanitizing takes the notebook
 
@@ -59,15 +62,16 @@ def read_submissions(*, assignment: str, student: str, notebooks: list[str]) -> 
         p = Path(path)
         key = (p.parent.parent.name, p.parent.name, p.stem)
         label = "/".join(key[:2] + (p.name,))
+        _found.pop(key, None)   # a grading from an earlier run of this process is not this one's
         why = refusal(p)
         if why is None:
-            _found[key] = pipeline.Grading(read_submission(p, label))
+            _read[key] = pipeline.Grading(read_submission(p, label))
             continue
         why = f"not graded: {why}"
         _log(f"{label}: {why}")
         submission = Submission.from_bytes(p.name, label, b"", problem=why)
         lab = manifest().lab_for_notebook(p.name)
-        _found[key] = pipeline.Grading(submission, lab=lab, result=pipeline.zero(lab, label, why))
+        _read[key] = pipeline.Grading(submission, lab=lab, result=pipeline.zero(lab, label, why))
 
 
 def _key(resources: dict[str, Any]) -> tuple[str, str, str]:
@@ -79,11 +83,19 @@ def _grading(nb: NotebookNode, resources: dict[str, Any]) -> pipeline.Grading:
     """The grading the hook started for this notebook; without the hook (a preprocessor called on its own),
     one of the notebook as nbgrader read it."""
     key = _key(resources)
-    found = _found.get(key)
+    found = _found.get(key) or _read.get(key)
     if found is None:
         name = f"{key[2]}.ipynb"
         found = pipeline.Grading(Submission.from_bytes(name, name, nbformat.writes(nb).encode()))
     return found
+
+
+def _of_this_course(g: pipeline.Grading) -> pipeline.Grading:
+    """`g`, if its file names a lab; nbgrader skips notebooks its gradebook does not know, so only a door used
+    on its own meets one that does not."""
+    if manifest().lab_for_notebook(g.submission.name) is None:
+        raise ValueError(f"{g.submission.name} is not a notebook of this course: nothing to grade it against")
+    return g
 
 
 class SubmittedNotebook(NotebookExporter):
@@ -95,13 +107,12 @@ class SubmittedNotebook(NotebookExporter):
     def from_filename(self, filename: str, resources: dict[str, Any] | None = None,
                       **kw: Any) -> tuple[str, dict[str, Any]]:
         key = _key(resources or {})
-        g = _found.get(key)
-        if g is None or g.done:
+        g = _read.pop(key, None)
+        if g is None:
             return super().from_filename(filename, resources, **kw)
-        g = _found[key] = pipeline.run(pipeline.NBGRADER, g, through=RESTORED)
-        if g.lab is None:
-            raise ValueError(f"{g.submission.name} is not a notebook of this course: nothing to grade it against")
+        g = _found[key] = pipeline.run(pipeline.NBGRADER, _of_this_course(g), through=RESTORED)
         if g.stopped:   # JailedExecute puts the reason in its test cells
+            assert g.lab is not None
             source, nb = pipeline.lab_notebooks(g.lab)
             restore(nb, source, nb)   # its hidden tests back, as nbgrader's OverwriteCells would put them
         else:
@@ -130,9 +141,7 @@ class JailedExecute(NbGraderPreprocessor):
                                         "rights).").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        g = _grading(nb, resources)
-        if manifest().lab_for_notebook(g.submission.name) is None:
-            raise ValueError(f"{g.submission.name} is not a notebook of this course: nothing to grade it against")
+        g = _of_this_course(_grading(nb, resources))
         limits = Limits(wall_s=self.wall_s, memory_mb=self.memory_mb, cell_s=self.timeout)
         g = pipeline.run(pipeline.NBGRADER, dataclasses.replace(
             g, limits=limits, engine=self.engine))

@@ -94,6 +94,9 @@ def test_the_door_runs_each_step_once(tmp_path: Path) -> None:
     assert nbformat.reads(text, as_version=4).cells          # the bytes read, restored
     key = ("walker", STAGE, Path(NAME).stem)
     assert nbgrader_engine._found[key].done == ("identify", "restore")
+    nbformat.write(nbformat.v4.new_notebook(), path)    # what the sanitizing pass wrote: read back as it is
+    again, _ = nbgrader_engine.SubmittedNotebook().from_filename(str(path), resources)
+    assert nbformat.reads(again, as_version=4).cells == []
     seen = []
     real = nbgrader_engine.pipeline.run
 
