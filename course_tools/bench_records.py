@@ -23,20 +23,6 @@ from pallas_course.bench import (BenchRecord, BenchRecordError, Provenance, coll
 BENCH_DIR = REPO_ROOT / "bench"
 
 
-def python_bytecode() -> str:
-    """Whether this Python reads its imports' bytecode from .pyc files (as a pip install leaves them) or compiles
-    every import at each start (an install without them, PYTHONDONTWRITEBYTECODE set): seconds per process, in
-    every grading time (`make bytecode` writes them)."""
-    import importlib.util
-    import os
-
-    import jax
-
-    cached = Path(importlib.util.cache_from_source(jax.__file__)).is_file()
-    return ("cached: .pyc beside the sources" if cached else "not cached: each process compiles its imports") + \
-        (" (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
-
-
 @functools.cache
 def course_commit() -> str | None:
     """The course's git commit: the checkout's HEAD, else the commit pip recorded for a git install."""

@@ -146,9 +146,9 @@ def test_the_checkout_s_commit_comes_from_the_tools():
 def test_the_grading_benchmarks_write_their_provenance() -> None:
     """What bench/grading-time.json and grading-batch.json carry beside their times: the checkout's commit,
     the versions and the machine (a name clash once made this recurse until the stack ran out)."""
-    from course_tools.bench import grading_time
+    from course_tools.bench.common import grading_provenance
 
-    prov = grading_time.provenance()
+    prov = grading_provenance()
     assert prov["course_commit"] and prov["nbgrader_version"] and prov["cpu_count"] >= 1
     assert len(prov["load_average_1_5_15"]) == 3
     assert prov["python_bytecode"].startswith(("cached", "not cached"))

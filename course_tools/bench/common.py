@@ -1,7 +1,9 @@
-"""What both grading benchmarks share: timing a whole command, the machine it ran on, package versions."""
+"""What both grading benchmarks share: timing a whole command, the machine it ran on, package versions, and
+their provenance."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import platform
 import subprocess
@@ -41,3 +43,25 @@ def machine() -> dict:
         pass
     return {"cpu_count": os.cpu_count(), "cpu_model": cpu, "memory": mem, "machine": platform.machine(),
             "system": f"{platform.system()} {platform.release()}"}
+
+
+def python_bytecode() -> str:
+    """Whether this Python reads its imports' bytecode from .pyc files (as a pip install leaves them) or compiles
+    every import at each start (an install without them, PYTHONDONTWRITEBYTECODE set): seconds per process, in
+    every grading time (`make bytecode` writes them)."""
+    import jax
+
+    cached = Path(importlib.util.cache_from_source(jax.__file__)).is_file()
+    return ("cached: .pyc beside the sources" if cached else "not cached: each process compiles its imports") + \
+        (" (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
+
+
+def grading_provenance(**extra: object) -> dict:
+    """What a grading time depends on, beside `extra`: the checkout's provenance (commit, versions, device), the
+    grading tools' versions, whether imports' bytecode is cached, the machine and its load."""
+    from course_tools.bench_records import provenance
+
+    prov = provenance().model_dump(mode="json")
+    prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
+                python_bytecode=python_bytecode(), load_average_1_5_15=list(os.getloadavg()), **machine(), **extra)
+    return prov

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.bench.common import dist_version, machine, timed
+from course_tools.bench.common import dist_version, grading_provenance, timed
 from course_tools.demo import filled_in
 from autograder.course_manifest import REPO_ROOT, manifest
 
@@ -102,7 +102,6 @@ def cpu_parallelism() -> dict:
 
 def run(repeats: int = 3, jobs: int = 2) -> dict:
     from autograder.limits import sandbox_status
-    from course_tools.bench_records import provenance, python_bytecode
 
     bindir = Path(sys.executable).parent
     stage = manifest().stage.id
@@ -136,10 +135,8 @@ def run(repeats: int = 3, jobs: int = 2) -> dict:
     # load comes and goes): the ratio is the median of these pairs' ratios.
     pair_ratios = [a / b for a, b in zip(times["nbgrader"], times["course"])]
     n = len(kinds)
-    prov = provenance().model_dump(mode="json")
-    prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
-                dask_version=dist_version("dask"), distributed_version=dist_version("distributed"),
-                sandbox=sandbox_status(), python_bytecode=python_bytecode(), **machine())
+    prov = grading_provenance(dask_version=dist_version("dask"), distributed_version=dist_version("distributed"),
+                              sandbox=sandbox_status())
     # Uncommitted edits to what decides a score (other files, e.g. the site, don't change this benchmark).
     dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no", "--",
                             "autograder", "solutions", "labs", "course.yml", ":(glob)pallas_course/*.py"],

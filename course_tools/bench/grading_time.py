@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -21,9 +20,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.bench.common import dist_version, timed
+from course_tools.bench.common import grading_provenance, timed
 from course_tools.demo import filled_in
-from course_tools.bench_records import provenance as checkout_provenance, python_bytecode
 from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 OUT = REPO_ROOT / "bench" / "grading-time.json"
@@ -131,15 +129,6 @@ def _run_commands(only: str) -> list[dict]:
         return [_measure(c) for c in cases]
 
 
-def provenance() -> dict:
-    """The checkout's provenance (commit, versions, chip) and what decides a grading time here."""
-    prov = checkout_provenance().model_dump(mode="json")
-    prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
-                cpu_count=os.cpu_count(), machine=platform.machine(), system=platform.system(),
-                load_average_1_5_15=list(os.getloadavg()), python_bytecode=python_bytecode())
-    return prov
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="re-time only the cases whose name contains this text")
@@ -154,7 +143,7 @@ def main() -> None:
                f"{N} (LAB·1.1 cases) or {N_STAGE} (whole-stage cases); kernels in TPU interpret mode on the CPU",
         results=sorted(kept + results, key=lambda r: order.index(r["case"]) if r["case"] in order else 99),
     )
-    report.setdefault("provenance", {})[args.only or "all"] = provenance()
+    report.setdefault("provenance", {})[args.only or "all"] = grading_provenance()
     OUT.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {OUT}")
 
