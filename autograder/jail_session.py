@@ -277,7 +277,7 @@ class LocalFunction(StudentFunction):
 
     def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
               stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
-        from autograder.jail_agent.calls import CallFailed, invoke
+        from autograder.jail_agent.calls import CallFailed, invoke, reply
 
         args, kwargs = wire.decode(enc_args, blobs), wire.decode(enc_kwargs, blobs)
         self._direct = None
@@ -286,13 +286,7 @@ class LocalFunction(StudentFunction):
         except CallFailed as e:
             return {"ok": False, "error": e.info}, []
         self._direct = answer.pop("jaxpr", None)
-        out_blobs: list[bytes] = []
-        if "description" in answer:
-            header = {"ok": True, "description": answer["description"],
-                      "consts": wire.encode(answer["consts"], out_blobs)}
-        else:
-            header = {"ok": True, "result": wire.encode(answer["result"], out_blobs),
-                      "own": wire.encode(answer.get("own"), out_blobs)}
+        header, out_blobs = reply(answer)
         return json.loads(json.dumps(header, allow_nan=False)), out_blobs
 
     def _rebuilt(self, traced: _Traced) -> None:

@@ -196,8 +196,8 @@ class Agent:
             self.reply({"ok": True, "kind": "value", "value": encode(ns[name], blobs)}, blobs)
 
     def call(self, req: dict[str, Any], blobs: list[bytes]) -> None:
-        from .calls import CallFailed, invoke
-        from .wire import decode, encode
+        from .calls import CallFailed, invoke, reply
+        from .wire import decode
 
         fn = self.shell.user_ns.get(str(req.get("name", "")))
         args = decode(req.get("args", []), blobs)
@@ -216,13 +216,7 @@ class Agent:
             self.reply({"ok": False, "error": {"phase": "run", "ename": "CellTimeoutError", "not_implemented": False,
                                                "text": "CellTimeoutError: ran past the per-test time limit"}})
             return
-        out_blobs: list[bytes] = []
-        if "description" in answer:
-            self.reply({"ok": True, "description": answer["description"],
-                        "consts": encode(answer["consts"], out_blobs)}, out_blobs)
-        else:
-            self.reply({"ok": True, "result": encode(answer["result"], out_blobs),
-                        "own": encode(answer.get("own"), out_blobs)}, out_blobs)
+        self.reply(*reply(answer))
 
     def serve(self) -> None:
         from .wire import PeerGone

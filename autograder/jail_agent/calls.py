@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .wire import Spec
+from .wire import Spec, encode
 
 
 class CallFailed(Exception):
@@ -186,3 +186,12 @@ def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *,
         raise CallFailed({**describe_error(e, "trace"), "text": f"what it traced to cannot be described to the "
                           f"grader ({first_line(e)[:300]})"}) from None
     return {"description": description, "consts": consts, **({"jaxpr": closed} if keep_jaxpr else {})}
+
+
+def reply(answer: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
+    """The reply to a call that `invoke` answered: its JSON header and the arrays beside it. The agent sends
+    it; the tests' in-process stand-in for the jail builds it here too, so the mutant corpus checks this path."""
+    blobs: list[bytes] = []
+    if "description" in answer:
+        return {"ok": True, "description": answer["description"], "consts": encode(answer["consts"], blobs)}, blobs
+    return {"ok": True, "result": encode(answer["result"], blobs), "own": encode(answer.get("own"), blobs)}, blobs

@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from .wire import dtype_name
+
 FORMAT_VERSION = 1
 
 MAX_EQUATIONS = 20_000          # all jaxprs together (a lab kernel has a few dozen)
@@ -65,10 +67,6 @@ class Leaf:
         self.k = k
 
 
-def _dtype_name(dtype: Any) -> str:
-    return np.dtype(dtype).name
-
-
 def aval(a: Any) -> dict[str, Any]:
     inner = getattr(a, "inner_aval", None)
     if inner is not None:   # a Ref (kernel operands, scratch)
@@ -78,7 +76,7 @@ def aval(a: Any) -> dict[str, Any]:
     if shape is None or dtype is None:
         return {"opaque": type(a).__name__[:MAX_TEXT]}
     try:
-        return {"shape": [int(d) for d in shape], "dtype": _dtype_name(dtype), "weak": bool(getattr(a, "weak_type", False))}
+        return {"shape": [int(d) for d in shape], "dtype": dtype_name(dtype), "weak": bool(getattr(a, "weak_type", False))}
     except TypeError:   # a symbolic dimension, an extended dtype (a PRNG key)
         return {"opaque": type(a).__name__[:MAX_TEXT]}
 
@@ -145,7 +143,7 @@ def param(v: Any, consts: list[np.ndarray]) -> Any:
     if isinstance(v, enum.Enum):
         return {"enum": [type(v).__name__, v.name]}
     if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
-        return {"dtype": _dtype_name(v)}
+        return {"dtype": dtype_name(v)}
     if hasattr(v, "consts") and hasattr(v, "jaxpr"):
         return {"closed": jaxpr(v, consts)}
     if hasattr(v, "eqns") and hasattr(v, "invars"):
@@ -157,7 +155,7 @@ def param(v: Any, consts: list[np.ndarray]) -> Any:
     if isinstance(v, list):
         return [param(x, consts) for x in v]
     try:   # jnp dtypes (jnp.float32 is a class that np.dtype understands)
-        return {"dtype": _dtype_name(v)} if isinstance(v, type) else {"opaque": type(v).__name__[:MAX_TEXT]}
+        return {"dtype": dtype_name(v)} if isinstance(v, type) else {"opaque": type(v).__name__[:MAX_TEXT]}
     except TypeError:
         return {"opaque": type(v).__name__[:MAX_TEXT]}
 
