@@ -40,10 +40,6 @@ def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any, *, 
     return jnp.asarray(rules.random_array(rng, shape, dtype, scale=scale, offset=offset))
 
 
-def as_f64(x: Any) -> np.ndarray:
-    return np.asarray(x).astype(np.float64)
-
-
 def student_function(fn: Any) -> StudentFunction:
     """The student's function as the checks reach it: already a proxy under grading; a plain function
     (the tests of the checks) is called in this process by the same code the jail runs."""
@@ -140,8 +136,3 @@ def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: floa
         where = f" [inputs from seed {seed}]" if seed is not None else ""
         named = hint() if hint is not None and mismatch.kind == "values" else None
         raise TestFailure(f"{test}: {explained(mismatch, named)}{where}")
-
-
-def expect_equal(test: str, what: str, got: Any, want: Any, hint: str) -> None:
-    if got != want:
-        raise TestFailure(f"{test}: {what} is {got}, expected {want}; {hint}")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from pallas_course.errors import explain
+from pallas_course.rules import as_f64, dtype_name
 
 DEFAULT_BLOCK = 128
 
@@ -104,10 +105,6 @@ def _nan_message(name: str, a: np.ndarray, nan: np.ndarray, blocks: list[tuple[i
     return head + ("Either the kernel never wrote them (" + NEVER_WRITTEN + ") or it computed them (" + COMPUTED + ")")
 
 
-def _as_f64(x: Any) -> np.ndarray:
-    return np.asarray(x).astype(np.float64)
-
-
 def _block_grid(shape: tuple[int, ...], block: Sequence[int] | None) -> tuple[int, ...]:
     if block is None:
         block = [min(d, DEFAULT_BLOCK) for d in shape[-2:]]
@@ -154,7 +151,7 @@ def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int
     if a_dtype != e_dtype:
         return Mismatch("dtype", f"{name}: dtype {a_dtype}, expected {e_dtype}; out_shape should carry the "
                                  f"input's dtype, and the kernel should cast back with .astype(o_ref.dtype)")
-    a, e = _as_f64(actual), _as_f64(expected)
+    a, e = as_f64(actual), as_f64(expected)
     blk = _block_grid(a_shape, block)
     nan = np.isnan(a) & ~np.isnan(e)
     if nan.any():
@@ -207,7 +204,7 @@ def explained(mismatch: Mismatch, hint: str | None) -> str:
 
 
 def max_error(actual: Any, expected: Any) -> float:
-    return float(np.max(np.abs(_as_f64(actual) - _as_f64(expected)), initial=0.0))
+    return float(np.max(np.abs(as_f64(actual) - as_f64(expected)), initial=0.0))
 
 
 PASSED = "visible checks passed; the grade also tests other shapes and dtypes"
@@ -388,18 +385,12 @@ VISIBLE_BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
 NOT_SHOWN = "the notebook's visible checks do not run this case"
 
 
-def _dtype_name(dtype: Any) -> str:
-    import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
-
-    return np.dtype(dtype).name
-
-
 def fed_block_label(dtype: Any, chip: str) -> str:
-    return f"smallest_fed_block({_dtype_name(dtype)}, {chip!r})"
+    return f"smallest_fed_block({dtype_name(dtype)}, {chip!r})"
 
 
 def budget_line_label(dtype: Any, chip: str, buffers: int) -> str:
-    return f"largest_square_block({_dtype_name(dtype)}, {chip!r}, buffers={buffers})"
+    return f"largest_square_block({dtype_name(dtype)}, {chip!r}, buffers={buffers})"
 
 
 def pipeline_off_label(m: int, k: int, n: int, bm: int, bn: int, bk: int) -> str:
@@ -443,28 +434,28 @@ def pipeline_off_problem(label: str, pc: Any, m: int, k: int, n: int, bm: int, b
 
 
 def step_label(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> str:
-    return f"step_times({bm}, {bn}, {bk}, {_dtype_name(dtype)}, {chip!r})"
+    return f"step_times({bm}, {bn}, {bk}, {dtype_name(dtype)}, {chip!r})"
 
 
 def working_set_label(bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool) -> str:
-    return f"vmem_working_set({bm}, {bn}, {bk}, {_dtype_name(dtype)}, buffers={buffers}, acc_scratch={acc_scratch})"
+    return f"vmem_working_set({bm}, {bn}, {bk}, {dtype_name(dtype)}, buffers={buffers}, acc_scratch={acc_scratch})"
 
 
 def step_families(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> frozenset[str]:
     from pallas_course.chips import chip as chip_named
 
     cores = chip_named(chip).tensorcores_per_chip
-    return frozenset({_dtype_name(dtype), "square blocks" if bm == bn == bk else "rectangular blocks",
+    return frozenset({dtype_name(dtype), "square blocks" if bm == bn == bk else "rectangular blocks",
                       "one TensorCore per chip" if cores == 1 else "several TensorCores per chip"})
 
 
 def working_set_families(bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool) -> frozenset[str]:
-    return frozenset({_dtype_name(dtype), f"{buffers} buffer{'s' * (buffers != 1)}",
+    return frozenset({dtype_name(dtype), f"{buffers} buffer{'s' * (buffers != 1)}",
                       "an f32 scratch accumulator" if acc_scratch else "no scratch"})
 
 
 def block_choice_label(m: int, n: int, k: int, dtype: Any, chip: str) -> str:
-    return f"choose_blocks({m}, {n}, {k}, {_dtype_name(dtype)}, {chip!r})"
+    return f"choose_blocks({m}, {n}, {k}, {dtype_name(dtype)}, {chip!r})"
 
 
 class YourMatmul:
@@ -498,7 +489,7 @@ class YourMatmul:
         """The pallas_call of `matmul` on (bm, 3 bk) @ (3 bk, bn) with blocks (bm, bn, bk): grid (1, 1, 3)."""
         import dataclasses
 
-        name = _dtype_name(dtype)
+        name = dtype_name(dtype)
         b_m, b_n, b_k = self.BASE
         if name not in self._base:
             self._base[name] = self._trace(b_m, 3 * b_k, b_n, b_m, b_n, b_k, name)
@@ -520,11 +511,9 @@ class YourMatmul:
             return self._trace(bm, 3 * bk, bn, bm, bn, bk, name)
 
     def step_times(self, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
-        from pallas_course.cost_model import dot_flops, steady_step, step_seconds
+        from pallas_course.cost_model import step_seconds
 
-        moved, _ = steady_step(self.info(bm, bn, bk, dtype))
-        b_m, b_n, b_k = self.BASE       # the dot of the traced step, its (bm, bk) x (bk, bn) renamed like the blocks
-        flops = dot_flops(self._base[_dtype_name(dtype)].kernel_jaxpr) * (bm * bn * bk) // (b_m * b_n * b_k)
+        moved, flops, _ = self.step_detail(bm, bn, bk, dtype)
         return step_seconds(moved, flops, chip)
 
     def step_detail(self, bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
@@ -533,8 +522,8 @@ class YourMatmul:
 
         info = self.info(bm, bn, bk, dtype)
         moved, what = steady_step(info)
-        b_m, b_n, b_k = self.BASE
-        flops = dot_flops(self._base[_dtype_name(dtype)].kernel_jaxpr) * (bm * bn * bk) // (b_m * b_n * b_k)
+        b_m, b_n, b_k = self.BASE       # the dot of the traced step, its (bm, bk) x (bk, bn) renamed like the blocks
+        flops = dot_flops(self._base[dtype_name(dtype)].kernel_jaxpr) * (bm * bn * bk) // (b_m * b_n * b_k)
         return moved, flops, what
 
     def budget(self, bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
@@ -556,7 +545,7 @@ class YourMatmul:
     def report(self, m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> Any:
         from pallas_course.legality import check_pallas_call
 
-        return check_pallas_call(self._trace(m, k, n, bm, bn, bk, _dtype_name(dtype)), chip)
+        return check_pallas_call(self._trace(m, k, n, bm, bn, bk, dtype_name(dtype)), chip)
 
 
 def _ns(seconds: float) -> str:
@@ -605,13 +594,13 @@ def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str
             "numbers as they stand" if per_core else "")
     if not _close(dma, want_dma):
         got_bytes = dma * c.hbm_bytes_per_s
-        size = np.dtype(_dtype_name(dtype)).itemsize
+        size = np.dtype(dtype_name(dtype)).itemsize
         other = next((s for s in (1, 2, 4, 8) if s != size and _close(got_bytes, moved // size * s)), None)
         if other is not None:
-            hint = (f"; that is {other} bytes per element, but {_dtype_name(dtype)} has {size}: take the element size "
+            hint = (f"; that is {other} bytes per element, but {dtype_name(dtype)} has {size}: take the element size "
                     "from the dtype argument, np.dtype(dtype).itemsize") + hint
         return (f"gives DMA {_ns(dma)} (= {got_bytes:,.0f} bytes at {chip}'s {c.hbm_bytes_per_s:.3g} B/s), expected "
-                f"{_ns(want_dma)}: a steady step streams {what} of {_dtype_name(dtype)}, {moved:,} bytes; C stays in "
+                f"{_ns(want_dma)}: a steady step streams {what} of {dtype_name(dtype)}, {moved:,} bytes; C stays in "
                 f"VMEM across K{hint}")
     return (f"gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s {c.bf16_flops_per_s:.3g} bf16 "
             f"FLOP/s), expected {_ns(want_mxu)}: the step's dot is 2·bm·bn·bk = {flops:,} FLOPs (a multiply and an add "
@@ -628,9 +617,9 @@ def working_set_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, buffers
     if value == want:
         return None
     hint = " (the scratch accumulator is not pipelined: one copy)"
-    size = np.dtype(_dtype_name(dtype)).itemsize
+    size = np.dtype(dtype_name(dtype)).itemsize
     if acc_scratch and size != 4 and value == want - bm * bn * 4 + bm * bn * size:
-        hint = (f": the accumulator is counted in {_dtype_name(dtype)}, but it is float32 whatever the inputs "
+        hint = (f": the accumulator is counted in {dtype_name(dtype)}, but it is float32 whatever the inputs "
                 f"(bm·bn·4 bytes, one copy: np.dtype(np.float32).itemsize, not np.dtype(dtype).itemsize)")
     return f"is {value:,.0f} bytes, expected {want:,}: {budget_entries(budget)}{hint}"
 

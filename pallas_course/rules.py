@@ -50,7 +50,7 @@ EPS = 1e-6
 # ------------------------------------------------------------------------------------------------ families
 
 
-def _dtype_name(dtype: Any) -> str:
+def dtype_name(dtype: Any) -> str:
     import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy
 
     return np.dtype(dtype).name
@@ -58,7 +58,7 @@ def _dtype_name(dtype: Any) -> str:
 
 def array_families(shape: Iterable[int], dtype: Any) -> frozenset[str]:
     shape = tuple(shape)
-    return frozenset({_dtype_name(dtype), "square array" if len(set(shape)) == 1 else "rectangular array"})
+    return frozenset({dtype_name(dtype), "square array" if len(set(shape)) == 1 else "rectangular array"})
 
 
 def grid_families(grid: Iterable[int], blocks: Iterable[int]) -> frozenset[str]:
@@ -80,14 +80,14 @@ def matmul_families(shape: tuple[int, int, int], bm: int, bn: int, bk: int, dtyp
     # where bn != bk, (bm, bk) in A's only where bm != bk
     pairs = {f"{p} != {q}" for p, q, u, v in (("bm", "bn", bm, bn), ("bn", "bk", bn, bk), ("bm", "bk", bm, bk))
              if u != v} or {"bm = bn = bk"}
-    return (frozenset({_dtype_name(dtype), f"{'one K step' if k == bk else 'several K steps'}",
+    return (frozenset({dtype_name(dtype), f"{'one K step' if k == bk else 'several K steps'}",
                        "16 or more K steps" if k // bk >= 16 else "fewer than 16 K steps"} | pairs)
             | grid_families((m // bm, n // bn), (bm, bn, bk)))
 
 
 def rows_families(shape: tuple[int, int], dtype: Any, rows_per_block: int | None, kind: str = "") -> frozenset[str]:
     """softmax and LayerNorm: the dtype, the default rows_per_block or a chosen one, the kind of rows."""
-    tags = {_dtype_name(dtype), "default rows_per_block" if rows_per_block is None else "chosen rows_per_block"}
+    tags = {dtype_name(dtype), "default rows_per_block" if rows_per_block is None else "chosen rows_per_block"}
     return frozenset(tags | ({kind} if kind else set()))
 
 
@@ -232,7 +232,7 @@ def transpose_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: 
 def out_dtype_problem(label: str, pc: Any, dtype: Any) -> str | None:
     got = pc.outputs[0].dtype if pc.outputs else None
     if got is not None and np.dtype(got) != np.dtype(dtype):
-        return (f"the output of {label} is {np.dtype(got).name}, expected {_dtype_name(dtype)}: out_shape carries "
+        return (f"the output of {label} is {np.dtype(got).name}, expected {dtype_name(dtype)}: out_shape carries "
                 "the input's dtype, jax.ShapeDtypeStruct(shape, x.dtype)")
     return None
 
@@ -319,7 +319,7 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
                 "BlockSpecs in in_specs and one in out_specs")
     out = pc.outputs[0]
     wrong = _equal(f"the output of {label}", (tuple(out.array_shape), np.dtype(out.dtype).name),
-                   (tuple(shape), _dtype_name(dtype)), "out_shape is x's shape and dtype")
+                   (tuple(shape), dtype_name(dtype)), "out_shape is x's shape and dtype")
     if wrong:
         return wrong
     for blk, what in ((pc.inputs[0], "input x"), (out, "output")):

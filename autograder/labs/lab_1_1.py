@@ -9,8 +9,9 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from autograder.harness import TestFailure, as_f64, call, expect_close, fresh_seed, one_pallas_call, random_array
+from autograder.harness import TestFailure, call, expect_close, fresh_seed, one_pallas_call, random_array
 from pallas_course import rules
+from pallas_course.rules import as_f64
 
 # The rules, tolerances and families live in pallas_course.rules (the notebook's visible checks apply the same ones,
 # pallas_course.lab_checks); here only the inputs are the grade's own: fresh each run, more sizes.
