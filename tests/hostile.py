@@ -330,9 +330,11 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
         (Hostile("crash-segfault", 0, "SIGSEGV", "a segfault (ctypes.string_at(0)) in a cell"),
          _with_cell(solution, "import ctypes\nctypes.string_at(0)")),
         (Hostile("memory-blowup", 0, "memory", "a cell fills 6 GB (shared memory included in the limit)"),
-         # 64 MB at a time: page by page from Python, a loaded machine hit the 10 s cell limit before 2 GB
-         _with_cell(solution, "import mmap\nm = mmap.mmap(-1, 6 << 30)\nchunk = b'\\1' * (64 << 20)\n"
-                              "for i in range(0, 6 << 30, 64 << 20):\n    m[i:i + (64 << 20)] = chunk")),
+         # One syscall faults in all 6 GB (MAP_POPULATE): the cell's interrupt waits for it to return, so the memory
+         # limit fires whatever the load (filled page by page from Python, a loaded machine hit the 10 s cell
+         # limit before 2 GB and scored 6/6)
+         _with_cell(solution, "import mmap\nm = mmap.mmap(-1, 6 << 30, "
+                              "flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)")),
         (Hostile("corrupt-truncated", 0, "could not read the notebook", "the .ipynb cut in half"),
          nbformat.writes(solution).encode()[:4000]),
         (Hostile("corrupt-binary", 0, "could not read the notebook", "not JSON at all"),
