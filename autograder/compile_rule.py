@@ -5,73 +5,27 @@ interpret mode, which accepts kernels no TPU would (gelu's erfc, a 1-row f32 blo
 so each test that course.yml's `compile:` rule of its lab lists also compiles the computation it graded, for
 the rule's chips, with libtpu, deviceless. It runs here in the grader, on the computation rebuilt from plain data
 (`Invocation.computation`), never in the jail. A rejection fails the test with the compiler's reason in the
-course's words (pallas_course.errors, the notebooks' translator); what cannot be judged (no libtpu, a compiler
-that cannot be asked) costs nothing and says so.
+course's words (pallas_course.compile_verdict, the message the student's own checks print too); what cannot be
+judged (no libtpu, a compiler that cannot be asked) costs nothing and says so: the test's result carries a
+"not compiled: ..." note.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from pallas_course import tpu_compile
-from pallas_course.tpu_compile import CompileResult
+# One message for the grade and the student's own checks (issue 26/27): built in the student wheel.
+from pallas_course.compile_verdict import (NOT_COMPILED, CompileVerdict, not_compiled_note,  # noqa: F401
+                                           rejection_message)
+from pallas_course.tpu_compile import CompileResult  # noqa: F401 - the results' type, for callers
 
 CACHE_SIZE = 256     # verdicts kept per grader process: one per distinct computation a notebook's tests trace
-
-
-@dataclass(frozen=True)
-class CompileVerdict:
-    """The compiler's verdicts on one computation, one per chip."""
-
-    results: tuple[CompileResult, ...]
-
-    @property
-    def rejection(self) -> CompileResult | None:
-        """The first chip whose compiler refused the kernel, if any."""
-        return next((r for r in self.results if r.rejected), None)
-
-    @property
-    def compiled(self) -> tuple[str, ...]:
-        return tuple(r.chip for r in self.results if r.ok)
-
-    @property
-    def unjudged(self) -> tuple[CompileResult, ...]:
-        return tuple(r for r in self.results if r.skipped)
-
-    @property
-    def seconds(self) -> float:
-        return sum(r.seconds for r in self.results)
 
 
 def compile_verdict(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Sequence[str]) -> CompileVerdict:
     """Compile `fn` over `in_avals` for each chip: the grading compile step, usable on any traced computation."""
     return CompileVerdict(tuple(tpu_compile.compile_chips(fn, in_avals, chips)))
-
-
-def _predicted_vmem(structure: Any, chip: str) -> str:
-    """The legality model's working set beside the compiler's VMEM verdict (one pallas_call traced)."""
-    calls = getattr(structure, "pallas_calls", None)
-    if not calls or len(calls) != 1:
-        return ""
-    from pallas_course.legality import check_pallas_call
-
-    try:
-        budget = check_pallas_call(calls[0], chip).budget
-    except Exception:  # noqa: BLE001 - the model's opinion is an aside; the compiler's verdict stands alone
-        return ""
-    return (f"\n  predicted working set {budget.working_set_bytes:,} bytes (blocks x buffers x bytes) vs the "
-            f"default scoped limit {budget.limit_bytes:,} bytes on {chip}")
-
-
-def rejection_message(label: str, chips: Sequence[str], rejected: CompileResult, structure: Any = None) -> str:
-    """What the student reads: the kernel, the chip, the rule, then the compiler's reason in the course's words."""
-    must = " and ".join(chips)
-    text = (f"{label} does not compile for {rejected.chip} (the real TPU compiler, {rejected.topology}; "
-            f"it must compile for {must}):\n{rejected.explanation or rejected.message}")
-    if rejected.error_kind == "tpu-vmem":
-        text += _predicted_vmem(structure, rejected.chip)
-    return text
 
 
 class _Cache:
@@ -110,7 +64,17 @@ def check(test: str, label: str, invocation: Any) -> str | None:
     if rule is None or computation is None:
         return None
     verdict = _CACHE.verdict(computation, rule.chips)
-    rejected = verdict.rejection
-    if rejected is None:
+    if not verdict.rejections:
+        if verdict.unjudged:
+            # never silent: the test's result carries it (autograder.score reads the line back as its note)
+            print(not_compiled_note(label, verdict.unjudged))
         return None
-    return rejection_message(label, rule.chips, rejected, getattr(invocation, "structure", None))
+    return rejection_message(label, rule.chips, verdict.rejections, getattr(invocation, "structure", None))
+
+
+def libtpu_warning() -> str | None:
+    """The one line a grading run starts with where the compile rule cannot be applied (no libtpu), else None."""
+    if tpu_compile.available():
+        return None
+    return ("warning: libtpu is not installed, so no kernel is compiled for a TPU: each test the compile rules list "
+            f"passes its compile with the note \"{NOT_COMPILED}: libtpu missing\" ({tpu_compile.install_hint()})")

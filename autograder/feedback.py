@@ -59,7 +59,7 @@ def _title(r: SubmissionResult) -> str:
 def _verdict(t: TestResult) -> str:
     """"passed", "PARTIAL 2.7/3 · why" or "FAIL · why" (the message still to be escaped by the caller)."""
     if t.status == "passed":
-        return "passed"
+        return t.message if t.message.startswith("passed · ") else "passed"    # with its note (not compiled)
     if t.status == "partial":
         return f"PARTIAL {t.points:g}/{t.max_points:g} · {t.message}"
     return f"FAIL · {t.message}"

@@ -11,6 +11,7 @@ from autograder import cells
 from autograder.cells import grade_id
 from autograder.results import TestResult, WrittenResult
 from autograder.course_manifest import LabSpec
+from pallas_course.compile_verdict import NOT_COMPILED
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -31,6 +32,17 @@ def _reason(cell: NotebookNode) -> str:
             text = _ANSI.sub("", "".join(out.get("text", ""))).strip().splitlines()
             return "the test wrote to stderr, which scores 0: " + (text[0] if text else "")
     return "no credit"
+
+
+def _note(cell: NotebookNode) -> str:
+    """What a passing test says beside its points: the grader's own "not compiled: ..." line (the compile rule
+    could not be applied: autograder.compile_rule), never silent full marks."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream" and out.get("name") == "stdout":
+            for line in "".join(out.get("text", "")).splitlines():
+                if line.startswith(NOT_COMPILED + ":"):
+                    return line.strip()[:400]
+    return ""
 
 
 def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, stopped_in: int | None = None,
@@ -62,7 +74,7 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
         points = cells.grade(cell)
         points = float(points or 0)
         passed = points >= spec.points
-        message = "passed" if passed else _reason(cell)
+        message = ("passed" + (f" · {_note(cell)}" if _note(cell) else "")) if passed else _reason(cell)
         if 0 < points < spec.points and message == "no credit":
             message = f"partial credit: {points:g} of {spec.points:g} points"
         results.append(TestResult(name=spec.id, points=points, max_points=spec.points, passed=passed,

@@ -40,7 +40,8 @@ def print_run(run: GradeRun, console: Console | None = None) -> None:
 def verdict(t: TestResult) -> Text:
     """"✓ passed", "◐ PARTIAL 2.7/3 · why" or "✗ why", the message as text."""
     if t.status == "passed":
-        return Text("✓ passed", style="green")
+        note = t.message.removeprefix("passed · ") if t.message.startswith("passed · ") else ""
+        return Text.assemble(("✓ passed", "green"), *((" · ", untrusted.plain(note)) if note else ()))
     if t.status == "partial":
         return Text.assemble((f"◐ PARTIAL {t.points:g}/{t.max_points:g}", "yellow"), " · ", untrusted.plain(t.message))
     return Text.assemble(("✗", "red"), " ", untrusted.plain(t.message))

@@ -11,8 +11,10 @@ Three things make a verdict trustworthy:
   and any pallas_call that still carries interpret parameters in its jaxpr is compiled without them;
 * the topology's device is the default device while lowering: some lowerings (int32 `//`, 1-D blocks) ask the
   default device's kind and otherwise fail with "Unsupported TPU device kind: cpu";
-* what is not the kernel's fault (no libtpu, that device-kind failure, a topology that will not build) is
-  "cannot judge", never a rejection.
+* what is not the kernel's fault (no libtpu, a topology that will not build, a lowering that failed while
+  asking JAX which device it targets) is "cannot judge", never a rejection. That is decided by the stage
+  that failed (and, inside the lowering, by the JAX function the error was raised in: `asked_for_a_device`),
+  never by searching the error's text, which quotes names a student chose.
 
 Rejections are explained in the course's words by `pallas_course.errors.explain`, the translator the notebooks
 use. Used by the grader (autograder.compile_rule) and by LAB·1.4 to confirm the VMEM budget line.
@@ -23,14 +25,17 @@ import functools
 import os
 import re
 import time
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 # Topologies that compiled with jax 0.10.2 + libtpu 0.0.42.1 (not v5e:1x1, not v7x).
 TOPOLOGIES = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2"}
-# Errors that say the compile could not be asked, not that the kernel is wrong.
-CANNOT_JUDGE = ("Unsupported TPU device kind", "get_topology_desc", "Unable to initialize backend 'tpu'",
-                "TPU initialization failed")
+# Why the compiler could not be asked (CompileResult.unjudged_because): never the kernel's fault.
+LIBTPU_MISSING = "libtpu missing"
+NO_TOPOLOGY = "no deviceless topology"
+TOPOLOGY_FAILED = "the topology could not be built"
+DEVICE_QUERY = "the lowering asked for a device it could not see"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class CompileResult:
     topology: str
     ok: bool
     skipped: bool = False             # the compiler could not be asked: cannot judge (see `message`)
+    unjudged_because: str = ""        # for a skipped result: LIBTPU_MISSING, NO_TOPOLOGY, ... (by stage, not text)
     error_kind: str | None = None     # pallas_course.errors kind: "tpu-unimplemented", "tpu-tiling", "tpu-vmem", ...
     message: str = ""                 # the compiler's own words, first relevant line (capped)
     explanation: str = ""             # the course's words: what was refused and what to change
@@ -136,9 +142,9 @@ def _first_line(text: str, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _cannot_judge(chip: str, topology: str, why: str, t0: float) -> CompileResult:
-    return CompileResult(chip, topology, False, skipped=True, error_kind="cannot-judge", message=why,
-                         seconds=time.perf_counter() - t0)
+def _cannot_judge(chip: str, topology: str, because: str, why: str, t0: float) -> CompileResult:
+    return CompileResult(chip, topology, False, skipped=True, unjudged_because=because, error_kind="cannot-judge",
+                         message=why, seconds=time.perf_counter() - t0)
 
 
 def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "v5e") -> CompileResult:
@@ -148,9 +154,9 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
     t0 = time.perf_counter()
     topology = TOPOLOGIES.get(chip)
     if topology is None:
-        return _cannot_judge(chip, "", f"no deviceless topology for {chip}; known: {', '.join(TOPOLOGIES)}", t0)
+        return _cannot_judge(chip, "", NO_TOPOLOGY, f"no deviceless topology for {chip}; known: {', '.join(TOPOLOGIES)}", t0)
     if not available():
-        return _cannot_judge(chip, topology, install_hint(), t0)
+        return _cannot_judge(chip, topology, LIBTPU_MISSING, install_hint(), t0)
     import jax
     from jax.experimental.pallas import tpu as pltpu
     from jax.extend import core as jex_core
@@ -159,7 +165,13 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
     try:
         device = topology_device(chip)
     except Exception as e:  # noqa: BLE001 - libtpu that cannot build the topology is not the kernel's fault
-        return _cannot_judge(chip, topology, f"the topology {topology} could not be built: {_first_line(str(e))}", t0)
+        return _cannot_judge(chip, topology, TOPOLOGY_FAILED,
+                             f"the topology {topology} could not be built: {_first_line(str(e))}", t0)
+    try:
+        with jax.default_device(device):
+            pltpu.get_tpu_info()     # what the lowering will ask of the default device, asked first
+    except Exception as e:  # noqa: BLE001 - the device cannot say what it is: nothing to judge against
+        return _cannot_judge(chip, topology, DEVICE_QUERY, f"the compiler could not be asked: {_first_line(str(e))}", t0)
     sharding = NamedSharding(Mesh([device], ("x",)), PartitionSpec())
     args = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype, sharding=sharding) for a in in_avals]
     try:
@@ -167,14 +179,44 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
             closed = jax.make_jaxpr(fn)(*args)
             closed, _ = _interpret_off(closed)
             jax.jit(jex_core.jaxpr_as_fun(closed)).trace(*args).lower().compile()
-    except Exception as e:  # noqa: BLE001 - the compiler's error is the verdict
-        text = f"{type(e).__name__}: {e}"
-        if any(marker in text for marker in CANNOT_JUDGE):
-            return _cannot_judge(chip, topology, f"the compiler could not be asked: {_first_line(str(e))}", t0)
+    except Exception as e:  # noqa: BLE001 - the compiler's error is the verdict, unless it failed asking for a device
+        if asked_for_a_device(e):
+            return _cannot_judge(chip, topology, DEVICE_QUERY,
+                                 f"the compiler could not be asked: {_first_line(str(e))}", t0)
         explained = explain(e, locate=False)
         return CompileResult(chip, topology, False, error_kind=explained.kind, message=_first_line(str(e)),
                              explanation=explained.summary, seconds=time.perf_counter() - t0)
     return CompileResult(chip, topology, True, seconds=time.perf_counter() - t0)
+
+
+def _device_queries() -> dict[str, frozenset[str]]:
+    """JAX's own functions that ask which device the lowering targets ({source file: function names}): a
+    failure raised inside one of them means the compiler could not be asked, whatever its text says."""
+    from jax._src import xla_bridge
+    from jax._src.pallas.mosaic import tpu_info
+
+    return {os.path.realpath(tpu_info.__file__): frozenset({"get_tpu_info", "get_device_kind",
+                                                            "get_num_device_cores", "is_tpu_device"}),
+            os.path.realpath(xla_bridge.__file__): frozenset({"backends", "_init_backend", "get_backend",
+                                                              "local_devices", "devices"})}
+
+
+def asked_for_a_device(exc: BaseException) -> bool:
+    """Did `exc` arise where JAX asks for the target device (its stage), rather than in the lowering or the
+    compiler proper? Read off the frames of the error and of its causes: code locations in JAX's own files,
+    never the error's text (which quotes names a student chose)."""
+    queries = _device_queries()
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for frame, _ in traceback.walk_tb(e.__traceback__):
+            code = frame.f_code
+            names = queries.get(os.path.realpath(code.co_filename))
+            if names is not None and code.co_name in names:
+                return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def compile_for(fn: Callable[..., Any], *shapes: Any, chip: str = "v5e") -> CompileResult:

@@ -149,14 +149,36 @@ def test_lowerings_that_ask_the_default_device_are_judged(libtpu) -> None:
     assert tpu_compile.compile_for(one_d, S((256, 512), F32), S((512,), F32), chip="v6e").ok
 
 
-def test_what_is_not_the_kernels_fault_cannot_be_judged() -> None:
-    """The lowering's "Unsupported TPU device kind" (the compiler could not be asked) is no rejection."""
-    def asks_cpu(x):
-        raise ValueError("Unsupported TPU device kind: cpu")
+def test_what_is_not_the_kernels_fault_cannot_be_judged(libtpu, monkeypatch) -> None:
+    """The known case (FACTS.md): a lowering that asks the default device's kind and finds the CPU ("Unsupported
+    TPU device kind: cpu") could not ask the compiler: cannot judge, decided by where it failed (JAX's device
+    query), not by the words. A chip with no topology cannot be judged either."""
+    import contextlib
 
-    r = tpu_compile.compile_for(asks_cpu, S((8, 128), F32), chip="v5e")
+    floor_div, args = _rows(lambda x: (x.astype(jnp.int32) // 3).astype(F32))
+    monkeypatch.setattr(jax, "default_device", lambda device: contextlib.nullcontext())   # the CPU stays default
+    r = tpu_compile.compile_for(floor_div, *args, chip="v5e")
     assert r.skipped and not r.rejected and r.error_kind == "cannot-judge" and "could not be asked" in r.message
-    assert tpu_compile.compile_for(asks_cpu, S((8, 128), F32), chip="v7x").skipped
+    assert r.unjudged_because == tpu_compile.DEVICE_QUERY and "Unsupported TPU device kind: cpu" in r.message
+    assert tpu_compile.compile_for(floor_div, *args, chip="v7x").unjudged_because == tpu_compile.NO_TOPOLOGY
+
+
+def test_the_device_query_is_found_by_its_frames_not_its_words(libtpu) -> None:
+    """The lowering's own failure inside tpu_info is recognised from its traceback; the same words raised anywhere
+    else (a kernel, a function, a name a student chose) are a verdict like any other."""
+    floor_div, args = _rows(lambda x: (x.astype(jnp.int32) // 3).astype(F32))
+    with pytest.raises(ValueError, match="Unsupported TPU device kind") as lowered:
+        jax.jit(floor_div).trace(*args).lower(lowering_platforms=("tpu",))
+    assert tpu_compile.asked_for_a_device(lowered.value)
+
+    def forged(x):
+        raise ValueError("Unsupported TPU device kind: cpu (get_topology_desc)")
+
+    with pytest.raises(ValueError) as raised:
+        forged(None)
+    assert not tpu_compile.asked_for_a_device(raised.value)
+    r = tpu_compile.compile_for(forged, *args, chip="v5e")
+    assert r.rejected and not r.skipped, r
 
 
 def test_two_processes_compile_at_once(libtpu) -> None:

@@ -86,6 +86,10 @@ def grade(
     from course_tools.demo import demo_submissions
     from course_tools.grading_report import BatchProgress, print_run
 
+    from autograder.compile_rule import libtpu_warning
+
+    if (warning := libtpu_warning()) is not None:
+        typer.echo(warning, err=True)      # once, before anything is graded
     if demo:
         paths = [demo_submissions()]
     elif not paths:
