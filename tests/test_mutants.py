@@ -110,8 +110,8 @@ def test_every_graded_test_has_a_mutant(module: Any) -> None:
 
 
 def test_race_is_caught_by_the_shuffled_order_not_by_the_race_detector() -> None:
-    """What catches a kernel that races, as README says (jax 0.10.2). The racing mutant marks K "parallel", so on
-    a two-core chip both cores would add into one C block at once. Under the course's interpret params its values
+    """What catches a kernel that races, as docs/grader.md says (jax 0.10.2). The racing mutant marks K "parallel",
+    so on a two-core chip both cores would add into one C block at once. Under the course's interpret params its values
     are wrong without any race detector: TPU interpret mode runs a "parallel" axis in a shuffled order, so the
     zeroing at K step 0 lands mid-run. `detect_races=True` flags nothing on the default one simulated core; only
     with `num_cores_or_threads=2` does it flag the race. (The grade also names the mistake from the trace:
