@@ -13,7 +13,10 @@ the next, run by the pipeline's runner (autograder.pipeline.run), each once, in 
 Outputs under `out`: results.json and results.csv (the JSON contract of `course grade --json`),
 nbgrader-grades.csv (`nbgrader export`'s columns), feedback/<submission>.md and .html, executed/ (notebooks
 safe to hand back: no hidden tests), instructor/ (the whole executed notebooks), submissions/ (one record per
-submission; see autograder.store). With a gradebook: the scores merged into it (autograder.export).
+submission; see autograder.store). With a gradebook: the scores merged into it (autograder.export). The report
+leaves in feedback/, executed/ and instructor/ this run's submissions only: what an earlier run into the same
+folder left there (the demo's, another class's) is removed; its records in submissions/ stay, and one graded
+again later is graded anew, as its notebooks are gone.
 
 No submission can stop the batch: what is found is decided by autograder.discover (links and special files
 refused, extra notebooks ignored, timestamps validated), and a failure while showing or writing one
@@ -33,13 +36,13 @@ from autograder import engines
 from autograder.batch import grade_each
 from autograder.discover import Discovery, Skipped, find_submissions
 from autograder.export import GradebookError, merge_into_gradebook, one_per_student_lab, write_nbgrader_csv
-from autograder.feedback import feedback_stem, write_feedback
+from autograder.feedback import feedback_paths, feedback_stem, write_feedback
 from autograder.record import GRADER_FAILED, Outcome
 from autograder.report import Failures, to_json, write_reports
 from autograder.results import IgnoredFile, SubmissionResult
 from autograder.limits import Limits
 from autograder.pipeline import run
-from autograder.store import INSTRUCTOR
+from autograder.store import EXECUTED, INSTRUCTOR, Store, remove_all_but
 from autograder.submission import Submission, read_submission
 
 EXIT_UNHANDLED = 3     # some submissions could not be handled (each says why in results.json)
@@ -203,6 +206,20 @@ def run_grade(given: Sequence[Path], options: GradeOptions, *,
     return c.run
 
 
+def _remove_other_runs(out: Path, outcomes: Sequence[Outcome]) -> list[str]:
+    """Leave in feedback/, executed/ and instructor/ the files of this run's submissions only; what could not be
+    removed is a note (the reports of this run are right either way)."""
+    keep = Store(out).notebook_paths(o.label for o in outcomes)
+    keep |= {p for o in outcomes for p in feedback_paths(out, o.result)}
+    notes = []
+    for folder in ("feedback", EXECUTED, INSTRUCTOR):
+        try:
+            remove_all_but(out / folder, keep)
+        except OSError as e:
+            notes.append(f"{out / folder} still holds files of an earlier run ({type(e).__name__}: {e})")
+    return notes
+
+
 def write_report(found: Discovery, outcomes: list[Outcome], options: GradeOptions, failures: Failures) -> GradeRun:
     """The report and export step: feedback pages, nbgrader-grades.csv, the gradebook (if given), then
     results.json and results.csv with every failure met on the way."""
@@ -214,6 +231,7 @@ def write_report(found: Discovery, outcomes: list[Outcome], options: GradeOption
     for r in run.results:
         with failures.guard(r.submission, f"the feedback page ({feedback_stem(out, r).name})"):
             write_feedback(r, out)
+    run.notes += _remove_other_runs(out, run.outcomes)
     nbgrader_csv = write_nbgrader_csv(run.results, out / "nbgrader-grades.csv", root=root, failures=failures)
     run.notes += one_per_student_lab(run.results)[1]
     if options.gradebook is not None:

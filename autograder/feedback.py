@@ -153,10 +153,15 @@ def feedback_stem(out_dir: Path, r: SubmissionResult) -> Path:
     return out_dir / "feedback" / Path(*(parts or ["submission"]))
 
 
-def write_feedback(r: SubmissionResult, out_dir: Path) -> tuple[Path, Path]:
+def feedback_paths(out_dir: Path, r: SubmissionResult) -> tuple[Path, Path]:
+    """The Markdown and the HTML feedback page of `r` under `out_dir`."""
     stem = feedback_stem(out_dir, r)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    md, page = stem.with_name(stem.name + ".md"), stem.with_name(stem.name + ".html")
+    return stem.with_name(stem.name + ".md"), stem.with_name(stem.name + ".html")
+
+
+def write_feedback(r: SubmissionResult, out_dir: Path) -> tuple[Path, Path]:
+    md, page = feedback_paths(out_dir, r)
+    md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(to_markdown(r) + "\n", encoding="utf-8")
     page.write_text(to_html(r), encoding="utf-8")
     return md, page

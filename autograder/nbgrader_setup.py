@@ -1,7 +1,10 @@
 """nbgrader's configuration, derived from course.yml (nbgrader_config.py at the root calls `configure`)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from nbgrader.plugins.export import CsvExportPlugin
 
 from autograder.limits import CELL_TIMEOUT_S
 from autograder.course_manifest import REPO_ROOT, manifest
@@ -9,7 +12,19 @@ from autograder.course_manifest import REPO_ROOT, manifest
 # What nbgrader puts where a solution region was. A clear error beats a silent `pass`.
 CODE_STUB = '# YOUR CODE HERE\nraise NotImplementedError("not written yet: replace this line with your code")'
 TEXT_STUB = "YOUR ANSWER HERE"
+# Where `nbgrader export` writes without --to, under the course root: beside `course grade`'s reports, in a folder
+# git ignores (nbgrader's own default, ./grades.csv, leaves the class's grades as an untracked file in the root).
+EXPORT_CSV = Path("grades") / "grades.csv"
 
+
+class GradesCsvExport(CsvExportPlugin):
+    """nbgrader's CSV export, to <course root>/grades/grades.csv by default; the file's folder is created."""
+
+    def export(self, gradebook: Any) -> None:
+        if not self.to:
+            self.to = str(Path(self.parent.coursedir.root) / EXPORT_CSV)
+        Path(self.to).parent.mkdir(parents=True, exist_ok=True)
+        super().export(gradebook)
 
 
 def configure(c: Any) -> None:
@@ -42,3 +57,4 @@ def configure(c: Any) -> None:
     feedback: list[Any] = list(GenerateFeedback.class_traits()["preprocessors"].default())
     feedback.insert(1, "nbgrader.preprocessors.ClearHiddenTests")
     c.GenerateFeedback.preprocessors = feedback
+    c.ExportApp.plugin_class = GradesCsvExport

@@ -33,10 +33,11 @@ class Plan(NamedTuple):
     reused: list[Outcome]   # answered by a stored record that still stands
 
 
-def stands(record: Record | None, notebook_sha256: str) -> bool:
-    """The stored record still answers: same notebook, same grader, not a grader failure."""
+def stands(record: Record | None, notebook_sha256: str, store: Store) -> bool:
+    """The stored record still answers: same notebook, same grader, not a grader failure, its executed notebooks
+    still kept (a later run into the same folder removes those of submissions it did not have)."""
     return (record is not None and not record.retry and record.notebook_sha256 == notebook_sha256
-            and record.grader == grader_fingerprint(record.result.lab))
+            and record.grader == grader_fingerprint(record.result.lab) and store.has_notebooks(record))
 
 
 def plan(submissions: Iterable[Submission], store: Store, *, force: bool = False) -> Plan:
@@ -44,7 +45,7 @@ def plan(submissions: Iterable[Submission], store: Store, *, force: bool = False
     todo, reused = [], []
     for sub in submissions:
         record = None if force else store.get(sub.label)
-        if stands(record, sub.sha256):
+        if stands(record, sub.sha256, store):
             assert record is not None
             reused.append(Outcome(sub.label, record.result, True, record.seconds))
         else:
@@ -53,11 +54,12 @@ def plan(submissions: Iterable[Submission], store: Store, *, force: bool = False
 
 
 def new_record(label: str, sha: str, result: SubmissionResult, seconds: float, *, retry: bool = False,
-               grader: str | None = None) -> Record:
-    """`grader`: the fingerprint already checked against this grader's (else computed here)."""
+               grader: str | None = None, kept: tuple[str, ...] = ()) -> Record:
+    """`grader`: the fingerprint already checked against this grader's (else computed here); `kept`: the
+    executed notebooks kept beside it."""
     return Record(label=label, notebook_sha256=sha, grader=grader or grader_fingerprint(result.lab),
                   graded_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  seconds=round(seconds, 3), retry=retry, result=result)
+                  seconds=round(seconds, 3), retry=retry, result=result, kept=kept)
 
 
 def record(store: Store, submission: Submission, graded: Graded | Mapping[str, Any]) -> Outcome:
@@ -68,9 +70,9 @@ def record(store: Store, submission: Submission, graded: Graded | Mapping[str, A
         if graded.grader != grader_fingerprint(graded.result.lab):
             return record_failure(store, submission, "graded by a different version of the course on the worker",
                                   graded.seconds)
-        store.put_notebooks(submission.label, executed=graded.executed, full=graded.full)
+        kept = store.put_notebooks(submission.label, executed=graded.executed, full=graded.full)
         store.put(new_record(submission.label, submission.sha256, graded.result, graded.seconds,
-                             grader=graded.grader))
+                             grader=graded.grader, kept=kept))
         return Outcome(submission.label, graded.result, False, graded.seconds)
     except Exception as e:  # noqa: BLE001 - a disk or record problem with one submission
         return record_failure(store, submission, f"saving its results failed ({type(e).__name__}: {e})")

@@ -4,13 +4,15 @@ Under the output folder: `submissions/<key>.json` (key: a hash of the submission
 submission (its result, the SHA-256 of the notebook graded and the grader's fingerprint, see
 autograder.fingerprint); `executed/<label>` (the executed notebook safe to hand back) and
 `instructor/<label>` (the whole executed notebook). The store only stores: which record still stands is
-the record step's decision (autograder.record).
+the record step's decision (autograder.record). What another run left in executed/ and instructor/ is removed
+by the report step (`remove_all_but`); the records stay, and one whose notebooks are gone is graded again.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 from pathlib import Path
+from typing import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,6 +32,7 @@ class Record(BaseModel):
     seconds: float
     retry: bool = False           # the grader itself failed (not the notebook): a re-run grades it again
     result: SubmissionResult
+    kept: tuple[str, ...] = ()    # the executed notebooks kept beside it (EXECUTED, INSTRUCTOR)
 
 
 class Store:
@@ -57,10 +60,23 @@ class Store:
         """Where the `kind` (EXECUTED or INSTRUCTOR) copy of `label`'s executed notebook is kept."""
         return self.out / kind / safe_relpath(label)
 
-    def put_notebooks(self, label: str, *, executed: str | None, full: str | None) -> None:
+    def put_notebooks(self, label: str, *, executed: str | None, full: str | None) -> tuple[str, ...]:
+        """Keep the executed notebooks; returns the kinds kept (for the record's `kept`)."""
+        kept = []
         for kind, text in ((EXECUTED, executed), (INSTRUCTOR, full)):
             if text:
                 write_atomic(self.notebook_path(kind, label), text)
+                kept.append(kind)
+        return tuple(kept)
+
+    def has_notebooks(self, record: Record) -> bool:
+        """The executed notebooks `record` was kept with are still there (another run's report may have removed
+        them, or a person)."""
+        return all(self.notebook_path(kind, record.label).is_file() for kind in record.kept)
+
+    def notebook_paths(self, labels: Iterable[str]) -> set[Path]:
+        """Where the executed notebooks of `labels` are kept, whether or not they are there."""
+        return {self.notebook_path(kind, label) for label in labels for kind in (EXECUTED, INSTRUCTOR)}
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -72,3 +88,21 @@ def write_atomic(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def remove_all_but(folder: Path, keep: set[Path]) -> list[Path]:
+    """Remove every file (or link) under `folder` not in `keep`, then the folders left empty; links are removed,
+    never followed. Returns what was removed."""
+    removed: list[Path] = []
+    if not folder.is_dir() or folder.is_symlink():
+        return removed
+    for parent, dirs, files in os.walk(folder, topdown=False):
+        here = Path(parent)
+        for name in files + [d for d in dirs if (here / d).is_symlink()]:
+            path = here / name
+            if path not in keep:
+                path.unlink()
+                removed.append(path)
+        if here != folder and not any(here.iterdir()):
+            here.rmdir()
+    return removed

@@ -37,6 +37,9 @@ WHEEL_NAME = "pallas-from-zero"
 STUDENT_PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "jupyterlab", "notebook", "ipykernel", "nbformat",
                     "jsonschema", "PyYAML", "pydantic", "tokamax")
 NEVER_SHIPPED = ("nbgrader", "papermill", "dask", "distributed", "playwright", "pytest", "hypothesis")
+# course.yml's `release.github` as the course ships: the authors' repository. Until an instructor sets their own,
+# every Colab badge and set-up cell of their release sends students there.
+COURSE_GITHUB = "pallas-from-zero/stage-1"
 
 
 class ReleaseError(ValueError):
@@ -52,6 +55,16 @@ class Release:
     notebooks: list[Path]
     revealed: list[str]                 # lab codes whose model code is public in this release
     withheld: dict[str, str] = field(default_factory=dict)  # lab code -> reveal date ("never")
+    warnings: list[str] = field(default_factory=list)       # one line each, for whoever publishes it
+
+
+def release_warnings(m: Manifest) -> list[str]:
+    """What the release is built despite: course.yml fields still set for the course's own repository."""
+    if m.release is not None and m.release.github == COURSE_GITHUB:
+        return [f"course.yml release.github is still the course's default ({COURSE_GITHUB}): set it to the "
+                "GitHub repository (owner/name) you push this release to; every Colab badge and install URL "
+                "names it"]
+    return []
 
 
 # ------------------------------------------------------------------------------------------- the wheel
@@ -226,4 +239,5 @@ def build_release(stage: str, out: Path, *, today: dt.date | None = None, root: 
     build_site(out / "site", root=root, public_on=today)
     return Release(out, today, probe, wheel_url, released,
                    revealed=[lab.code for lab in m.labs if lab.revealed(today)],
-                   withheld={lab.code: str(lab.reveal or "never") for lab in m.labs if not lab.revealed(today)})
+                   withheld={lab.code: str(lab.reveal or "never") for lab in m.labs if not lab.revealed(today)},
+                   warnings=release_warnings(m))

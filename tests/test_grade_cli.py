@@ -9,6 +9,9 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
+from autograder.record import plan
+from autograder.store import Store
+from autograder.submission import read_submission
 from course_tools.demo import demo_submissions
 from course_tools.cli import app
 from autograder.course_manifest import manifest
@@ -92,6 +95,29 @@ def test_table_output(demo: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "3/6" in result.stdout and "transpose_schedule" in result.stdout
     assert f"wrote {tmp_path / 'results.json'}" in result.stdout
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_new_run_leaves_only_its_own_submissions_beside_the_reports(graded, demo: Path, tmp_path: Path) -> None:
+    """A run into a folder an earlier run wrote (here the demo set's) leaves in executed/, instructor/ and feedback/
+    its own submissions only. The earlier run's records stay in submissions/; one whose notebooks are gone does not
+    stand, so grading it again into this folder grades it anew and its notebooks come back."""
+    _, first, _ = graded
+    out = tmp_path / "grades"
+    shutil.copytree(first, out)
+    records = set((out / "submissions").iterdir())
+    result = runner.invoke(app, ["grade", str(demo / "demo-wrong-transpose"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    label = f"stage-1/{LAB}.ipynb"
+    assert _files(out / "executed") == _files(out / "instructor") == [label]
+    assert _files(out / "feedback") == [f"stage-1/{LAB}.html", f"stage-1/{LAB}.md"]
+    assert records < set((out / "submissions").iterdir())
+    solution = read_submission(demo / "demo-solution" / "stage-1" / f"{LAB}.ipynb", f"demo-solution/{label}")
+    assert [s.label for s in plan([solution], Store(out)).todo] == [solution.label]
+    assert [o.label for o in plan([solution], Store(first)).reused] == [solution.label]
 
 
 def test_missing_path_is_one_line(tmp_path: Path) -> None:

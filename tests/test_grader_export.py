@@ -93,6 +93,17 @@ def test_csv_matches_nbgrader_export(course, tmp_path: Path) -> None:
     assert {r["student_id"]: float(r["raw_score"]) for r in ours} == EXPECTED
 
 
+def test_nbgrader_export_writes_under_grades_by_default(course, tmp_path: Path) -> None:
+    """Without --to, `nbgrader export` writes <course root>/grades/grades.csv (the folder made, ignored by git),
+    the same file as with --to; not nbgrader's ./grades.csv, an untracked file in the repository's root."""
+    root, _ = course
+    run = nbgrader(root, "export")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert nbgrader(root, "export", "--to", str(tmp_path / "asked.csv")).returncode == 0
+    assert (root / "grades" / "grades.csv").read_text() == (tmp_path / "asked.csv").read_text()
+    assert f"Exporting grades to {root / 'grades' / 'grades.csv'}" in run.stdout + run.stderr
+
+
 def test_feedback_pages(course) -> None:
     """One Markdown and one HTML page per submission: tests, points, messages, written answers' status."""
     _, out = course

@@ -60,7 +60,7 @@ def test_the_jail_sees_nothing_of_the_repository_root_or_the_graders_environment
     script = f"""
 import os
 for p in [{str(REPO / "solutions")!r}, {str(REPO / "autograder")!r}, {str(REPO / "autograder/keys")!r},
-          {str(REPO / "course.yml")!r}, "/root/.bashrc", "/home", "/work/main/grades", "/etc/passwd", "/sys"]:
+          {str(REPO / "course.yml")!r}, "/root/.bashrc", "/home", {str(REPO / "grades")!r}, "/etc/passwd", "/sys"]:
     try:
         open(p).read() if os.path.isfile(p) else os.listdir(p)
         print("READ", p)

@@ -26,7 +26,7 @@ import nbformat
 import pytest
 import yaml
 
-from course_tools.release import NEVER_SHIPPED, build_release
+from course_tools.release import NEVER_SHIPPED, build_release, release_warnings
 from autograder import cells
 from pallas_course import notebooks
 from pallas_course.manifest import Manifest
@@ -134,6 +134,7 @@ def test_release_layout_and_requirements(release) -> None:
     for package in NEVER_SHIPPED:
         assert f"\n{package}==" not in reqs.lower()
     assert f"./wheels/{release.wheel.name}" in reqs and "tokamax==0.0.12" in reqs
+    assert release.warnings == release_warnings(manifest())   # course.yml's release.github: still the course's
     with zipfile.ZipFile(release.wheel) as z:
         tops = {n.split("/")[0] for n in z.namelist()}
         public = yaml.safe_load(z.read("pallas_course/course.yml"))

@@ -38,12 +38,15 @@ class Case:
     n: int
 
 
-def _measure(case: Case) -> dict:
+TMP = "{tmp}"   # how a command shows the run's temporary folder: a path of this machine, gone after the run
+
+
+def _measure(case: Case, root: Path) -> dict:
     timed(case.command, REPO_ROOT)   # warm-up: file caches, compiled bytecode
     samples = [timed(case.command, REPO_ROOT) for _ in range(case.n)]
     print(f"{case.name}: median {statistics.median(samples):.2f} s of {case.n} "
           f"{[round(s, 2) for s in samples]}", file=sys.stderr)
-    shown = " ".join(Path(c).name if i == 0 else c for i, c in enumerate(case.command))
+    shown = " ".join(Path(c).name if i == 0 else c for i, c in enumerate(case.command)).replace(str(root), TMP)
     return {"case": case.name, "what": case.what, "command": shown, "n": case.n,
             "median_s": round(statistics.median(samples), 3), "min_s": round(min(samples), 3),
             "max_s": round(max(samples), 3), "samples_s": [round(s, 3) for s in samples]}
@@ -126,7 +129,7 @@ def _run_commands(only: str) -> list[dict]:
             subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", manifest().stage.id, "--force",
                             f"--CourseDirectory.root={root}", f"--db=sqlite:///{root / 'gradebook.db'}"],
                            cwd=REPO_ROOT, capture_output=True, check=True)
-        return [_measure(c) for c in cases]
+        return [_measure(c, root) for c in cases]
 
 
 def main() -> None:
@@ -140,7 +143,8 @@ def main() -> None:
     report.update(
         benchmark="grading time",
         method=f"wall clock of the whole command in a fresh process, 1 untimed warm-up then the median of "
-               f"{N} (LAB·1.1 cases) or {N_STAGE} (whole-stage cases); kernels in TPU interpret mode on the CPU",
+               f"{N} (LAB·1.1 cases) or {N_STAGE} (whole-stage cases); kernels in TPU interpret mode on the CPU; "
+               f"{TMP} in a command: the run's temporary folder",
         results=sorted(kept + results, key=lambda r: order.index(r["case"]) if r["case"] in order else 99),
     )
     report.setdefault("provenance", {})[args.only or "all"] = grading_provenance()

@@ -34,3 +34,5 @@ def release(
     for code, when in r.withheld.items():
         typer.echo(f"  withheld  {code}'s model code until {when}")
     typer.echo("publish: push the folder as the root of the release repository (course.yml release.github)")
+    for line in r.warnings:
+        typer.echo(f"warning: {line}", err=True)
