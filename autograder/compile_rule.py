@@ -3,7 +3,8 @@
 A kernel counts only if the real TPU compiler accepts it. The values a student's kernel returns come from TPU
 interpret mode, which accepts kernels no TPU would (gelu's erfc, a 1-row f32 block, a block over the VMEM limit);
 so each test that course.yml's `compile:` rule of its lab lists also compiles the computation it graded, for
-the rule's chips, with libtpu, deviceless. It runs here in the grader, on the computation rebuilt from plain data
+the rule's chips, with libtpu, deviceless. It runs in the grader's judge (autograder.judge: a bounded child of
+the grader, each compile within the rule's `timeout_s`), on the computation rebuilt from plain data
 (`Invocation.computation`), never in the jail. A rejection fails the test with the compiler's reason in the
 course's words (pallas_course.compile_verdict, the message the student's own checks print too); what cannot be
 judged (no libtpu, a compiler that cannot be asked) costs nothing and says so: the test's result carries a
@@ -36,14 +37,17 @@ class _Cache:
     def __init__(self) -> None:
         self._items: OrderedDict[Any, tuple[Any, tuple[str, ...], CompileVerdict]] = OrderedDict()
 
-    def verdict(self, computation: Any, chips: Sequence[str]) -> CompileVerdict:
+    def verdict(self, computation: Any, chips: Sequence[str], timeout_s: float = 60.0) -> CompileVerdict:
         digest = getattr(computation, "digest", None)
         key = ("digest", digest) if digest else ("object", id(computation))
         hit = self._items.get(key)
         if hit is not None and (digest or hit[0] is computation) and hit[1] == tuple(chips):
             self._items.move_to_end(key)
             return hit[2]
-        verdict = compile_verdict(computation.fn, computation.in_avals, chips)
+        if getattr(computation, "fn", None) is None:   # the judge's, in its box: the compile runs there
+            verdict = CompileVerdict(tuple(computation.verdicts(list(chips), timeout_s)))
+        else:
+            verdict = compile_verdict(computation.fn, computation.in_avals, chips)
         self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused
         while len(self._items) > CACHE_SIZE:
             self._items.popitem(last=False)
@@ -63,7 +67,7 @@ def check(test: str, label: str, invocation: Any) -> str | None:
     computation = getattr(invocation, "computation", None)
     if rule is None or computation is None:
         return None
-    verdict = _CACHE.verdict(computation, rule.chips)
+    verdict = _CACHE.verdict(computation, rule.chips, rule.timeout_s)
     if not verdict.rejections:
         if verdict.unjudged:
             # never silent: the test's result carries it (autograder.score reads the line back as its note)

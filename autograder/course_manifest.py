@@ -43,6 +43,9 @@ class CompileRule(BaseModel):
     model_config = _STRICT
     chips: list[str] = Field(min_length=1)
     tests: list[str] = Field(min_length=1)
+    # Seconds one compile (one kernel, one chip) may take in the judge before it counts as the kernel's failure
+    # ("did not finish within N s"): about 100x the median compile of the lab's own kernels (docs/grader.md).
+    timeout_s: float = Field(default=60.0, gt=0)
 
 
 class LabSpec(public.LabSpec):

@@ -49,6 +49,8 @@ def student_function(fn: Any) -> StudentFunction:
 def _failure(test: str, label: str, e: StudentError) -> TestFailure:
     if e.not_implemented:
         return TestFailure(f"{test}: {label} is not implemented yet ({e.text})")
+    if e.phase == "judge":     # the grader's rebuild, run or compile of it overran its box: the text says which
+        return TestFailure(f"{test}: {label}: {e.text}")
     if e.phase == "rebuild":
         return TestFailure(f"{test}: the grader could not rebuild what {label} traced to: {e.text}")
     where = " while being traced" if e.phase == "trace" else ""

@@ -9,7 +9,6 @@ the same JSON round trip: the tests of the checks use it against mutants; gradin
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -24,7 +23,6 @@ from typing import Any, Callable
 import numpy as np
 
 from autograder.jail_agent import wire
-from autograder.rebuild import Computation, Refused, guarded_loops, rebuild, structure_data
 from pallas_course.kernel_trace import Trace
 
 AGENT_DIR = Path(__file__).resolve().parent / "jail_agent"
@@ -56,7 +54,8 @@ class Invocation:
     structure: Trace | None
     result: Any
     error: "StudentError | None" = None     # the rebuilt computation failed to run (the structure stands)
-    computation: Computation | None = None  # what was graded: the grader's rebuild (None for plain calls)
+    computation: Any = None                 # what was graded: the judge's rebuild (autograder.judge.client
+                                            # .JudgedComputation; None for plain calls)
     own: dict[str, list[Any]] | None = None  # what the stand-in helpers answered: {name: [[params, value]]}
 
 
@@ -64,7 +63,8 @@ class Invocation:
 class StudentError(Exception):
     """The student's function raised; fields as the agent described it (data, not an exception object)."""
 
-    phase: str          # "trace", "run", "call", or "rebuild" (the grader refused the traced computation)
+    phase: str          # "trace", "run", "call", "rebuild" (the grader refused the traced computation) or
+                        # "judge" (the grader's rebuild, run or compile of it overran its box: text says which)
     ename: str
     text: str           # the error's one line that matters
     not_implemented: bool
@@ -105,85 +105,12 @@ def _is_array(x: Any) -> bool:
             and not isinstance(x, (np.generic, bool, int, float)))
 
 
-@dataclass(frozen=True)
-class _Traced:
-    """One traced computation, as the grader rebuilt it: its structure, or why there is none."""
+def _rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Any:
+    """The judge's rebuild of a described computation, in this process (autograder.judge.server.rebuilt): the
+    tests of the rebuild's refusals call it directly."""
+    from autograder.judge.server import rebuilt
 
-    computation: Computation | None
-    structure: Trace | None
-    closed: Any = None               # the rebuilt computation's jaxpr: what the structure is read from
-    closed_run: Any = None           # what runs: the same, but with the grader's limit on while loops
-    error: StudentError | None = None
-
-
-def _refusal(e: Exception) -> StudentError:
-    text = str(e) if isinstance(e, Refused) else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    return StudentError(phase="rebuild", ename="Refused", text=text[:2000], not_implemented=False)
-
-
-def _digest(description: Any, consts: Any, in_avals: tuple[Any, ...]) -> str:
-    """What a rebuild is made from, hashed: the rebuild is a function of it alone."""
-    h = hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode())
-    for c in consts if isinstance(consts, list) else []:
-        a = np.asarray(c)
-        h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    h.update(repr([(tuple(a.shape), str(a.dtype)) for a in in_avals]).encode())
-    return h.hexdigest()
-
-
-def _rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> _Traced:
-    """The grader's own rebuild of the computation the jail described, traced here for its structure."""
-    import jax
-    from jax.experimental.pallas import tpu as pltpu
-
-    from autograder.jail_agent.calls import quiet
-    from pallas_course.kernel_trace import trace_jaxpr
-    from pallas_course.runtime import interpret_params
-
-    if header.get("ok") is not True:
-        return _Traced(None, None, error=_error(header.get("error")))
-    try:
-        consts = wire.decode_reply(header.get("consts", []), blobs)
-    except wire.WireError as e:
-        raise BadAnswer(f"malformed answer ({e})") from None
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
-        # data of a shape the decoder did not foresee: still the jail's junk, never the grader's failure
-        raise BadAnswer(f"malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
-    try:
-        computation = rebuild(header.get("description"), consts if isinstance(consts, list) else [], in_avals)
-        computation = dataclasses.replace(computation, digest=_digest(header.get("description"), consts, in_avals))
-        with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
-            closed = jax.make_jaxpr(computation.fn)(*computation.in_avals)
-            closed_run = closed
-            if computation.loops:
-                with guarded_loops():   # a new function: JAX caches traces by function, not by this context
-                    closed_run = jax.make_jaxpr(lambda *a: computation.fn(*a))(*computation.in_avals)
-        structure = trace_jaxpr(closed)
-    except Exception as e:  # noqa: BLE001 - whatever the description holds, it costs this call, not the grader
-        return _Traced(None, None, error=_refusal(e))
-    return _Traced(computation, structure, closed, closed_run)
-
-
-def _run(traced: _Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
-    """The values of the rebuilt computation on the grader's own inputs, under the course's TPU interpret mode."""
-    import jax
-    from jax.experimental.pallas import tpu as pltpu
-
-    from autograder.jail_agent.calls import describe_error, quiet
-    from pallas_course.runtime import interpret_params
-
-    closed = traced.closed_run
-    with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
-        try:
-            flat = jax.block_until_ready(jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *arrays))
-        except Exception as e:  # noqa: BLE001 - the structure stands; the run's error goes with it
-            pltpu.reset_tpu_interpret_mode_state()
-            info = describe_error(e, "run")
-            if isinstance(e, Refused):
-                return None, _refusal(e)
-            return None, _error(info)
-    return traced.computation.unflatten([np.asarray(x) for x in flat]), None
+    return rebuilt(header, blobs, in_avals)
 
 
 class StudentFunction:
@@ -194,14 +121,18 @@ class StudentFunction:
     def __init__(self, name: str) -> None:
         self.name = name
         self._cache: dict[str, Invocation] = {}
-        self._traced: dict[str, _Traced] = {}
+        self._traced: dict[str, Any] = {}
+
+    def _judge(self) -> Any:
+        """The judge that rebuilds, runs and compiles what this function traced to (autograder.judge.client)."""
+        raise NotImplementedError
 
     def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
               stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
         """The jail's reply to one call (a header and its blobs), unchecked."""
         raise NotImplementedError
 
-    def _rebuilt(self, traced: _Traced) -> None:
+    def _rebuilt(self, traced: Any) -> None:
         """Called with each new rebuild (LocalFunction checks it against the direct trace)."""
 
     def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool,
@@ -233,7 +164,8 @@ class StudentFunction:
         trace_key = _key([enc_args, names], enc_kwargs, blobs)
         traced = self._traced.get(trace_key)
         if traced is None:
-            traced = self._traced[trace_key] = _rebuilt(*self._send(enc_args, enc_kwargs, blobs, names), in_avals)
+            traced = self._traced[trace_key] = self._judge().trace(*self._send(enc_args, enc_kwargs, blobs, names),
+                                                                   in_avals)
             self._rebuilt(traced)
         if traced.error is not None:      # the student's error, or the grader refused what was traced
             raise traced.error
@@ -242,7 +174,7 @@ class StudentFunction:
         enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
         key = _key([enc_args, names], enc_kwargs, blobs)
         if key not in self._cache:
-            result, error = _run(traced, [args[i] for i in positions])
+            result, error = self._judge().run(traced, [args[i] for i in positions])
             self._cache[key] = Invocation(traced.structure, result, error, traced.computation)
         return self._cache[key]
 
@@ -274,6 +206,14 @@ class LocalFunction(StudentFunction):
         super().__init__(name or getattr(fn, "__name__", "function"))
         self.fn = fn
         self._direct: Any = None
+        self._local: Any = None
+
+    def _judge(self) -> Any:
+        from autograder.judge.client import LocalJudge
+
+        if self._local is None:
+            self._local = LocalJudge()
+        return self._local
 
     def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
               stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
@@ -289,9 +229,11 @@ class LocalFunction(StudentFunction):
         header, out_blobs = reply(answer)
         return json.loads(json.dumps(header, allow_nan=False)), out_blobs
 
-    def _rebuilt(self, traced: _Traced) -> None:
-        """The round trip holds: what the grader reads of its rebuild is what it reads of the direct trace
-        (so the mutant corpus, run through this class, proves describe -> rebuild on every kernel in it)."""
+    def _rebuilt(self, traced: Any) -> None:
+        """The round trip holds: what the grader reads of its judge's rebuild (the structure as data, viewed) is
+        what it reads of the direct trace (so the mutant corpus, run through this class, proves describe ->
+        rebuild -> structure data -> view on every kernel in it)."""
+        from autograder.rebuild import structure_data
         from pallas_course.kernel_trace import trace_jaxpr
 
         direct, self._direct = self._direct, None
@@ -308,6 +250,9 @@ class RemoteFunction(StudentFunction):
     def __init__(self, name: str, session: "Session") -> None:
         super().__init__(name)
         self.session = session
+
+    def _judge(self) -> Any:
+        return self.session.judge
 
     def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
               stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
@@ -369,12 +314,25 @@ def jail_env() -> dict[str, str]:
 class Session:
     """One notebook's jailed agent: start it, run cells, look names up, call functions, end it."""
 
-    def __init__(self, *, limits: Any, cell_timeout_s: float, deadline: float, jailed: bool = True) -> None:
+    def __init__(self, *, limits: Any, cell_timeout_s: float, deadline: float, jailed: bool = True,
+                 judge: Any = None) -> None:
         from autograder import jail
+        from autograder.judge.box import BoxLimits
+        from autograder.judge.client import BoxedJudge
 
         self.cell_timeout_s_ = float(cell_timeout_s)
         self.deadline = deadline
         self._stderr_tail = bytearray()
+        # The judge first: its imports run while the jail starts and runs the notebook's first cells.
+        self.judge = BoxedJudge(limits=judge or BoxLimits(), deadline=deadline, cell_timeout_s=self.cell_timeout_s_,
+                                wall_s=max(1.0, deadline - time.monotonic()))
+        try:
+            self._start_jail(jail, limits, jailed)
+        except BaseException:
+            self.judge.close()
+            raise
+
+    def _start_jail(self, jail: Any, limits: Any, jailed: bool) -> None:
         env = jail_env()
         if not jailed:   # --no-jail: no binds, so the agent and the grader's helpers are imported from where they lie
             env["PYTHONPATH"] = f"{AGENT_DIR.parent}{os.pathsep}{helpers_dir().parent}"
@@ -484,6 +442,7 @@ class Session:
             pass
         finally:
             self.jail.kill()
+            self.judge.close()
 
     def __enter__(self) -> "Session":
         return self

@@ -53,6 +53,9 @@ class PallasCallInfo:
     kernel_jaxpr: Any = field(repr=False, compare=False)
     # {primitive: result dtype of each of its equations} in the kernel body, nested sub-jaxprs included
     kernel_ops: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
+    # read_before_written's answer where there is no jaxpr to read it from (the grader's view of a structure its
+    # judge read off the rebuilt computation: autograder.judge.protocol)
+    unread: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def blocks(self) -> tuple[BlockInfo, ...]:
@@ -238,6 +241,8 @@ def read_before_written(pc: PallasCallInfo) -> list[str] | None:
     its top level, in program order, a store under a pl.when counts as one. Interpret mode fills such memory
     with NaN, so an accumulator never zeroed reads NaN. None when there is no jaxpr to read."""
     jaxpr = getattr(pc.kernel_jaxpr, "jaxpr", pc.kernel_jaxpr)
+    if jaxpr is None and pc.unread is not None:
+        return list(pc.unread)
     if jaxpr is None or not hasattr(jaxpr, "invars"):
         return None
     n_in = len(pc.inputs)

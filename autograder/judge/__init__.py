@@ -1,0 +1,10 @@
+"""The judge: the grader's own rebuild, run, structure and compile of a student's traced computation, in a bounded,
+killable child process of its own (never in the process that decides a score, never beside student code).
+
+- box.py: the child process and its limits (cgroups where writable, rlimits always, the parent-death signal);
+- budgets.py: static budgets on a description, checked before anything is allocated or run;
+- protocol.py: what crosses between the grader and the child (JSON and .npy only): the structure the checks
+  read, as data, and the grader-side view of it with kernel_trace's API;
+- server.py: the child's entry (`python -m autograder.judge.server`): rebuild, trace, run, compile;
+- client.py: what autograder.jail_session calls: one judge per submission, restarted after an overrun.
+"""

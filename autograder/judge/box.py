@@ -1,0 +1,197 @@
+"""The judge's box: a child process of the grader's, with limits, killed on overrun, never outliving the grader.
+
+What it holds is the grader's own code on a student-shaped computation (no student code: that is the jail's), so
+it needs no namespaces; it needs bounds. Reusing autograder.jail's machinery:
+
+- one memory, pids and (where writable) cpu cgroup of its own (jail._Cgroups, named as the jail's are, so
+  jail.kill_orphans() removes the groups of a grader that died), rlimits always (CPU seconds, file size, no core;
+  address space where there is no cgroup), the same start-up chain (join the groups -> prlimit -> setpriv with
+  the parent-death signal -> the guard that stops if the grader already died);
+- a session and process group of its own (killed as a group), a private TMPDIR/HOME removed at the end, or by
+  kill_orphans() here when the grader was killed first;
+- a minimal environment: nothing of the grader's (no tokens, no paths to its files but the code's).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder import jail
+
+TMP_PREFIX = "course-judge-"
+STDERR_KEEP = 16 * 1024
+
+
+@dataclass(frozen=True)
+class BoxLimits:
+    """What one judge may use (a submission's: it lives as long as the submission's grading)."""
+
+    memory_mb: int = 2048      # everything in the box (cgroup); the judge itself takes ~0.3 GB of it
+    cpu_s: int = 900           # CPU seconds (RLIMIT_CPU), a backstop: the wall clock of each request comes first
+    pids: int = 256            # threads count: XLA's and libtpu's pools
+    file_mb: int = 64
+    cpus: float = 1.0
+
+    def jail_limits(self, *, cgroups: bool) -> jail.JailLimits:
+        # Without a cgroup the memory bound is the address space, of which libtpu alone maps ~1.3 GB.
+        mb = self.memory_mb if cgroups else self.memory_mb + 2048
+        return jail.JailLimits(memory_mb=mb, pids=self.pids, cpu_s=self.cpu_s, file_mb=self.file_mb, cpus=self.cpus)
+
+
+def _grader_tag() -> str:
+    return f"{os.getpid()}-{jail._started(os.getpid())}"
+
+
+def remove_orphans() -> int:
+    """Remove the temporary folders of judges whose grader died (their processes died with it: the parent-death
+    signal; their cgroups go with jail.kill_orphans()). Returns how many."""
+    found = 0
+    root = Path(jail.STAGE_DIR)
+    for d in root.glob(f"{TMP_PREFIX}*"):
+        parts = d.name[len(TMP_PREFIX):].split("-")
+        if len(parts) != 3 or not parts[0].isdigit() or jail._started(int(parts[0])) == parts[1]:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        found += 1
+    return found
+
+
+def _env(tmp: str) -> dict[str, str]:
+    from autograder.course_manifest import REPO_ROOT
+    from autograder.jail_session import jail_env
+
+    env = {k: v for k, v in jail_env().items() if k not in ("PYTHONPATH", "HOME", "TMPDIR", "IPYTHONDIR",
+                                                            "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
+    env.update({"HOME": tmp, "TMPDIR": tmp, "PYTHONPATH": str(REPO_ROOT)})
+    for key in ("TPU_WORKER_HOSTNAMES", "TPU_HOST_BOUNDS", "ALLOW_MULTIPLE_LIBTPU_LOAD"):   # tpu_compile's own
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+class Box:
+    """A running judge: `process` has binary stdin/stdout pipes (frames); stderr is drained, its tail kept."""
+
+    def __init__(self, limits: BoxLimits) -> None:
+        jail.kill_orphans()
+        remove_orphans()
+        self.limits = limits
+        name = f"{jail.CGROUP_PREFIX}{_grader_tag()}-{secrets.token_hex(4)}"
+        self.tmp = f"{jail.STAGE_DIR}/{TMP_PREFIX}{_grader_tag()}-{secrets.token_hex(4)}"
+        os.mkdir(self.tmp, 0o700)
+        self.cgroups: jail._Cgroups | None = None
+        if jail._cgroups_writable():
+            try:
+                self.cgroups = jail._Cgroups(name, limits.jail_limits(cgroups=True))
+            except OSError:
+                self.cgroups = None
+        rl = limits.jail_limits(cgroups=self.cgroups is not None)
+        cmd = ["/bin/sh", "-c", jail._WRAPPER, "course-judge", "--", *jail._rlimits(rl, cgroups=self.cgroups is not None),
+               *jail._guarded(drop_root=False), sys.executable, "-m", "autograder.judge.server"]
+        env = {**_env(self.tmp), "COURSE_JAIL_CGROUPS": " ".join(self.cgroups.procs_files() if self.cgroups else [])}
+        self._killed = False
+        self._why: str | None = None
+        self._tail = bytearray()
+        try:
+            self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            env=env, cwd=self.tmp, start_new_session=True)
+        except BaseException:
+            self._cleanup()
+            raise
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        for chunk in iter(lambda: self.process.stderr.read(65536), b""):
+            self._tail += chunk
+            del self._tail[:-STDERR_KEEP]
+
+    def stderr_tail(self) -> str:
+        return bytes(self._tail).decode("utf-8", "replace")
+
+    def _describe(self, code: int) -> str:
+        if self.cgroups is not None and self.cgroups.oom_kills() > 0:
+            return f"needed more than {self.limits.memory_mb} MB (the grader's memory limit for it)"
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+            return f"used more than {self.limits.cpu_s} s of CPU time (the grader's limit for it)"
+        if self._killed:
+            return "was stopped by the grader"
+        if code < 0:
+            try:
+                return f"crashed ({signal.Signals(-code).name})"
+            except ValueError:
+                return f"crashed (signal {-code})"
+        return f"ended (exit {code})"
+
+    def ended(self) -> str:
+        """Why the box ended, in words (its limit, a signal, an exit code); waits for it, and frees what it held."""
+        if self._why is None:
+            try:
+                code = self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return self._why or "was stopped by the grader"
+            self._why = self._describe(code)
+            self._cleanup()
+        return self._why
+
+    def kill(self) -> None:
+        """Kill the box's processes (the group, then anything left in its cgroups) and free what it held."""
+        if self.process.poll() is None:
+            self._killed = True
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            if self.cgroups is not None:
+                self.cgroups.kill_all()
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        if self._why is None and code is not None:
+            self._why = self._describe(code)
+        if self.cgroups is not None:
+            self.cgroups.kill_all()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self.cgroups is not None:
+            self.cgroups.remove()
+            if not self.cgroups.dirs:
+                self.cgroups = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def close(self) -> None:
+        """End it: EOF on its stdin (it exits), then kill whatever is left."""
+        try:
+            if self.process.poll() is None:
+                self.process.stdin.close()
+                self.process.wait(timeout=2)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+        for pipe in (self.process.stdin, self.process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def wait_gone(pid: int, timeout: float = 5.0) -> bool:
+    """True once `pid` no longer exists (tests: a killed grader's judge dies with it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False

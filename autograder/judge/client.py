@@ -1,0 +1,318 @@
+"""The grader's handle on its judge: what autograder.jail_session calls to rebuild, run and compile.
+
+`BoxedJudge` (grading) talks to a judge child in its box (autograder.judge.box), one per submission, started as
+the submission's jail starts so their start-ups overlap; `LocalJudge` (the tests of the checks) does the same work
+in this process through the same data form. Both return the structure as the grader-side view
+(autograder.judge.protocol.view), never a trace of this process.
+
+Bounds, per request: static budgets first (autograder.judge.budgets: refused before the child sees it), then the
+request's wall clock (the per-test limit, or the compile rule's `timeout_s`), within the notebook's deadline
+(`--timeout`, jail and judge together), the box's memory and CPU time. An overrun kills the child and costs the
+request that overran: a fresh child (re-sent what it needs) serves the next one, so the batch goes on.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from autograder.jail_agent import wire
+from autograder.judge import protocol
+from autograder.judge.budgets import OverBudget, check as check_budgets
+from autograder.judge.box import Box, BoxLimits
+
+START_S = 120.0     # the judge's start-up (imports) at most, within the deadline
+
+
+class Overrun(RuntimeError):
+    """The judge was stopped (a limit, the deadline) or ended while answering; `why` says it to the student."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass(frozen=True)
+class JudgedComputation:
+    """What was graded: the judge's rebuild of one description, named by its digest (the compile rule's key)."""
+
+    digest: str
+    in_avals: tuple[Any, ...]
+    judge: Any = field(repr=False, compare=False)
+    fn: Callable[..., Any] | None = field(default=None, repr=False, compare=False)   # in-process (tests) only
+
+    def verdicts(self, chips: list[str], timeout_s: float) -> list[Any]:
+        """The compiler's verdict per chip (pallas_course.tpu_compile.CompileResult), from the judge."""
+        return self.judge.compile(self.digest, chips, timeout_s)
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One traced computation as the grader holds it: the judge's computation and the structure it read, or why
+    there is none (a StudentError)."""
+
+    computation: JudgedComputation | None
+    structure: Any
+    error: Any = None
+
+
+def digest(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> str:
+    """What a rebuild is made from, hashed: the description, its constants as sent, the grader's input avals."""
+    h = hashlib.sha256(json.dumps([header.get("description"), header.get("consts")], sort_keys=True,
+                                  default=str).encode())
+    for b in blobs:
+        h.update(hashlib.sha256(b).digest())
+    h.update(repr([(tuple(a.shape), str(a.dtype)) for a in in_avals]).encode())
+    return h.hexdigest()
+
+
+def _avals_data(in_avals: tuple[Any, ...]) -> list[Any]:
+    return [[list(a.shape), wire.dtype_name(a.dtype)] for a in in_avals]
+
+
+def _student_error(info: Any) -> Any:
+    from autograder.jail_session import _error
+
+    return _error(info)
+
+
+def _judge_error(text: str) -> Any:
+    from autograder.jail_session import StudentError
+
+    return StudentError(phase="judge", ename="Overrun", text=text[:2000], not_implemented=False)
+
+
+class _Judge:
+    """The requests, over some transport (`_request`)."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, tuple[dict[str, Any], list[bytes]]] = {}   # key -> its trace request, to re-send
+        self._here: set[str] = set()                                       # keys the current child holds
+
+    def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
+                 what: str) -> tuple[dict[str, Any], list[bytes]]:
+        raise NotImplementedError
+
+    def _call_timeout(self) -> float | None:
+        return None
+
+    def _held(self, key: str, what: str) -> None:
+        """Make sure the current child holds `key` (after a restart it is traced again)."""
+        if key not in self._here:
+            header, blobs = self._sent[key]
+            reply, _ = self._request(header, blobs, timeout=self._call_timeout(), what=what)
+            if reply.get("ok") is not True:
+                raise Overrun("could not be rebuilt again after the grader restarted it")
+            self._here.add(key)
+
+    def trace(self, reply: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Traced:
+        """The jail's reply to a traced call -> the judge's rebuild and its structure (or why not)."""
+        from autograder.jail_session import BadAnswer, StudentError
+
+        if reply.get("ok") is not True:
+            return Traced(None, None, _student_error(reply.get("error")))
+        const_bytes = sum(len(b) for b in blobs)
+        in_bytes = sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in in_avals)
+        try:
+            check_budgets(reply.get("description"), const_bytes, in_bytes)
+        except OverBudget as e:
+            return Traced(None, None, StudentError(phase="rebuild", ename="OverBudget", text=str(e),
+                                                   not_implemented=False))
+        key = digest(reply, blobs, in_avals)
+        header = {"op": "trace", "key": key, "description": reply.get("description"), "consts": reply.get("consts"),
+                  "in_avals": _avals_data(in_avals)}
+        try:
+            answer, _ = self._request(header, blobs, timeout=self._call_timeout(), what="rebuild")
+        except Overrun as e:
+            return Traced(None, None, _judge_error(f"the grader's rebuild of it {e.why}"))
+        if answer.get("bad"):
+            raise BadAnswer(str(answer["bad"])[:2000])
+        if answer.get("ok") is not True:
+            return Traced(None, None, _student_error(answer.get("error")))
+        try:
+            structure = protocol.view(answer.get("structure"))
+        except protocol.BadStructure as e:
+            raise BadAnswer(f"the judge's structure data is malformed ({e})") from None
+        self._sent[key] = (header, blobs)
+        self._here.add(key)
+        return Traced(JudgedComputation(key, tuple(in_avals), self, self._local_fn(key)), structure)
+
+    def _local_fn(self, key: str) -> Callable[..., Any] | None:
+        return None
+
+    def run(self, traced: Traced, arrays: list[Any]) -> tuple[Any, Any]:
+        """(the values of the judge's rebuild on the grader's `arrays`, None) or (None, the StudentError)."""
+        from autograder.jail_session import BadAnswer
+
+        key = traced.computation.digest
+        blobs: list[bytes] = []
+        header = {"op": "run", "key": key, "inputs": wire.encode([np.asarray(a) for a in arrays], blobs)}
+        try:
+            self._held(key, "run")
+            answer, out = self._request(header, blobs, timeout=self._call_timeout(), what="run")
+        except Overrun as e:
+            return None, _judge_error(f"the grader's run of your kernel {e.why}")
+        if answer.get("bad"):
+            raise BadAnswer(str(answer["bad"])[:2000])
+        if answer.get("ok") is not True:
+            return None, _student_error(answer.get("error"))
+        try:
+            return wire.decode_reply(answer.get("result"), out), None
+        except wire.WireError as e:
+            raise BadAnswer(f"the judge's values are malformed ({e})") from None
+
+    def compile(self, key: str, chips: list[str], timeout_s: float) -> list[Any]:
+        """One verdict per chip; a compile past `timeout_s` is the kernel's (see docs/grader.md: the limit is
+        ~100x what the labs' own kernels take), and the chips after it are not tried."""
+        from pallas_course.tpu_compile import TOPOLOGIES, CompileResult
+
+        results: list[Any] = []
+        for i, chip in enumerate(chips):
+            t0 = time.perf_counter()
+            try:
+                self._held(key, "compile")
+                answer, _ = self._request({"op": "compile", "key": key, "chip": chip}, [],
+                                          timeout=self._compile_timeout(timeout_s), what="compile")
+            except Overrun as e:
+                if self._past_deadline():
+                    raise
+                topology = TOPOLOGIES.get(chip, "")
+                why = (f"the TPU compiler did not finish within {timeout_s:g} s for {chip}" if "took more" in e.why
+                       else f"the TPU compiler {e.why.replace('took more', 'needed more')} for {chip}")
+                results.append(CompileResult(
+                    chip, topology, False, error_kind="tpu-timeout", message=why, seconds=time.perf_counter() - t0,
+                    explanation=(f"{why} (course.yml's compile rule gives each kernel {timeout_s:g} s per chip, about "
+                                 "100 times what the lab's own kernels take on this kind of machine): the kernel is "
+                                 "too much for the compiler as written (a huge block or scratch, a very large "
+                                 "unrolled loop, a branch with big VMEM traffic); make it smaller")))
+                results += [CompileResult(c, TOPOLOGIES.get(c, ""), False, skipped=True, error_kind="cannot-judge",
+                                          message=f"not tried: the compile for {chip} did not finish")
+                            for c in chips[i + 1:]]
+                return results
+            results.append(protocol.compile_result_from(answer.get("result")))
+        return results
+
+    def _compile_timeout(self, timeout_s: float) -> float | None:
+        return None
+
+    def _past_deadline(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class LocalJudge(_Judge):
+    """The judge's work in this process, through the same data form (tests of the checks: LocalFunction)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from autograder.judge.server import Judge
+
+        self.judge = Judge()
+
+    def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
+                 what: str) -> tuple[dict[str, Any], list[bytes]]:
+        reply, out = self.judge.handle(json.loads(json.dumps(header, allow_nan=False)), list(blobs))
+        return json.loads(json.dumps(reply, allow_nan=False)), out
+
+    def _local_fn(self, key: str) -> Callable[..., Any] | None:
+        return self.judge.traced[key].computation.fn
+
+
+class BoxedJudge(_Judge):
+    """The judge in its box, for one submission: started at once (its imports overlap the jail's start-up),
+    restarted after an overrun."""
+
+    def __init__(self, *, limits: BoxLimits, deadline: float, cell_timeout_s: float, wall_s: float) -> None:
+        super().__init__()
+        self.limits = limits
+        self.deadline = deadline
+        self.cell_timeout_s = cell_timeout_s
+        self.wall_s = wall_s
+        self.started_once = False
+        self.box: Box | None = None
+        self.reader: wire.Reader | None = None
+        self._start()
+
+    def _start(self) -> None:
+        self.box = Box(self.limits)
+        self.reader = wire.Reader(self.box.process.stdout.fileno())
+        self._ready = False
+        self._here = set()
+
+    def _left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _past_deadline(self) -> bool:
+        return self._left() <= 0.5
+
+    def _call_timeout(self) -> float | None:
+        return self.cell_timeout_s
+
+    def _compile_timeout(self, timeout_s: float) -> float | None:
+        return timeout_s
+
+    def _stop(self, why: str) -> Overrun:
+        if self.box is not None:
+            self.box.kill()
+            ended = self.box.ended()
+            self.box = None
+            if ended.startswith(("needed", "used")):
+                why = ended
+        return Overrun(why)
+
+    def _read(self, timeout: float, limit_why: str) -> tuple[dict[str, Any], list[bytes]]:
+        from autograder.jail_session import BadAnswer, SetupFailed
+
+        deadline_first = self._left() <= timeout
+        try:
+            header, blobs = self.reader.read(timeout=max(0.05, min(timeout, self._left())))
+        except wire.PeerSilent:
+            raise self._stop(f"ran past the notebook's {self.wall_s:g} s wall-clock limit (--timeout)"
+                             if deadline_first else limit_why) from None
+        except wire.PeerGone:
+            box, self.box = self.box, None
+            why = box.ended() if box is not None else "ended"
+            if not self.started_once:
+                raise SetupFailed(f"the grader's judge could not start ({why}): {box.stderr_tail()[-600:]}") from None
+            raise Overrun(why) from None
+        except wire.WireError as e:
+            self._stop("sent a malformed frame")
+            raise BadAnswer(f"the judge sent a malformed frame ({e})") from None
+        if not isinstance(header, dict):
+            self._stop("sent a malformed frame")
+            raise BadAnswer("the judge sent a reply that is not a mapping")
+        return header, blobs
+
+    def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
+                 what: str) -> tuple[dict[str, Any], list[bytes]]:
+        if self._past_deadline():
+            raise Overrun(f"ran past the notebook's {self.wall_s:g} s wall-clock limit (--timeout)")
+        if self.box is None:
+            self._start()
+        if not self._ready:
+            hello, _ = self._read(START_S, "did not start in time")
+            if hello.get("ready") is not True:
+                raise self._stop("did not say it was ready")
+            self._ready = self.started_once = True
+        try:
+            self.box.process.stdin.write(wire.pack(header, blobs))
+            self.box.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            box, self.box = self.box, None
+            raise Overrun(box.ended()) from None
+        limit = float(timeout if timeout is not None else self.cell_timeout_s)
+        reply, out = self._read(limit, f"took more than {limit:g} s (the grader's limit for its {what})")
+        if reply.get("memory"):
+            raise self._stop(f"needed more than {self.limits.memory_mb} MB (the grader's memory limit for it)")
+        return reply, out
+
+    def close(self) -> None:
+        if self.box is not None:
+            self.box.close()
+            self.box = None

@@ -1,0 +1,176 @@
+"""The judge's side: rebuild a described computation, read its structure, run it, compile it.
+
+`python -m autograder.judge.server` is the child process autograder.judge.box starts: it reads requests
+(autograder.judge.protocol) on stdin and answers on stdout, nothing else. No student code is ever here: only the
+description the jail sent (rebuilt with the grader's own primitives, autograder.rebuild), its constants, and the
+grader's inputs. `Judge.handle` is the same work for LocalFunction, in the tests' own process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autograder.jail_agent import wire
+from autograder.jail_session import BadAnswer, StudentError, _error
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One traced computation, as the grader rebuilt it: its structure, or why there is none."""
+
+    computation: Any                 # autograder.rebuild.Computation, or None
+    structure: Any                   # pallas_course.kernel_trace.Trace, or None
+    closed: Any = None               # the rebuilt computation's jaxpr: what the structure is read from
+    closed_run: Any = None           # what runs: the same, but with the grader's limit on while loops
+    error: StudentError | None = None
+
+
+def refusal(e: Exception) -> StudentError:
+    from autograder.rebuild import Refused
+
+    text = str(e) if isinstance(e, Refused) else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return StudentError(phase="rebuild", ename="Refused", text=text[:2000], not_implemented=False)
+
+
+def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Traced:
+    """The grader's own rebuild of the computation the jail described, traced for its structure."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    from autograder.jail_agent.calls import quiet
+    from autograder.rebuild import guarded_loops, rebuild
+    from pallas_course.kernel_trace import trace_jaxpr
+    from pallas_course.runtime import interpret_params
+
+    if header.get("ok") is not True:
+        return Traced(None, None, error=_error(header.get("error")))
+    try:
+        consts = wire.decode_reply(header.get("consts", []), blobs)
+    except wire.WireError as e:
+        raise BadAnswer(f"malformed answer ({e})") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
+        # data of a shape the decoder did not foresee: still the jail's junk, never the grader's failure
+        raise BadAnswer(f"malformed answer ({type(e).__name__}: {str(e)[:200]})") from None
+    try:
+        computation = rebuild(header.get("description"), consts if isinstance(consts, list) else [], in_avals)
+        with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
+            closed = jax.make_jaxpr(computation.fn)(*computation.in_avals)
+            closed_run = closed
+            if computation.loops:
+                with guarded_loops():   # a new function: JAX caches traces by function, not by this context
+                    closed_run = jax.make_jaxpr(lambda *a: computation.fn(*a))(*computation.in_avals)
+        structure = trace_jaxpr(closed)
+    except Exception as e:  # noqa: BLE001 - whatever the description holds, it costs this call, not the grader
+        return Traced(None, None, error=refusal(e))
+    return Traced(computation, structure, closed, closed_run)
+
+
+def run(traced: Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
+    """The values of the rebuilt computation on the grader's own inputs, under the course's TPU interpret mode."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    from autograder.jail_agent.calls import describe_error, quiet
+    from autograder.rebuild import Refused
+    from pallas_course.runtime import interpret_params
+
+    closed = traced.closed_run
+    with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
+        try:
+            flat = jax.block_until_ready(jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *arrays))
+        except Exception as e:  # noqa: BLE001 - the structure stands; the run's error goes with it
+            pltpu.reset_tpu_interpret_mode_state()
+            if isinstance(e, Refused):
+                return None, refusal(e)
+            return None, _error(describe_error(e, "run"))
+    return traced.computation.unflatten([np.asarray(x) for x in flat]), None
+
+
+def _avals(raw: Any) -> tuple[Any, ...]:
+    import jax
+
+    if not isinstance(raw, list):
+        raise BadAnswer("input avals that are not a list")
+    return tuple(jax.ShapeDtypeStruct(tuple(int(d) for d in shape), wire.dtype_named(dtype)) for shape, dtype in raw)
+
+
+def _failed(error: StudentError) -> tuple[dict[str, Any], list[bytes]]:
+    return {"ok": False, "error": dataclasses.asdict(error)}, []
+
+
+class Judge:
+    """What the child holds: the computations it rebuilt, by the grader's key, and the answers to requests."""
+
+    def __init__(self) -> None:
+        self.traced: dict[str, Traced] = {}
+
+    def handle(self, header: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+        from autograder.judge import protocol
+
+        op, key = header.get("op"), str(header.get("key"))
+        if op == "trace":
+            traced = rebuilt({"ok": True, "description": header.get("description"), "consts": header.get("consts")},
+                             blobs, _avals(header.get("in_avals")))
+            if traced.error is not None:
+                return _failed(traced.error)
+            self.traced[key] = traced
+            return {"ok": True, "structure": protocol.structure(traced.structure)}, []
+        if op == "forget":
+            self.traced.pop(key, None)
+            return {"ok": True}, []
+        traced = self.traced.get(key)
+        if traced is None:
+            return {"ok": False, "unknown": key}, []
+        if op == "run":
+            arrays = wire.decode_reply(header.get("inputs"), blobs)
+            result, error = run(traced, list(arrays))
+            if error is not None:
+                return _failed(error)
+            out: list[bytes] = []
+            return {"ok": True, "result": wire.encode(result, out)}, out
+        if op == "compile":
+            from pallas_course import tpu_compile
+
+            comp = traced.computation
+            verdict = tpu_compile.compile_avals(comp.fn, comp.in_avals, str(header.get("chip")))
+            return {"ok": True, "result": protocol.compile_result(verdict)}, []
+        return {"ok": False, "bad": f"no such request: {str(op)[:40]}"}, []
+
+
+def main() -> None:
+    """Serve requests on stdin until it closes. Frames go out on a private copy of stdout; fd 1 then points at
+    stderr, so whatever a library prints cannot corrupt a frame."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    reader = wire.Reader(0)
+    # Imports before saying ready, while the grader starts the jail beside us.
+    import jax  # noqa: F401
+    import autograder.rebuild  # noqa: F401
+    from autograder.jail_agent.calls import quiet
+
+    wire.send(out, {"ready": True, "pid": os.getpid()})
+    judge = Judge()
+    while True:
+        try:
+            header, blobs = reader.read()
+        except wire.PeerGone:
+            return
+        try:
+            with quiet():
+                reply, reply_blobs = judge.handle(header, blobs)
+        except BadAnswer as e:
+            reply, reply_blobs = {"ok": False, "bad": str(e)[:2000]}, []
+        except (wire.WireError, TypeError, ValueError, KeyError) as e:
+            reply, reply_blobs = {"ok": False, "bad": f"{type(e).__name__}: {str(e)[:500]}"}, []
+        except MemoryError:
+            reply, reply_blobs = {"ok": False, "memory": True}, []
+        wire.send(out, reply, reply_blobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
