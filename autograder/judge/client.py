@@ -100,6 +100,17 @@ class _Judge:
     def _call_timeout(self) -> float | None:
         return None
 
+    def _asked(self, key: str, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
+               what: str) -> tuple[dict[str, Any], list[bytes]]:
+        """`header` about the computation `key`, sent to a child that holds it (after a restart it is rebuilt)."""
+        for _ in range(2):
+            self._held(key, what)
+            answer, out = self._request(header, blobs, timeout=timeout, what=what)
+            if "unknown" not in answer:
+                return answer, out
+            self._here.discard(key)
+        return answer, out
+
     def _held(self, key: str, what: str) -> None:
         """Make sure the current child holds `key` (after a restart it is traced again)."""
         if key not in self._here:
@@ -152,8 +163,7 @@ class _Judge:
         blobs: list[bytes] = []
         header = {"op": "run", "key": key, "inputs": wire.encode([np.asarray(a) for a in arrays], blobs)}
         try:
-            self._held(key, "run")
-            answer, out = self._request(header, blobs, timeout=self._call_timeout(), what="run")
+            answer, out = self._asked(key, header, blobs, timeout=self._call_timeout(), what="run")
         except Overrun as e:
             return None, _judge_error(f"the grader's run of your kernel {e.why}")
         if answer.get("bad"):
@@ -174,9 +184,8 @@ class _Judge:
         for i, chip in enumerate(chips):
             t0 = time.perf_counter()
             try:
-                self._held(key, "compile")
-                answer, _ = self._request({"op": "compile", "key": key, "chip": chip}, [],
-                                          timeout=self._compile_timeout(timeout_s), what="compile")
+                answer, _ = self._asked(key, {"op": "compile", "key": key, "chip": chip}, [],
+                                        timeout=self._compile_timeout(timeout_s), what="compile")
             except Overrun as e:
                 if self._past_deadline():
                     raise
@@ -258,6 +267,7 @@ class BoxedJudge(_Judge):
         return timeout_s
 
     def _stop(self, why: str) -> Overrun:
+        self._here = set()
         if self.box is not None:
             self.box.kill()
             ended = self.box.ended()
@@ -276,7 +286,7 @@ class BoxedJudge(_Judge):
             raise self._stop(f"ran past the notebook's {self.wall_s:g} s wall-clock limit (--timeout)"
                              if deadline_first else limit_why) from None
         except wire.PeerGone:
-            box, self.box = self.box, None
+            box, self.box, self._here = self.box, None, set()
             why = box.ended() if box is not None else "ended"
             if not self.started_once:
                 raise SetupFailed(f"the grader's judge could not start ({why}): {box.stderr_tail()[-600:]}") from None
@@ -304,7 +314,7 @@ class BoxedJudge(_Judge):
             self.box.process.stdin.write(wire.pack(header, blobs))
             self.box.process.stdin.flush()
         except (BrokenPipeError, OSError):
-            box, self.box = self.box, None
+            box, self.box, self._here = self.box, None, set()
             raise Overrun(box.ended()) from None
         limit = float(timeout if timeout is not None else self.cell_timeout_s)
         reply, out = self._read(limit, f"took more than {limit:g} s (the grader's limit for its {what})")

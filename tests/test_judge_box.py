@@ -1,0 +1,396 @@
+"""The judge in its box (autograder.judge): static budgets before anything runs, then memory, CPU time and wall
+clock around the grader's own rebuild, run and compile of a student's computation, each costing only the request
+that overran; a killed grader leaves no judge, cgroup or temporary folder behind.
+
+The attacks are ordinary notebook code, described as the jail describes it (jail_agent.calls.invoke). Every
+limit here fires by what is done (bytes, FLOPs, trips, CPU seconds, work far past a wall clock), never by how
+loaded the machine is: each attack needs many times its limit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from autograder import jail
+from autograder.jail_agent.calls import invoke, reply
+from autograder.judge import box, budgets, client
+from autograder.judge.box import BoxLimits
+from autograder.judge.budgets import Budgets, OverBudget
+from autograder.judge.client import BoxedJudge
+from autograder.course_manifest import REPO_ROOT
+
+F32 = jnp.float32
+X = np.ones((16, 128), np.float32)
+AVALS = (jax.ShapeDtypeStruct((16, 128), F32),) * 2
+
+
+def _kernel(x_ref, y_ref, o_ref, *scratch):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+
+def add(x, y):
+    return pl.pallas_call(_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+
+def add_with_scratch(n: int, side: int = 4096):
+    """A correct add holding `n` unused (side, side) f32 VMEM scratch buffers (64 MiB each at 4096)."""
+    def f(x, y):
+        return pl.pallas_call(_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              scratch_shapes=[pltpu.VMEM((side, side), F32) for _ in range(n)])(x, y)
+    return f
+
+
+def add_beside_matmuls(x, y):
+    """A correct add that also traces to 8 XLA matmuls of 4096^2 beside its kernel (results unused)."""
+    m = jnp.full((4096, 4096), 0.5, F32)
+    for _ in range(8):
+        m = m @ m
+    return add(x, y)
+
+
+def add_fori_matmuls(side: int = 1024, trips: int = 4096):
+    def f(x, y):
+        m = lax.fori_loop(0, trips, lambda i, m: (m @ m) * 0.5, jnp.full((side, side), 0.5, F32))
+        return add(x, y) + jnp.sum(m) * 0
+    return f
+
+
+def add_many_steps(x, y):
+    """A correct add whose grid revisits the one block 65,537 times (a fori_loop of 8 in each of 8,193 steps)."""
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = lax.fori_loop(0, 8, lambda i, v: v * 1.0, x_ref[...] + y_ref[...])
+    return pl.pallas_call(kernel, grid=(8_193,), in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
+                          out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+
+def add_big_kernel_dots(x, y):
+    """A correct add whose kernel also multiplies two 512^2 blocks at each of 512 grid steps (1.4e11 FLOPs)."""
+    def kernel(a_ref, o_ref):
+        o_ref[...] = a_ref[...] @ a_ref[...]
+    big = jnp.full((512, 512), 1.0, F32)
+    pl.pallas_call(kernel, grid=(8, 8, 8), in_specs=[pl.BlockSpec((512, 512), lambda i, j, k: (0, 0))],
+                   out_specs=pl.BlockSpec((512, 512), lambda i, j, k: (0, 0)),
+                   out_shape=jax.ShapeDtypeStruct((512, 512), F32))(big)
+    return add(x, y)
+
+
+def add_many_intermediates(x, y):
+    """A correct add beside 20 elementwise passes over a 4096^2 array: 1.3 GB of results, few FLOPs."""
+    m = jnp.full((4096, 4096), 0.5, F32)
+    for _ in range(20):
+        m = m + 1.0
+    return add(x, y)
+
+
+def _described(fn: Any, avals: tuple = AVALS) -> tuple[dict[str, Any], list[bytes]]:
+    header, blobs = reply(invoke(fn, [np.zeros(a.shape, a.dtype) for a in avals], {}))
+    return json.loads(json.dumps(header)), blobs
+
+
+def _refused(fn: Any, b: Budgets = budgets.BUDGETS) -> str:
+    header, blobs = _described(fn)
+    with pytest.raises(OverBudget) as e:
+        budgets.check(header["description"], sum(map(len, blobs)), 2 * X.nbytes, b)
+    return str(e.value)
+
+
+# ----------------------------------------------------------------------------- static budgets (and a mutant each)
+
+# attack -> (the budget it is over, the words of the refusal)
+ATTACKS = {
+    "200 unused 64 MiB scratch buffers": (add_with_scratch(200), "max_scratch_bytes", "of scratch, more than the 128 MB"),
+    "3 unused 64 MiB scratch buffers": (add_with_scratch(3), "max_scratch_bytes", "of VMEM any course chip has"),
+    "20 passes over a 4096^2 array": (add_many_intermediates, "max_bytes", "of arrays (operands, constants"),
+    "8 XLA matmuls of 4096^2": (add_beside_matmuls, "max_flops_outside", "FLOPs outside its kernels"),
+    "fori_loop of 4096 matmuls": (add_fori_matmuls(256), "max_flops_outside", "FLOPs outside its kernels"),
+    "512^2 dots in 512 grid steps": (add_big_kernel_dots, "max_flops_inside", "its kernels compute about"),
+    "65,537 grid steps and loop trips": (add_many_steps, "max_trips", "grid steps and loop iterations"),
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_each_attack_is_refused_before_anything_runs(attack: str) -> None:
+    fn, _, words = ATTACKS[attack]
+    assert words in _refused(fn)
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_each_bound_is_what_refuses_its_attack(attack: str) -> None:
+    """The mutant of each bound: without it (that budget unlimited), its attack is no longer refused for it."""
+    fn, bound, words = ATTACKS[attack]
+    header, blobs = _described(fn)
+    lifted = dataclasses.replace(budgets.BUDGETS, **{bound: 10**18})
+    if bound == "max_scratch_bytes" and "200" in attack:    # 12.5 GB of scratch is also over the bytes budget
+        lifted = dataclasses.replace(lifted, max_bytes=10**18)
+    try:
+        budgets.check(header["description"], sum(map(len, blobs)), 2 * X.nbytes, lifted)
+    except OverBudget as e:
+        assert words not in str(e)
+
+
+def test_the_lab_kernels_are_far_inside_every_budget() -> None:
+    """The honest side: a 1024^3 matmul kernel (the labs' largest) with 512 grid steps costs a few % of each."""
+    def matmul(a, b):
+        def kernel(a_ref, b_ref, o_ref):
+            @pl.when(pl.program_id(2) == 0)
+            def _():
+                o_ref[...] = jnp.zeros_like(o_ref)
+            o_ref[...] += a_ref[...] @ b_ref[...]
+        return pl.pallas_call(kernel, grid=(8, 8, 8), out_shape=jax.ShapeDtypeStruct((1024, 1024), F32),
+                              in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                                        pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+                              out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)))(a, b)
+
+    header, _ = _described(matmul, (jax.ShapeDtypeStruct((1024, 1024), F32),) * 2)
+    c = budgets.cost(header["description"])
+    b = budgets.BUDGETS
+    assert c.flops_inside < b.max_flops_inside / 10 and c.trips < b.max_trips / 10 and c.bytes < b.max_bytes / 10
+    budgets.check(header["description"], 0, 8 * 2**20)
+
+
+def test_an_over_budget_kernel_loses_its_test_with_the_reason() -> None:
+    from autograder.harness import TestFailure, call
+    from autograder.jail_session import LocalFunction
+
+    with pytest.raises(TestFailure, match=r"add_f32: the grader could not rebuild what add\(x, y\) traced to: a "
+                                          r"pallas_call asks for 12\.5 GB of scratch"):
+        call("add_f32", "add(x, y)", LocalFunction(add_with_scratch(200)), X, X)
+
+
+# ------------------------------------------------------------------------------------------------ the box
+
+@pytest.fixture
+def no_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The static budgets lifted, so that the box's own limits are what an attack meets."""
+    monkeypatch.setattr(client, "check_budgets", lambda *a, **k: None)
+
+
+def _judge(**kw: Any) -> BoxedJudge:
+    limits = BoxLimits(**{k: kw.pop(k) for k in list(kw) if k in {f.name for f in dataclasses.fields(BoxLimits)}})
+    wall = kw.pop("wall_s", 600.0)
+    return BoxedJudge(limits=limits, deadline=time.monotonic() + wall, cell_timeout_s=kw.pop("cell_timeout_s", 300.0),
+                      wall_s=wall)
+
+
+def _trace(judge: BoxedJudge, fn: Any) -> client.Traced:
+    header, blobs = _described(fn)
+    return judge.trace(header, blobs, AVALS)
+
+
+def _still_serves(judge: BoxedJudge) -> None:
+    """After an overrun the batch goes on: the same judge (a fresh child) grades an honest kernel."""
+    traced = _trace(judge, add)
+    out, error = judge.run(traced, [X, X])
+    assert error is None and np.array_equal(out, X + X)
+
+
+def _no_leftovers(b: Any) -> None:
+    assert not Path(b.tmp).exists()
+    assert b.cgroups is None or not any(d.exists() for d in b.cgroups.dirs.values())
+
+
+def test_an_honest_kernel_is_judged_in_the_box() -> None:
+    judge = _judge()
+    try:
+        traced = _trace(judge, add)
+        assert traced.error is None and traced.structure.pallas_calls[0].grid == ()
+        out, error = judge.run(traced, [X, X])
+        assert error is None and np.array_equal(out, X + X)
+        child = judge.box
+        assert child.process.pid != os.getpid() and child.cgroups is not None
+    finally:
+        judge.close()
+    _no_leftovers(child)
+
+
+@pytest.mark.usefixtures("no_budgets")
+def test_memory_past_the_box_costs_only_that_run() -> None:
+    judge = _judge(memory_mb=1024)
+    try:
+        traced = _trace(judge, add_with_scratch(24))      # 1.5 GB of scratch, allocated by the run
+        assert traced.error is None
+        child = judge.box
+        out, error = judge.run(traced, [X, X])
+        assert out is None and error.phase == "judge"
+        assert error.text == "the grader's run of your kernel needed more than 1024 MB (the grader's memory limit for it)"
+        _no_leftovers(child)
+        _still_serves(judge)
+    finally:
+        judge.close()
+
+
+@pytest.mark.usefixtures("no_budgets")
+def test_cpu_time_past_the_box_costs_only_that_run() -> None:
+    judge = _judge(cpu_s=10)    # the child's own start-up takes ~3 CPU s; the loop would take hours
+    try:
+        traced = _trace(judge, add_fori_matmuls())
+        out, error = judge.run(traced, [X, X])
+        assert out is None and error.text == ("the grader's run of your kernel used more than 10 s of CPU time "
+                                              "(the grader's limit for it)")
+        _still_serves(judge)
+    finally:
+        judge.close()
+
+
+@pytest.mark.usefixtures("no_budgets")
+def test_a_run_past_its_wall_clock_costs_only_that_run() -> None:
+    judge = _judge(cell_timeout_s=4)      # the run needs hours; 4 s is only a backstop
+    try:
+        traced = _trace(judge, add_fori_matmuls())
+        out, error = judge.run(traced, [X, X])
+        assert error.text == "the grader's run of your kernel took more than 4 s (the grader's limit for its run)"
+        _still_serves(judge)
+    finally:
+        judge.close()
+
+
+@pytest.mark.usefixtures("no_budgets")
+def test_the_notebook_s_timeout_bounds_the_judge_too() -> None:
+    judge = _judge(wall_s=15)
+    try:
+        traced = _trace(judge, add_fori_matmuls())
+        error = traced.error or judge.run(traced, [X, X])[1]
+        assert "ran past the notebook's 15 s wall-clock limit (--timeout)" in error.text
+        assert judge._past_deadline()
+    finally:
+        judge.close()
+
+
+def test_a_compile_past_its_limit_is_the_kernel_s_and_the_next_chip_is_not_tried(libtpu) -> None:
+    from autograder import compile_rule
+
+    judge = _judge()
+    try:
+        traced = _trace(judge, add)
+        v5e, v6e = traced.computation.verdicts(["v5e", "v6e"], 0.001)   # no compile finishes in a millisecond
+        assert v5e.rejected and v5e.error_kind == "tpu-timeout" and v6e.skipped
+        text = compile_rule.rejection_message("add(x, y)", ["v5e", "v6e"], v5e)
+        assert "the TPU compiler did not finish within 0.001 s for v5e" in text
+        assert v6e.message == "not tried: the compile for v5e did not finish"
+        # the batch goes on: the same kernel compiles for both chips within a real limit
+        assert all(r.ok for r in traced.computation.verdicts(["v5e", "v6e"], 300))
+    finally:
+        judge.close()
+
+
+def test_a_never_taken_branch_that_stalls_the_compiler_is_stopped(libtpu) -> None:
+    """A correct add with a pl.when branch that never runs but does two read-modify-writes of a 2048^2 f32
+    scratch, vmem_limit_bytes raised: libtpu takes ~45 s on it (minutes at 4096^2); the limit stops it."""
+    def slow(x, y):
+        def kernel(x_ref, y_ref, o_ref, s_ref):
+            o_ref[...] = x_ref[...] + y_ref[...]
+
+            @pl.when(pl.program_id(0) < 0)
+            def _():
+                s_ref[...] = s_ref[...] * 2.0 + 1.0
+                s_ref[...] = jnp.sin(s_ref[...]) @ s_ref[...]
+        return pl.pallas_call(kernel, grid=(1,), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
+                              out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
+                              scratch_shapes=[pltpu.VMEM((2048, 2048), F32)],
+                              compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20))(x, y)
+
+    judge = _judge()
+    try:
+        traced = _trace(judge, slow)
+        assert traced.error is None
+        t0 = time.monotonic()
+        v5e, v6e = traced.computation.verdicts(["v5e", "v6e"], 5)
+        assert time.monotonic() - t0 < 60
+        assert v5e.error_kind == "tpu-timeout" or v5e.rejected, v5e
+        assert v6e.skipped or v6e.rejected
+    finally:
+        judge.close()
+
+
+def test_one_compile_per_computation_and_chip_across_submissions(libtpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograder import compile_rule
+
+    monkeypatch.setattr(compile_rule, "_CACHE", compile_rule._Cache())
+    asked: list[str] = []
+    first, second = _judge(), _judge()
+    try:
+        for judge in (first, second):          # two submissions graded by one worker, the same kernel
+            real = judge._request
+
+            def spy(header, blobs, *, real=real, **kw):
+                if header.get("op") == "compile":
+                    asked.append(header["chip"])
+                return real(header, blobs, **kw)
+
+            monkeypatch.setattr(judge, "_request", spy)
+            traced = _trace(judge, add)
+            assert compile_rule._CACHE.verdict(traced.computation, ["v5e", "v6e"], 300).rejection is None
+    finally:
+        first.close()
+        second.close()
+    assert asked == ["v5e", "v6e"]
+
+
+# --------------------------------------------------------------------------------------- a killed grader
+
+GRADER = """
+import json, sys, time
+import numpy as np
+from autograder.judge import client
+from autograder.judge.box import BoxLimits
+from tests.test_judge_box import AVALS, X, _described, add_fori_matmuls
+client.check_budgets = lambda *a, **k: None
+judge = client.BoxedJudge(limits=BoxLimits(), deadline=time.monotonic() + 600, cell_timeout_s=600, wall_s=600)
+header, blobs = _described(add_fori_matmuls())
+traced = judge.trace(header, blobs, AVALS)
+b = judge.box
+print(json.dumps({"pid": b.process.pid, "tmp": b.tmp, "cgroups": [str(d) for d in b.cgroups.dirs.values()]}),
+      flush=True)
+judge.run(traced, [X, X])   # hours: the grader is killed first
+"""
+
+
+def test_a_killed_grader_leaves_no_judge_cgroup_or_temp_folder() -> None:
+    grader = subprocess.Popen([sys.executable, "-c", GRADER], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        line = grader.stdout.readline()
+        left = json.loads(line)
+        time.sleep(1.0)                      # the run under way
+        grader.send_signal(signal.SIGKILL)
+        grader.wait(timeout=30)
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+    assert box.wait_gone(left["pid"], timeout=20), "the judge outlived its grader"
+    # what the next grading run does first (Box() calls both): the dead grader's groups and folder go
+    jail.kill_orphans()
+    box.remove_orphans()
+    assert not Path(left["tmp"]).exists()
+    assert not [d for d in left["cgroups"] if Path(d).exists()]
+
+
+# ------------------------------------------------------------------------------------ the grader never rebuilds
+
+def test_the_grading_process_never_rebuilds_or_compiles_itself() -> None:
+    """Everything the doors import to grade, and not the rebuild nor the TPU compiler: those are the judge's."""
+    code = ("import sys, importlib\n"
+            "import autograder.pipeline, autograder.engine, autograder.harness, autograder.nbgrader_engine\n"
+            "from autograder.course_manifest import manifest\n"
+            "for lab in manifest().labs: importlib.import_module(lab.grader)\n"
+            "print(sorted(m for m in sys.modules if m in ('autograder.rebuild', 'libtpu', 'autograder.judge.server')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
