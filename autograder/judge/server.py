@@ -80,15 +80,32 @@ def run(traced: Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
     from pallas_course.runtime import interpret_params
 
     closed = traced.closed_run
+    # As device arrays, as the grader passed them before the judge had a box: with numpy operands, eval_jaxpr's
+    # eager pallas_call left interpret mode's output-visit records of one run to a later one (mutant kernels then
+    # read as "revisited output block" at random: tests/test_mutants.py)
+    arrays = [jax.numpy.asarray(a) for a in arrays]
     with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
         try:
             flat = jax.block_until_ready(jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *arrays))
         except Exception as e:  # noqa: BLE001 - the structure stands; the run's error goes with it
+            _settle()
             pltpu.reset_tpu_interpret_mode_state()
             if isinstance(e, Refused):
                 return None, refusal(e)
             return None, _error(describe_error(e, "run"))
     return traced.computation.unflatten([np.asarray(x) for x in flat]), None
+
+
+def _settle() -> None:
+    """Wait for what a failed run still has in flight (interpret mode's callbacks run on XLA's threads and write
+    its global state): a reset before they end leaves their records to the next run, which then reads as, say,
+    a revisited output block it never made."""
+    import jax
+
+    try:
+        jax.effects_barrier()
+    except Exception:  # noqa: BLE001 - the same failure, raised again by what it waited for
+        pass
 
 
 def _avals(raw: Any) -> tuple[Any, ...]:
