@@ -47,16 +47,21 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from autograder import syscall_filter
 from autograder.course_manifest import REPO_ROOT
+
+if TYPE_CHECKING:
+    from autograder import jail_uid
 
 NOBODY = 65534
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "course-jail-"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STAGE_DIR = "/tmp"   # mount points for re-bound folders (covered by a tmpfs in the jail's own namespace)
+BWRAP, UID = "bubblewrap", "uid"   # the two jails (jail_kind)
+KIND_ENV = "COURSE_JAIL"           # "uid": the jail without namespaces even where bubblewrap works
 NO_JAIL_LOSES = ("`--no-jail` runs student code as a plain process with the same limits but no namespaces: "
                  "it can then read what the grading user can, see its processes and use the network")
 
@@ -150,8 +155,8 @@ def _probe(bwrap: str, euid: int) -> str | None:
     return None
 
 
-def jail_problem() -> str | None:
-    """None when jails can be made here; else one line saying why not."""
+def bwrap_problem() -> str | None:
+    """None when bubblewrap can make a jail here; else one line saying why not."""
     if sys.platform != "linux":
         return f"jails need Linux namespaces (this is {sys.platform})"
     bwrap = shutil.which("bwrap")
@@ -163,6 +168,37 @@ def jail_problem() -> str | None:
     except (OSError, ValueError):
         pass
     return _probe(bwrap, os.geteuid())
+
+
+def jail_kind() -> str | None:
+    """Which jail start() makes here: BWRAP where bubblewrap can start one; UID (autograder.jail_uid, no
+    namespaces) where bubblewrap is installed but cannot (Docker's default seccomp profile denies new
+    namespaces: Gradescope's and PrairieLearn's containers) and the jail without namespaces can; None when
+    neither. COURSE_JAIL=uid picks the jail without namespaces even where bubblewrap works."""
+    from autograder import jail_uid
+
+    if os.environ.get(KIND_ENV) == UID:
+        return UID if jail_uid.problem() is None else None
+    if bwrap_problem() is None:
+        return BWRAP
+    if shutil.which("bwrap") is not None and jail_uid.problem() is None:
+        return UID
+    return None
+
+
+def jail_problem() -> str | None:
+    """None when a jail (bubblewrap, or the jail without namespaces) can be made here; else one line saying
+    why not."""
+    from autograder import jail_uid
+
+    if jail_kind() is not None:
+        return None
+    if os.environ.get(KIND_ENV) == UID:
+        return f"the jail without namespaces cannot run: {jail_uid.problem()}"
+    problem = bwrap_problem()
+    if shutil.which("bwrap") is None:
+        return problem
+    return f"{problem}; nor the jail without namespaces: {jail_uid.problem()}"
 
 
 def require_jail() -> None:
@@ -367,7 +403,9 @@ def kill_orphans() -> int:
                     stage.rmdir()
                 except OSError:
                     pass
-    return found
+    from autograder import jail_uid
+
+    return found + jail_uid.kill_orphans()
 
 
 # ------------------------------------------------------------------------------------------------ a jail
@@ -385,21 +423,29 @@ class Jail:
     everything in the jail and frees the cgroups, also after a normal exit; the pipes stay readable."""
 
     def __init__(self, process: subprocess.Popen, *, limits: JailLimits, cgroups: _Cgroups | None,
-                 stage: str | None, jailed: bool, note: str) -> None:
+                 stage: str | None, jailed: bool, note: str, kind: str | None = BWRAP,
+                 uid_stage: "jail_uid.Stage | None" = None) -> None:
         self.process = process
         self.limits = limits
         self.jailed = jailed
+        self.kind = kind if jailed else None   # BWRAP, UID, or None (--no-jail)
         self.limits_note = note
         self._cgroups = cgroups
         self._stage = stage
+        self._uid_stage = uid_stage
         self._killed = False
         self._ended: str | None = None
+
+    def path(self, inside: str) -> str:
+        """Where the jailed process finds the jail path `inside` (a bind's target, or under /tmp): the same
+        path in bubblewrap's jail; under the jail without namespaces, its copy in the jail's own folder."""
+        return self._uid_stage.path(inside) if self._uid_stage is not None else inside
 
     # How the jail's main process ended, in words. bwrap exits 128+N when its command died of signal N.
     def _describe(self, code: int) -> str:
         if self._killed:
             return "killed by the grader"
-        sig = -code if code < 0 else (code - 128 if self.jailed and 128 < code < 128 + 65 else 0)
+        sig = -code if code < 0 else (code - 128 if self.kind == BWRAP and 128 < code < 128 + 65 else 0)
         if code != 0 and self._cgroups is not None and self._cgroups.oom_kills() > 0:
             return f"memory limit ({self.limits.memory_mb} MB)"
         if sig == signal.SIGXCPU:
@@ -441,6 +487,9 @@ class Jail:
         if self._cgroups is not None:
             self._cgroups.kill_all()   # anything an unjailed process left behind
             self._cgroups.remove()
+        if self._uid_stage is not None:   # everything its uid runs or left in the shared temp folders
+            self._uid_stage.remove()
+            self._uid_stage = None
         if self._stage is not None:
             try:
                 os.rmdir(self._stage)
@@ -512,6 +561,7 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
 
     Call it from a thread that outlives the jail (the parent-death signal may follow the thread). Raises
     JailUnavailable (jailed=True) where jail_problem() says no jail can be made."""
+    kind = jail_kind() if jailed else None
     if jailed:
         require_jail()
     kill_orphans()
@@ -529,6 +579,12 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     stage: str | None = None
     prefix = ["/bin/sh", "-c", _WRAPPER, "course-jail"]
     fds: list[int] = []
+    if kind == UID:
+        from autograder import jail_uid
+
+        return jail_uid.start(argv, binds=binds, env=env, limits=limits, cwd=cwd, files=files or {},
+                              cgroups=cgroups, note=note, wrapper=[*prefix, "--"], wrapper_env=wrapper_env,
+                              rlimits=_rlimits(limits, cgroups=cgroups is not None))
     if jailed:
         hosts = [b if isinstance(b, str) else b[0] for b in binds]
         unreachable = sorted({h for h in hosts if os.geteuid() == 0 and not _nobody_can_reach(h)})

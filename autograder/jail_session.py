@@ -351,7 +351,7 @@ class Session:
             self._drain.join(timeout=2)
             raise SetupFailed(f"the jail could not start the grading agent ({e}){self._jail_said()}") from None
         # No student code has run yet, so the agent's word on where `import pallas_course` leads is its own.
-        want = f"{JAIL_HELPERS}/__init__.py" if jailed else str(helpers_dir() / "__init__.py")
+        want = self.jail.path(f"{JAIL_HELPERS}/__init__.py") if jailed else str(helpers_dir() / "__init__.py")
         if hello.get("helpers") != want:
             self.jail.kill()
             raise SetupFailed(f"the jail's Python would import pallas_course from {str(hello.get('helpers'))[:300]}, "

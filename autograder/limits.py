@@ -39,12 +39,17 @@ class Limits:
 
 def sandbox_status(jailed: bool = True) -> str:
     """One line for reports: what every submission's code runs under."""
-    from autograder.jail import NO_JAIL_LOSES, jail_problem, limits_note
+    from autograder.jail import NO_JAIL_LOSES, UID, bwrap_problem, jail_kind, jail_problem, limits_note
 
     if not jailed:
         return f"no jail (--no-jail): {NO_JAIL_LOSES}"
     problem = jail_problem()
     if problem:
         return f"no jail here: {problem}"
+    if jail_kind() == UID:
+        why = bwrap_problem() or "COURSE_JAIL=uid"
+        return (f"jailed without namespaces ({why}): a uid of its own, the grader's files unreadable to it, "
+                "a seccomp filter (no sockets, ptrace, namespaces or keyring); it sees the host's processes and "
+                f"world-readable files; {limits_note()}; hidden checks run outside the jail")
     return ("jailed: bubblewrap (own user, pid, net, ipc, uts namespaces; uid 65534; only Python and the course "
             f"helpers visible, read-only); {limits_note()}; hidden checks run outside the jail")
