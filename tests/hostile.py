@@ -312,10 +312,13 @@ def _stub() -> NotebookNode:
     return nbformat.read(REPO_ROOT / manifest().lab(LAB).notebook, as_version=4)
 
 
-def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent") -> list[Hostile]:
+def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent",
+          repo: Path = REPO_ROOT) -> list[Hostile]:
     """Write every hostile submission under `root/<student>/<stage>/` (None: write nothing); return what each
-    should get. `port` and `socket_path`: where the test listens for connections that must never come."""
+    should get. `port` and `socket_path`: where the test listens for connections that must never come; `repo`:
+    the grader's checkout the probes read (another one's: a grader installed elsewhere, tests/test_platforms.py)."""
     stage = manifest().stage.id
+    probe = PROBE.replace(repr(str(REPO_ROOT)), repr(str(repo)))
     solution = filled_in(LAB)
     stub = _stub()
     network = NETWORK.replace("PORT", str(port)).replace("SOCKET", repr(socket_path))
@@ -348,7 +351,7 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
          filled_in(LAB, {"add_kernel": ("def add_kernel", "def add_kernel_renamed")})),
         (Hostile("xla-bypass", 3, "launches no pallas_call", "add computes x + y with XLA"), filled_in(LAB, {})),
         (Hostile("probe-outside", 0, "not implemented yet", "reads solutions/, the key, the grader's environment, "
-                 "other processes; writes the repository"), _with_cell(stub, PROBE)),
+                 "other processes; writes the repository"), _with_cell(stub, probe)),
         (Hostile("network", 0, "not implemented yet", "TCP and UDP to the grader's host, a UNIX socket, the "
                  "workers' sockets"), _with_cell(stub, network)),
         (Hostile("rewrite-tests", 0, "not implemented yet|launches no pallas_call", "input and AST transformers that rewrite the test "
