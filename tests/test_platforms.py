@@ -293,15 +293,14 @@ def test_gradescope_grades_the_solution_as_course_grade_does_without_namespaces(
     assert data["execution_time"] > 0
 
 
-def test_prairielearn_entrypoint_grades_the_solution_as_course_grade_does(built: Path, class_run,
-                                                                        tmp_path: Path) -> None:
-    """run.sh outside the image, with the course installed and `course` on PATH (bubblewrap's jail here)."""
-    records, _ = class_run
-    grade = tmp_path / "grade"
+def _prairielearn_entrypoint(built: Path, grade: Path, files: dict[str, bytes]) -> dict:
+    """The question's entrypoint, as info.json names it, in a /grade stand-in, outside the image: with the course
+    installed and `course` on PATH (this machine's jail: bubblewrap)."""
     shutil.copytree(built / "pl" / "serverFilesCourse", grade / "serverFilesCourse")
-    (grade / "student").mkdir(parents=True)
-    (grade / "tests").mkdir()
-    nbformat.write(filled_in(LAB), grade / "student" / NAME)
+    for folder in ("student", "tests", "data"):
+        (grade / folder).mkdir(parents=True)
+    for name, data in files.items():
+        (grade / "student" / name).write_bytes(data)
     info = json.loads((built / "pl" / "questions" / LAB / "info.json").read_text())
     assert info["gradingMethod"] == "External"
     options = info["externalGradingOptions"]
@@ -311,12 +310,38 @@ def test_prairielearn_entrypoint_grades_the_solution_as_course_grade_does(built:
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/sbin:/usr/bin:/sbin:/bin", "PL_GRADE_ROOT": str(grade)}
     done = subprocess.run([str(script), *entry[1:]], env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-2000:]
-    data = _valid_prairielearn(grade / "results" / "results.json")
+    assert not other_can_read(grade / "serverFilesCourse")
+    return _valid_prairielearn(grade / "results" / "results.json")
+
+
+def test_prairielearn_entrypoint_refuses_a_file_that_is_no_notebook(built: Path, tmp_path: Path) -> None:
+    data = _prairielearn_entrypoint(built, tmp_path / "grade", {NAME: b"not a notebook"})
+    assert data["gradable"] is False and "could not read the notebook" in data["format_errors"][0]
+    assert (built / "pl" / "image" / "Dockerfile").read_text().startswith("# The image")
+
+
+def test_prairielearn_scores_what_course_grade_scored(class_run) -> None:
+    """The door's mapping of course grade's own record (the solution's, graded without namespaces above)."""
+    from autograder.platforms import door, prairielearn
+    from autograder.results import SubmissionResult
+
+    records, _ = class_run
+    ours = SubmissionResult.model_validate(records["ok-solution"])
+    data = prairielearn.within_cap(prairielearn.results(door.Outcome(ours, 12.5, {"jail": "uid"}), "LAB·1.1"))
+    jsonschema.validate(data, PRAIRIELEARN_SCHEMA)
+    assert data["gradable"] is True and data["score"] == ours.score / ours.max_score == 1.0
+    assert {t["name"]: t["points"] for t in data["tests"]} == {t.name: t.points for t in ours.tests}
+
+
+@pytest.mark.slow
+def test_prairielearn_entrypoint_grades_the_solution_as_course_grade_does(built: Path, class_run,
+                                                                        tmp_path: Path) -> None:
+    records, _ = class_run
+    data = _prairielearn_entrypoint(built, tmp_path / "grade", {NAME: nbformat.writes(filled_in(LAB)).encode()})
     ours = records["ok-solution"]
     assert data["gradable"] is True and data["score"] == ours["score"] / ours["max_score"] == 1.0
     assert {t["name"]: t["points"] for t in data["tests"]} == {t["name"]: t["points"] for t in ours["tests"]}
     assert data["extra_data"]["jail"] == "bubblewrap"
-    assert (built / "pl" / "image" / "Dockerfile").read_text().startswith("# The image")
 
 
 ODD = {
@@ -345,14 +370,16 @@ def test_odd_submissions_give_valid_results_with_the_reason(case: str, tmp_path:
 
 
 def test_a_renamed_notebook_is_graded_as_the_lab_and_says_so(tmp_path: Path) -> None:
+    """Graded as the assignment's lab, whatever its name: here another lab's notebook, which identify then
+    refuses by its cells (without starting a jail)."""
     from autograder.platforms import gradescope
 
-    stub = (REPO_ROOT / manifest().lab(LAB).notebook).read_bytes()
+    other = nbformat.writes(filled_in("lab-1.2-tiled-matmul")).encode()
     (tmp_path / "submission").mkdir()
-    (tmp_path / "submission" / "my work (1).ipynb").write_bytes(stub)
+    (tmp_path / "submission" / "my work (1).ipynb").write_bytes(other)
     data = _valid_gradescope(gradescope.run(tmp_path, LAB))
     assert data["score"] == 0 and f"graded as {NAME} (submitted as my work (1).ipynb)" in data["output"]
-    assert all("not implemented" in t["output"] for t in data["tests"] if "score" in t)
+    assert "holds the cells of LAB·1.2" in data["output"]
 
 
 def test_a_grader_that_cannot_start_still_writes_valid_results(tmp_path: Path, monkeypatch) -> None:
