@@ -1,6 +1,7 @@
 """The repository's course.yml as the grader and the instructor tools read it: the student schema
 (pallas_course.manifest) plus what only the grader may know: each lab's model-answer notebook (`source`), its
-checks module (`grader`), what each hidden test checks, the written answers' rubrics and the compile rule.
+checks module (`grader`), what each hidden test checks and the written answers' rubrics (the compile rule is
+public: pallas_course.manifest.CompileRule, the notebooks' checks compile as the grade does).
 Strict: an unknown or misspelt field is an error. `course release` writes the students' copy without these
 fields (autograder.public_manifest).
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, model_validator
 
 from pallas_course import manifest as public
 from pallas_course.manifest import ManifestError, read_yaml_model
@@ -36,16 +37,7 @@ class WrittenSpec(public.WrittenSpec):
     rubric: list[str]
 
 
-class CompileRule(BaseModel):
-    """It must compile: the kernels these tests trace are also compiled for `chips` by the real TPU compiler
-    (pallas_course.tpu_compile, in the grader); a kernel it rejects loses these tests' points."""
-
-    model_config = _STRICT
-    chips: list[str] = Field(min_length=1)
-    tests: list[str] = Field(min_length=1)
-    # Seconds one compile (one kernel, one chip) may take in the judge before it counts as the kernel's failure
-    # ("did not finish within N s"): about 100x the median compile of the lab's own kernels (docs/grader.md).
-    timeout_s: float = Field(default=60.0, gt=0)
+CompileRule = public.CompileRule
 
 
 class LabSpec(public.LabSpec):
@@ -54,7 +46,6 @@ class LabSpec(public.LabSpec):
     grader: str                         # the module holding a check per test (autograder.labs.*)
     tests: list[TestSpec]
     written: list[WrittenSpec]
-    compile: CompileRule | None = None
 
     @model_validator(mode="after")
     def _compile_rule_names_tests(self) -> "LabSpec":
@@ -67,13 +58,6 @@ class LabSpec(public.LabSpec):
 
 class Manifest(public.Manifest):
     labs: list[LabSpec]
-
-    def compile_rule(self, test_id: str) -> CompileRule | None:
-        """The compile rule that covers the test `test_id` (test ids are unique across labs), if any."""
-        for lab in self.labs:
-            if lab.compile is not None and test_id in lab.compile.tests:
-                return lab.compile
-        return None
 
 
 def load(path: Path | str = COURSE_YML) -> Manifest:

@@ -1,6 +1,6 @@
 """course.yml as students may read it: what their wheel carries (course_tools.release) and what the helpers in
 the grading jail read (autograder.jail_session). The grader's own fields (autograder.course_manifest: the
-model-answer notebooks, the checks modules, the hidden-test descriptions, the rubrics, the compile rule) are
+model-answer notebooks, the checks modules, the hidden-test descriptions, the rubrics) are
 left out; what remains is what the wheel's schema (pallas_course.manifest) reads."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _grader_only(full: type[BaseModel], public: type[BaseModel]) -> tuple[str, .
     return tuple(name for name in full.model_fields if name not in public.model_fields)
 
 
-LAB_FIELDS = _grader_only(grader.LabSpec, student.LabSpec)                 # source, grader, compile
+LAB_FIELDS = _grader_only(grader.LabSpec, student.LabSpec)                 # source, grader
 TEST_FIELDS = _grader_only(grader.TestSpec, student.TestSpec)              # checks
 WRITTEN_FIELDS = _grader_only(grader.WrittenSpec, student.WrittenSpec)     # rubric
 

@@ -7,6 +7,7 @@ the largest error and the first wrong block.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import platform
 import sys
@@ -365,24 +366,38 @@ SEARCH_LIMIT = 8192       # ... up to this size (the notebook's docstrings say t
 # float32 (bm, bn) block), so a choice that fills the limit fails to compile.
 VMEM_HEADROOM = 0.75
 
-# The cases the visible checks run: fewer than the grade's, the same rules. The grade names a case of its own
-# that is not here, so a submission whose visible checks pass knows what it has not been shown.
-VISIBLE_FED_BLOCK_CASES: tuple[tuple[str, str], ...] = (("bfloat16", "v5e"), ("bfloat16", "v6e"), ("float32", "v5e"))
-VISIBLE_BUDGET_LINE_CASES: tuple[tuple[str, str, int], ...] = (("float32", "v5e", 2), ("bfloat16", "v6e", 2),
-                                                              ("float32", "v5e", 1))
+# The cases: the grade runs exactly these (autograder.labs.lab_1_4 imports them) and the notebook's visible checks
+# run every one of them, so a helper that loses points fails its check cell first, on the same case, in the same
+# words. The grade's only extra is pipeline_off's fresh random inputs.
+FED_BLOCK_CASES: tuple[tuple[str, str], ...] = (
+    ("bfloat16", "v4"), ("bfloat16", "v5e"), ("bfloat16", "v5p"), ("bfloat16", "v6e"), ("bfloat16", "v7x"),
+    ("float32", "v5e"))
+BUDGET_LINE_CASES: tuple[tuple[str, str, int], ...] = (
+    ("float32", "v5e", 2), ("bfloat16", "v5e", 2), ("float32", "v6e", 2), ("bfloat16", "v6e", 2), ("float32", "v5e", 1))
 # (m, k, n, bm, bn, bk): the matmul switched off at a square grid of square blocks and a non-square one of
 # rectangular blocks
-VISIBLE_PIPELINE_OFF_CASES: tuple[tuple[int, int, int, int, int, int], ...] = (
+PIPELINE_OFF_CASES: tuple[tuple[int, int, int, int, int, int], ...] = (
     (256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 256))
-# (bm, bn, bk, dtype, chip): both dtypes, square and rectangular blocks, a chip of one TensorCore and one of two
-VISIBLE_STEP_CASES: tuple[tuple[int, int, int, str, str], ...] = (
-    (128, 128, 128, "float32", "v5e"), (256, 512, 128, "bfloat16", "v6e"), (128, 256, 512, "bfloat16", "v4"))
-# (bm, bn, bk, dtype, buffers, acc_scratch): both dtypes, one and two buffers, with and without the f32 accumulator
-VISIBLE_WORKING_SET_CASES: tuple[tuple[int, int, int, str, int, bool], ...] = (
-    (128, 128, 128, "float32", 2, False), (512, 256, 1024, "bfloat16", 2, False), (128, 256, 512, "bfloat16", 1, True))
-VISIBLE_BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
-    (2048, 2048, 2048, "bfloat16", "v5e"), (1024, 1024, 1024, "float32", "v5e"), (2048, 2048, 1024, "bfloat16", "v6e"))
-NOT_SHOWN = "the notebook's visible checks do not run this case"
+# (bm, bn, bk, dtype, chip): both dtypes, square and rectangular blocks, chips of one TensorCore and of two
+STEP_CASES: tuple[tuple[int, int, int, str, str], ...] = (
+    (128, 128, 128, "bfloat16", "v5e"), (512, 1024, 1024, "bfloat16", "v5e"), (256, 512, 128, "float32", "v6e"),
+    (128, 256, 512, "bfloat16", "v4"), (1024, 128, 256, "bfloat16", "v5p"))
+# (bm, bn, bk, dtype, buffers, acc_scratch): both dtypes, one and two buffers, each with and without the f32
+# accumulator (the scratch with 2 buffers: one copy of it, whatever the buffer count)
+WORKING_SET_CASES: tuple[tuple[int, int, int, str, int, bool], ...] = (
+    (128, 128, 128, "float32", 2, False), (512, 256, 1024, "bfloat16", 2, False), (256, 512, 128, "bfloat16", 1, False),
+    (1024, 1024, 1024, "float32", 2, True), (128, 256, 512, "bfloat16", 1, True))
+# (m, n, k, dtype, chip): the large sizes on each Colab chip, f32, and a non-square product on a two-core chip
+BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
+    (4096, 4096, 4096, "bfloat16", "v5e"), (4096, 4096, 4096, "bfloat16", "v6e"), (4096, 4096, 4096, "float32", "v5e"),
+    (2048, 8192, 1024, "bfloat16", "v4"))
+
+
+def visible_cases(test: str) -> tuple[tuple[Any, ...], ...]:
+    """The cases the notebook's visible check of LAB·1.4's graded test `test` runs (each check_* below)."""
+    return {"pipeline_off": PIPELINE_OFF_CASES, "step_time_model": STEP_CASES, "working_set": WORKING_SET_CASES,
+            "fed_block": FED_BLOCK_CASES, "budget_line": BUDGET_LINE_CASES,
+            "block_choice": BLOCK_CHOICE_CASES}.get(test, ())
 
 
 def fed_block_label(dtype: Any, chip: str) -> str:
@@ -751,7 +766,7 @@ def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, .
 def check_fed_block(smallest_fed_block: Callable[..., Any], matmul: Callable[..., Any]) -> None:
     """The grade's fed_block rule on the visible cases; your matmul's modelled step times stand in for step_times."""
     model = YourMatmul(matmul)
-    _check_cases("smallest_fed_block", smallest_fed_block, VISIBLE_FED_BLOCK_CASES, fed_block_label,
+    _check_cases("smallest_fed_block", smallest_fed_block, FED_BLOCK_CASES, fed_block_label,
                  lambda got, dtype, chip: fed_block_problem(got, dtype, chip, model.step_times),
                  {"step_times": model.step_times}, lambda fn, dtype, chip: fn(np.dtype(dtype), chip))
 
@@ -759,7 +774,7 @@ def check_fed_block(smallest_fed_block: Callable[..., Any], matmul: Callable[...
 def check_budget_line(largest_square_block: Callable[..., Any], matmul: Callable[..., Any]) -> None:
     """The grade's budget_line rule on the visible cases; your matmul's modelled working set stands in."""
     model = YourMatmul(matmul)
-    _check_cases("largest_square_block", largest_square_block, VISIBLE_BUDGET_LINE_CASES, budget_line_label,
+    _check_cases("largest_square_block", largest_square_block, BUDGET_LINE_CASES, budget_line_label,
                  lambda got, dtype, chip, buffers: budget_line_problem(got, dtype, chip, buffers, model.budget),
                  {"vmem_working_set": model.working_set},
                  lambda fn, dtype, chip, buffers: fn(np.dtype(dtype), chip, buffers=buffers))
@@ -768,7 +783,7 @@ def check_budget_line(largest_square_block: Callable[..., Any], matmul: Callable
 def check_block_choice(choose_blocks: Callable[..., Any], matmul: Callable[..., Any]) -> None:
     """The grade's block_choice rules on the visible cases; your matmul's models stand in for both helpers."""
     model = YourMatmul(matmul)
-    _check_cases("choose_blocks", choose_blocks, VISIBLE_BLOCK_CHOICE_CASES, block_choice_label,
+    _check_cases("choose_blocks", choose_blocks, BLOCK_CHOICE_CASES, block_choice_label,
                  lambda got, m, n, k, dtype, chip: block_choice_problem(got, m, n, k, dtype, chip, model.step_times,
                                                                         model.report),
                  {"step_times": model.step_times, "vmem_working_set": model.working_set},
@@ -778,7 +793,7 @@ def check_block_choice(choose_blocks: Callable[..., Any], matmul: Callable[..., 
 def check_step_times(step_times: Callable[..., Any], matmul: Callable[..., Any]) -> None:
     """The grade's step_time_model rule on the visible cases, judged by the schedule and dot of your matmul."""
     model = YourMatmul(matmul)
-    _check_cases("step_times", step_times, VISIBLE_STEP_CASES, step_label,
+    _check_cases("step_times", step_times, STEP_CASES, step_label,
                  lambda got, bm, bn, bk, dtype, chip: step_time_problem(got, bm, bn, bk, dtype, chip, model.step_detail),
                  {}, lambda fn, bm, bn, bk, dtype, chip: fn(bm, bn, bk, np.dtype(dtype), chip))
 
@@ -787,7 +802,7 @@ def check_working_set(vmem_working_set: Callable[..., Any], matmul: Callable[...
     """The grade's working_set rule on the visible cases, judged by the legality model of your matmul (plus the
     f32 scratch accumulator where the case asks for one)."""
     model = YourMatmul(matmul)
-    _check_cases("vmem_working_set", vmem_working_set, VISIBLE_WORKING_SET_CASES, working_set_label,
+    _check_cases("vmem_working_set", vmem_working_set, WORKING_SET_CASES, working_set_label,
                  lambda got, bm, bn, bk, dtype, buffers, acc: working_set_problem(
                      got, bm, bn, bk, dtype, buffers, acc, model.budget(bm, bn, bk, dtype, "v5e", buffers, acc)),
                  {}, lambda fn, bm, bn, bk, dtype, buffers, acc: fn(bm, bn, bk, np.dtype(dtype), buffers=buffers,
@@ -800,6 +815,7 @@ def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
     import jax
     import jax.numpy as jnp
 
+    from pallas_course import graded_compile
     from pallas_course.kernel_trace import trace
     from pallas_course.rules import MATMUL_F32, one_kernel_problem
 
@@ -808,7 +824,8 @@ def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
         failure.kind, failure.raw = kind, raw
         return failure
 
-    for m, k, n, bm, bn, bk in VISIBLE_PIPELINE_OFF_CASES:
+    compiled: list[str] = []
+    for m, k, n, bm, bn, bk in PIPELINE_OFF_CASES:
         label = pipeline_off_label(m, k, n, bm, bn, bk)
         rng = np.random.default_rng([20, m, k, n])
         a = jnp.asarray(rng.standard_normal((m, k)).astype(np.float32))
@@ -824,9 +841,20 @@ def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
         except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
             e = explain(exc)
             raise fail(f"{label}: {e.summary.removeprefix('✗ ')}", e.kind, e.raw) from None
+        # It must compile (course.yml's compile rule), as graded: after the run, before the values.
+        chips = graded_compile.rule_chips(["pipeline_off"])
+        result = graded_compile.compile_case(functools.partial(matmul_pipeline_off, bm=bm, bn=bn, bk=bk),
+                                             [jax.ShapeDtypeStruct(a.shape, a.dtype),
+                                                jax.ShapeDtypeStruct(b.shape, b.dtype)], chips)
+        if result.rejected is not None:
+            raise fail(graded_compile.refusal(label, chips, result.rejected), "compile")
+        if result.not_here:
+            graded_compile.say_once(chips, result.not_here)
+        compiled.append(graded_compile.phrase(result))
         expected = (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
         mismatch = compare(out, expected, block=(bm, bn), name=label, kernel=t.pallas_calls[0], **MATMUL_F32)
         if mismatch is not None:
             raise fail(explained(mismatch, None), mismatch.kind)
-    print(f"✓ matmul_pipeline_off: {len(VISIBLE_PIPELINE_OFF_CASES)} cases as graded "
-          f"({'; '.join(pipeline_off_label(*c) for c in VISIBLE_PIPELINE_OFF_CASES)}); {PASSED}")
+    done = "; ".join(dict.fromkeys(c for c in compiled if c))
+    print(f"✓ matmul_pipeline_off: {len(PIPELINE_OFF_CASES)} cases as graded "
+          f"({'; '.join(pipeline_off_label(*c) for c in PIPELINE_OFF_CASES)}){'; ' + done if done else ''}; {PASSED}")

@@ -2,8 +2,7 @@
 kernels, tests and points, written prompts), the chips, the gates and where the release is published.
 
 This is the wheel's schema. The instructor's course.yml also holds what only the grader reads (the hidden
-checks, the rubrics, the model-answer notebooks, the compile rule); `course release` leaves those out of the
-wheel's copy, and the grader reads them with its own schema (autograder.course_manifest), which extends this one.
+checks, the rubrics, the model-answer notebooks); `course release` leaves those out of the wheel's copy, and the grader reads them with its own schema (autograder.course_manifest), which extends this one.
 """
 from __future__ import annotations
 
@@ -67,6 +66,18 @@ class WrittenSpec(_Public):
     prompt: str
 
 
+class CompileRule(_Strict):
+    """It must compile: the kernels these tests trace are also compiled for `chips` by the real TPU compiler
+    (pallas_course.tpu_compile): in the grade, where a kernel it rejects loses these tests' points, and in the
+    notebook's "as graded" checks, where libtpu is installed (so a student sees the refusal first)."""
+
+    chips: list[str] = Field(min_length=1)
+    tests: list[str] = Field(min_length=1)
+    # Seconds one compile (one kernel, one chip) may take in the grade's judge before it counts as the kernel's
+    # failure ("did not finish within N s"): about 100x the median compile of the lab's own kernels.
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
 class LabSpec(_Public):
     id: str
     code: str
@@ -80,6 +91,8 @@ class LabSpec(_Public):
     reveal: dt.date | None = None
     # Extras of the student wheel this lab's set-up cell installs (LAB·1.5: "reading", tokamax).
     helpers_extras: list[str] = []
+    # It must compile for these chips: public, so the notebook's checks compile as the grade does.
+    compile: CompileRule | None = None
 
     def revealed(self, today: dt.date) -> bool:
         return self.reveal is not None and today >= self.reveal
@@ -126,6 +139,13 @@ class Manifest(_Strict):
             if lab.id == lab_id:
                 return lab
         raise KeyError(f"no lab {lab_id!r} in course.yml; labs are {[l.id for l in self.labs]}")
+
+    def compile_rule(self, test_id: str) -> CompileRule | None:
+        """The compile rule that covers the test `test_id` (test ids are unique across labs), if any."""
+        for lab in self.labs:
+            if lab.compile is not None and test_id in lab.compile.tests:
+                return lab.compile
+        return None
 
     def lab_for_notebook(self, name: str) -> LabSpec | None:
         """The lab whose notebook file name (without folders) is `name`, if any."""

@@ -198,7 +198,7 @@ def test_a_right_function_passes_with_wrong_helpers(capsys) -> None:
     check_fed_block(nb["smallest_fed_block"], nb["matmul"])
     check_block_choice(nb["choose_blocks"], nb["matmul"])
     out = capsys.readouterr().out
-    assert "✓ smallest_fed_block: right in 3 cases (smallest_fed_block(bfloat16, 'v5e');" in out
+    assert "✓ smallest_fed_block: right in 6 cases (smallest_fed_block(bfloat16, 'v4');" in out
     assert "the course's step_times (read off your matmul) stands in for yours here, as in the grade" in out
     assert "the course's step_times and vmem_working_set (read off your matmul) stand in for yours" in out
     assert nb["step_times"] is wrong
@@ -211,7 +211,7 @@ def test_a_wrong_function_names_its_case_the_rule_and_that_it_ran_alone() -> Non
     with pytest.raises(CheckFailure) as e:
         check_fed_block(nb["smallest_fed_block"], nb["matmul"])
     first, second = str(e.value).splitlines()
-    assert first.startswith("smallest_fed_block: smallest_fed_block(bfloat16, 'v5e') is 384; at 384 a step copies "
+    assert first.startswith("smallest_fed_block: smallest_fed_block(bfloat16, 'v4') is 384; at 384 a step copies "
                             "for"), first
     assert first.endswith("so the MXU still waits")
     assert second == ("(checked on its own: the course's step_times (read off your matmul) stands in for yours here, "
@@ -226,7 +226,7 @@ def test_an_error_in_the_function_is_explained_with_its_case() -> None:
     from pallas_course.check import check_fed_block
 
     nb = _notebook('def smallest_fed_block(dtype, chip):\n    raise NotImplementedError("not written yet")\n')
-    with pytest.raises(CheckFailure, match=r"^smallest_fed_block: smallest_fed_block\(bfloat16, 'v5e'\): this function is still the stub"):
+    with pytest.raises(CheckFailure, match=r"^smallest_fed_block: smallest_fed_block\(bfloat16, 'v4'\): this function is still the stub"):
         check_fed_block(nb["smallest_fed_block"], nb["matmul"])
 
 

@@ -149,13 +149,15 @@ def test_race_is_caught_by_the_shuffled_order_not_by_the_race_detector() -> None
     pltpu.reset_tpu_interpret_mode_state()
 
 
-def test_visible_checks_pass_a_mutant_that_fails_only_unseen_cases(capsys: pytest.CaptureFixture[str]) -> None:
-    """Point of the visible checks: passing them, a submission loses hidden points only on cases it was never
-    shown, and the hidden message says so (choice_square_only's target asks for "visible checks do not run")."""
-    from pallas_course.check import check_block_choice
+def test_the_visible_checks_run_every_case_the_grade_runs_lab_1_4() -> None:
+    """LAB·1.4's visible checks run the grade's own cases (every one): a search right only where m == n
+    (choice_square_only), once passing the notebook and failing the grade's 2048 x 8192 x 1024 case, now fails
+    its check cell first, in the grade's words."""
+    from pallas_course.check import CheckFailure, check_block_choice
     from tests.mutants import lab_1_4
 
     (square_only,) = [m for m in lab_1_4.MUTANTS if m.name == "choice_square_only"]
     namespace = load(REPO_ROOT / _lab(lab_1_4).source, square_only.edits)
-    check_block_choice(namespace["choose_blocks"], namespace["matmul"])
-    assert "\n✓ choose_blocks: right in 3 cases" in "\n" + capsys.readouterr().out
+    with pytest.raises(CheckFailure, match=r"choose_blocks\(2048, 8192, 1024, bfloat16, 'v4'\) chose .* does not "
+                                          r"divide m=2048"):
+        check_block_choice(namespace["choose_blocks"], namespace["matmul"])

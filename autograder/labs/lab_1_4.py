@@ -18,26 +18,20 @@ import numpy as np
 
 from autograder.harness import (TestFailure, call, call_alone, expect_close, fresh_seed,
                                one_pallas_call, quiet)
-from pallas_course.check import (NOT_SHOWN, VISIBLE_BLOCK_CHOICE_CASES, VISIBLE_BUDGET_LINE_CASES,
-                                 VISIBLE_FED_BLOCK_CASES, VISIBLE_PIPELINE_OFF_CASES, VISIBLE_STEP_CASES,
-                                 VISIBLE_WORKING_SET_CASES, pipeline_off_families, pipeline_off_label,
+from pallas_course.check import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, PIPELINE_OFF_CASES,
+                                 STEP_CASES, WORKING_SET_CASES, pipeline_off_families, pipeline_off_label,
                                  pipeline_off_problem,
                                  block_choice_label, block_choice_problem, budget_line_label, budget_line_problem,
                                  fed_block_label, fed_block_problem, step_families,
                                  step_label, step_time_problem, working_set_families, working_set_label,
                                  working_set_problem)
-from pallas_course.chips import chips
 from pallas_course.cost_model import dot_flops, steady_step, step_seconds
 from pallas_course.kernel_trace import PallasCallInfo, trace
 from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_call
 
-# The rules of fed_block, budget_line and block_choice live in pallas_course.check: the notebook's visible checks
-# apply the same ones, on fewer cases (VISIBLE_*), judged by models read off the student's own matmul; here they
-# are judged by the model matmul (autograder.reference_kernels, never shipped), and a failure says when its case
-# is not a visible one.
-
-# (m, k, n, bm, bn, bk): >1 block on every grid axis, rectangular blocks, K split in 2 to 4.
-PIPELINE_OFF_CASES = [(256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 256)]
+# The rules and the cases live in pallas_course.check: the notebook's visible checks apply the same rules to the
+# same cases (every one), judged by models read off the student's own matmul; here they are judged by the model
+# matmul (autograder.reference_kernels, never shipped).
 
 
 def _dtype(dtype: Any) -> np.dtype:
@@ -168,11 +162,6 @@ def _judged(by_models: str | None, by_theirs: Callable[[], str | None]) -> str |
         return by_models
 
 
-def _unseen(case: tuple[Any, ...], visible: tuple[tuple[Any, ...], ...]) -> str:
-    """A hidden failure on a case the notebook never ran says so: the visible checks could not have warned."""
-    return "" if case in visible else f" ({NOT_SHOWN})"
-
-
 # -------------------------------------------------------------------------------------------------- checks
 
 def pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
@@ -201,11 +190,6 @@ def pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
         expect_close(test, label, out, expected, tol=1e-3, block=(bm, bn), seed=seed, kernel=pc)
 
 
-STEP_CASES = [(128, 128, 128, "bfloat16", "v5e"), (512, 1024, 1024, "bfloat16", "v5e"),
-              (256, 512, 128, "float32", "v6e"), (128, 256, 512, "bfloat16", "v4"),
-              (1024, 128, 256, "bfloat16", "v5p")]
-
-
 def step_time_model(step_times: Callable[..., Any]) -> None:
     """(DMA s, MXU s) of one steady step: A and B blocks over HBM B/s, 2·bm·bn·bk over bf16 FLOP/s, per chip."""
     test = "step_time_model"
@@ -214,28 +198,21 @@ def step_time_model(step_times: Callable[..., Any]) -> None:
         got = call(test, label, step_times, bm, bn, bk, _dtype(dtype), chip)
         problem = step_time_problem(got, bm, bn, bk, dtype, chip, lambda *c: _step(*c[:3], _dtype(c[3]).name))
         if problem is not None:
-            raise TestFailure(f"{test}: {label} {problem}{_unseen((bm, bn, bk, dtype, chip), VISIBLE_STEP_CASES)}")
+            raise TestFailure(f"{test}: {label} {problem}")
 
 
 def fed_block(smallest_fed_block: Callable[..., Any]) -> None:
     """Smallest square block (multiple of 128) whose step computes at least as long as it copies, every chip."""
     test = "fed_block"
-    cases = [("bfloat16", name) for name in chips()] + [("float32", "v5e")]
-    for dtype, chip in cases:
+    for dtype, chip in FED_BLOCK_CASES:
         got, own = call_alone(test, fed_block_label(dtype, chip), smallest_fed_block, _dtype(dtype), chip,
                               stand_in=STAND_IN)
         theirs = _their_step_times(own["step_times"])
         problem = _judged(fed_block_problem(got, dtype, chip, model_step_times),
                           lambda: fed_block_problem(got, dtype, chip, theirs))
         if problem is not None:
-            raise TestFailure(f"{test}: {fed_block_label(dtype, chip)} {problem}"
-                              f"{_unseen((dtype, chip), VISIBLE_FED_BLOCK_CASES)}")
+            raise TestFailure(f"{test}: {fed_block_label(dtype, chip)} {problem}")
 
-
-
-WORKING_SET_CASES = [(128, 128, 128, "float32", 2, False), (512, 256, 1024, "bfloat16", 2, False),
-                     (256, 512, 128, "bfloat16", 1, False), (1024, 1024, 1024, "float32", 2, True),
-                     (128, 256, 512, "bfloat16", 1, True)]
 
 
 def working_set(vmem_working_set: Callable[..., Any]) -> None:
@@ -247,18 +224,13 @@ def working_set(vmem_working_set: Callable[..., Any]) -> None:
         problem = working_set_problem(got, bm, bn, bk, dtype, buffers, acc,
                                       model_budget(bm, bn, bk, dtype, "v5e", buffers, acc))
         if problem is not None:
-            raise TestFailure(f"{test}: {label} {problem}"
-                              f"{_unseen((bm, bn, bk, dtype, buffers, acc), VISIBLE_WORKING_SET_CASES)}")
-
-
-BUDGET_CASES = [("float32", "v5e", 2), ("bfloat16", "v5e", 2), ("float32", "v6e", 2), ("bfloat16", "v6e", 2),
-                ("float32", "v5e", 1)]
+            raise TestFailure(f"{test}: {label} {problem}")
 
 
 def budget_line(largest_square_block: Callable[..., Any]) -> None:
     """Largest square block (multiple of 128) whose working set fits the chip's default scoped VMEM limit."""
     test = "budget_line"
-    for dtype, chip, buffers in BUDGET_CASES:
+    for dtype, chip, buffers in BUDGET_LINE_CASES:
         label = budget_line_label(dtype, chip, buffers)
         got, own = call_alone(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers,
                               stand_in=STAND_IN)
@@ -266,11 +238,7 @@ def budget_line(largest_square_block: Callable[..., Any]) -> None:
         problem = _judged(budget_line_problem(got, dtype, chip, buffers, _budget),
                           lambda: budget_line_problem(got, dtype, chip, buffers, theirs))
         if problem is not None:
-            raise TestFailure(f"{test}: {label} {problem}{_unseen((dtype, chip, buffers), VISIBLE_BUDGET_LINE_CASES)}")
-
-
-BLOCK_CHOICE_CASES = [(4096, 4096, 4096, "bfloat16", "v5e"), (4096, 4096, 4096, "bfloat16", "v6e"),
-                      (4096, 4096, 4096, "float32", "v5e"), (2048, 8192, 1024, "bfloat16", "v4")]
+            raise TestFailure(f"{test}: {label} {problem}")
 
 
 def block_choice(choose_blocks: Callable[..., Any]) -> None:
@@ -292,43 +260,30 @@ def block_choice(choose_blocks: Callable[..., Any]) -> None:
         problem = _judged(block_choice_problem(got, m, n, k, dtype, chip, model_step_times, _report),
                           lambda: block_choice_problem(got, m, n, k, dtype, chip, their_steps, their_report))
         if problem is not None:
-            raise TestFailure(f"{test}: {label} {problem}"
-                              f"{_unseen((m, n, k, dtype, chip), VISIBLE_BLOCK_CHOICE_CASES)}")
+            raise TestFailure(f"{test}: {label} {problem}")
 
 
 def families(test: str) -> frozenset[str]:
-    """The families of this test's cases: the notebook's visible checks must show each (tests/test_families.py)."""
-    found: set[str] = set()
-    if test == "pipeline_off":
-        for case in PIPELINE_OFF_CASES:
-            found |= pipeline_off_families(*case)
-    elif test == "step_time_model":
-        for case in STEP_CASES:
-            found |= step_families(*case)
-    elif test == "working_set":
-        for case in WORKING_SET_CASES:
-            found |= working_set_families(*case)
-    elif test == "fed_block":
-        found |= {dtype for dtype, _ in [("bfloat16", c) for c in chips()] + [("float32", "v5e")]}
-    elif test == "budget_line":
-        found |= {f"{dtype}, {buffers} buffer(s)" for dtype, _, buffers in BUDGET_CASES}
-    elif test == "block_choice":
-        found |= {dtype for *_, dtype, _ in BLOCK_CHOICE_CASES}
-    return frozenset(found)
+    """The families of this test's cases: the notebook's visible checks must show each (tests/test_families.py).
+    Each case is a family of its own (the notebook runs every one): its combination of dtype, chip, sizes,
+    buffers and scratch."""
+    return frozenset(_case_families(test, {
+        "pipeline_off": PIPELINE_OFF_CASES, "step_time_model": STEP_CASES, "working_set": WORKING_SET_CASES,
+        "fed_block": FED_BLOCK_CASES, "budget_line": BUDGET_LINE_CASES, "block_choice": BLOCK_CHOICE_CASES,
+    }.get(test, ())))
+
+
+def _case_families(test: str, cases: Any) -> set[str]:
+    named = {"pipeline_off": pipeline_off_families, "step_time_model": step_families,
+             "working_set": working_set_families}.get(test)
+    found = {repr(tuple(case)) for case in cases}
+    if named is not None:
+        found |= set().union(*(named(*case) for case in cases))
+    return found
 
 
 def visible_families(test: str) -> frozenset[str]:
-    """The same families, of the notebook's visible cases (pallas_course.check's VISIBLE_*)."""
-    if test == "pipeline_off":
-        return frozenset().union(*(pipeline_off_families(*c) for c in VISIBLE_PIPELINE_OFF_CASES))
-    if test == "step_time_model":
-        return frozenset().union(*(step_families(*c) for c in VISIBLE_STEP_CASES))
-    if test == "working_set":
-        return frozenset().union(*(working_set_families(*c) for c in VISIBLE_WORKING_SET_CASES))
-    if test == "fed_block":
-        return frozenset(dtype for dtype, _ in VISIBLE_FED_BLOCK_CASES)
-    if test == "budget_line":
-        return frozenset(f"{dtype}, {buffers} buffer(s)" for dtype, _, buffers in VISIBLE_BUDGET_LINE_CASES)
-    if test == "block_choice":
-        return frozenset(dtype for *_, dtype, _ in VISIBLE_BLOCK_CHOICE_CASES)
-    return frozenset()
+    """The families the notebook's visible checks show (pallas_course.check.visible_cases: its check cells' cases)."""
+    from pallas_course.check import visible_cases
+
+    return frozenset(_case_families(test, visible_cases(test)))

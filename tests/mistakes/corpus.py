@@ -249,15 +249,17 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("working_set_no_buffers", "forgets that each block is held `buffers` times",
                 {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
                  "    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize"},
-                r"working set matmul .*got 196608, expected 393216", ("working_set",)),
+                r"vmem_working_set\(128, 128, 128, float32, buffers=2, acc_scratch=False\) is 196,608 bytes, expected 393,216",
+                ("working_set",)),
         Mistake("working_set_forgets_c", "counts A and B but not the output block C",
                 {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
                  "    blocks = (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers"},
-                r"working set matmul .*got 262144, expected 393216", ("working_set",),
+                r"vmem_working_set\(128, 128, 128, float32, buffers=2, acc_scratch=False\) is 262,144 bytes, expected 393,216",
+                ("working_set",),
                 ("budget_line", "block_choice")),   # both graded on reference working sets
         Mistake("fed_block_last_starved", "returns the last block that still starves the MXU",
                 {"        if mxu >= dma:\n            return b\n": "        if mxu >= dma:\n            return b - 128\n"},
-                r"smallest_fed_block\(bfloat16, 'v5e'\) is \d+; at \d+ a step copies .* the MXU still waits", ("fed_block",)),
+                r"smallest_fed_block\(bfloat16, 'v4'\) is \d+; at \d+ a step copies .* the MXU still waits", ("fed_block",)),
         Mistake("budget_line_physical_vmem", "compares with the physical VMEM, not the default scoped limit",
                 {"    limit = chip_named(chip).default_scoped_vmem_bytes\n    fits":
                  "    limit = chip_named(chip).vmem_bytes\n    fits"},

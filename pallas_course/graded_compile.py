@@ -1,0 +1,137 @@
+"""The grade's compile rule in the notebook's "as graded" checks: the kernel a visible case traces is compiled for
+course.yml's `compile:` chips by the real TPU compiler (pallas_course.tpu_compile: libtpu, deviceless, interpret
+mode off), and a refusal fails the check in the grade's own words, before the grade takes the points.
+
+Where libtpu is not installed (macOS and Windows have no build of it; a Linux install without it) nothing is
+compiled: the check says so once, plainly, and never prints a ✓ for a compile it did not do. What the compiler
+cannot be asked (a lowering that asks for a device it cannot see) is "not compiled here" too, as in the grade,
+where it costs nothing.
+
+Fast enough for a check cell: each distinct computation (its jaxpr, shapes and dtypes) is compiled once per chip
+and process; re-running an unchanged cell costs a trace.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from pallas_course import tpu_compile
+from pallas_course.tpu_compile import CompileResult
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What the compile step of one visible case found: the chips compiled for, the refusal (if any), and what
+    could not be compiled here (and why)."""
+
+    chips: tuple[str, ...]
+    compiled: tuple[str, ...] = ()
+    rejected: CompileResult | None = None
+    not_here: str = ""                   # why nothing (or not every chip) was compiled here; "" when all were
+
+
+# "0" switches the checks' compiles off: the grading jail sets it (the grade compiles outside the jail, in the
+# grader, so compiling there too would only cost time).
+SWITCH_ENV = "PALLAS_COURSE_CHECK_COMPILE"
+
+_CACHE: dict[tuple[str, str], CompileResult] = {}
+_SAID: set[str] = set()     # what has been said once in this process
+
+
+def rule_chips(tests: Iterable[str]) -> tuple[str, ...]:
+    """The chips course.yml's compile rule names for any of `tests` (empty: the rule does not cover them)."""
+    from pallas_course.manifest import manifest
+
+    for test in tests:
+        rule = manifest().compile_rule(test)
+        if rule is not None:
+            return tuple(rule.chips)
+    return ()
+
+
+def not_installed_reason() -> str:
+    system = platform.system()
+    where = (f"{system} has no build of libtpu (the TPU compiler: Linux x86_64/aarch64 only)"
+             if system in ("Darwin", "Windows") else
+             "libtpu (the TPU compiler) is not installed here; `pip install -r requirements.txt` in the course "
+             "release installs it on Linux, then restart the kernel")
+    return where
+
+
+def _key(fn: Callable[..., Any], avals: Sequence[Any]) -> str:
+    """The computation as the compiler would get it: its jaxpr (interpret mode off), shapes and dtypes."""
+    import jax
+    from jax.experimental.pallas import tpu as pltpu
+
+    with pltpu.force_tpu_interpret_mode(None):
+        closed = jax.make_jaxpr(fn)(*avals)
+    text = f"{closed}|{[(tuple(a.shape), str(a.dtype)) for a in avals]}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def compile_case(fn: Callable[..., Any], avals: Sequence[Any], chips: Sequence[str]) -> Compiled:
+    """Compile `fn` over `avals` for each chip (cached); stop at the first refusal."""
+    chips = tuple(chips)
+    if not chips:
+        return Compiled(chips)
+    if os.environ.get(SWITCH_ENV) == "0":
+        return Compiled(chips, not_here=f"{SWITCH_ENV}=0 switched the checks' compiles off")
+    if not tpu_compile.available():
+        return Compiled(chips, not_here=not_installed_reason())
+    try:
+        key = _key(fn, avals)
+    except Exception:  # noqa: BLE001 - a trace that fails here is judged by the check's own trace and run
+        key = ""
+    compiled, skipped = [], []
+    for chip in chips:
+        result = _CACHE.get((key, chip)) if key else None
+        if result is None:
+            result = tpu_compile.compile_avals(fn, avals, chip)
+            if key:
+                _CACHE[(key, chip)] = result
+        if result.rejected:
+            return Compiled(chips, tuple(compiled), result)
+        (compiled if result.ok else skipped).append((chip, result))
+    why = "; ".join(f"{chip}: {r.message}" for chip, r in skipped)
+    return Compiled(chips, tuple(c for c, _ in compiled), not_here=why)
+
+
+def warm() -> None:
+    """Build the compile rules' chip topologies now (libtpu's start, ~1 s once per process), so that the first
+    check cell does not pay it; the set-up cell calls this where kernels are interpreted and libtpu is here."""
+    from pallas_course.manifest import manifest
+
+    if os.environ.get(SWITCH_ENV) == "0" or not tpu_compile.available():
+        return
+    chips = dict.fromkeys(c for lab in manifest().labs if lab.compile for c in lab.compile.chips)
+    for chip in chips:
+        try:
+            tpu_compile.topology_device(chip)
+        except Exception:  # noqa: BLE001 - a topology that will not build is reported by the compile that needs it
+            return
+
+
+def refusal(label: str, chips: Sequence[str], rejected: CompileResult) -> str:
+    """What the student reads for a refused kernel: the grade's message (autograder.compile_rule's words)."""
+    must = " and ".join(chips)
+    return (f"{label} does not compile for {rejected.chip} (the real TPU compiler, {rejected.topology}; "
+            f"it must compile for {must}):\n{rejected.explanation or rejected.message}")
+
+
+def say_once(chips: Sequence[str], why: str) -> None:
+    """Print, once per process and reason, that kernels were not compiled here and the grade will compile them."""
+    if why in _SAID:
+        return
+    _SAID.add(why)
+    print(f"· not compiled here: {why}. The grade compiles each kernel for {' and '.join(chips)} with the real TPU "
+          "compiler, and a kernel it refuses loses these tests' points; the checks below judge the values only")
+
+
+def phrase(result: Compiled) -> str:
+    """A pass line's words about the compile: only what was really compiled."""
+    if result.compiled:
+        return f"compiled for {' and '.join(result.compiled)} (the real TPU compiler, as graded)"
+    return "not compiled here" if result.chips else ""
