@@ -604,19 +604,33 @@ def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str
         return None
     if _close(dma, want_mxu) and _close(mxu, want_dma):
         return "returned (compute, DMA); the order is (dma_s, compute_s)"
-    per_core = c.tensorcores_per_chip > 1 and (_close(dma, 2 * want_dma) or _close(mxu, 2 * want_mxu))
-    hint = (f"; {chip} has {c.tensorcores_per_chip} TensorCores per chip, and the lab uses course.yml's per-chip "
-            "numbers as they stand" if per_core else "")
+    cores = c.tensorcores_per_chip
+    units = {1e3: "milliseconds", 1e6: "microseconds", 1e9: "nanoseconds"}
+    for factor, unit in units.items():
+        if (_close(dma, want_dma * factor) or _close(mxu, want_mxu * factor)) and not (
+                _close(dma, want_dma) and _close(mxu, want_mxu)):
+            return (f"gives ({dma:.4g}, {mxu:.4g}), {factor:.0e} times the step's times in seconds: it returns "
+                    f"{unit}; return seconds, bytes / (B/s) and FLOPs / (FLOP/s) as they stand "
+                    f"(expected ({want_dma:.4g}, {want_mxu:.4g}) s)")
+    if cores > 1 and (_close(dma, cores * want_dma) or _close(mxu, cores * want_mxu)):
+        return (f"gives DMA {_ns(dma)} and MXU {_ns(mxu)}, expected {_ns(want_dma)} and {_ns(want_mxu)}: {cores} times "
+                f"too long, as with one TensorCore's share of {chip}'s bandwidth and FLOP/s ({chip} has {cores} "
+                "TensorCores per chip); the lab's step times use course.yml's per-chip numbers as they stand, "
+                "hbm_bytes_per_s and bf16_flops_per_s")
     if not _close(dma, want_dma):
         got_bytes = dma * c.hbm_bytes_per_s
         size = np.dtype(dtype_name(dtype)).itemsize
         other = next((s for s in (1, 2, 4, 8) if s != size and _close(got_bytes, moved // size * s)), None)
-        if other is not None:
-            hint = (f"; that is {other} bytes per element, but {dtype_name(dtype)} has {size}: take the element size "
-                    "from the dtype argument, np.dtype(dtype).itemsize") + hint
+        hint = (f"; that is {other} bytes per element, but {dtype_name(dtype)} has {size}: take the element size "
+                "from the dtype argument, np.dtype(dtype).itemsize") if other is not None else ""
         return (f"gives DMA {_ns(dma)} (= {got_bytes:,.0f} bytes at {chip}'s {c.hbm_bytes_per_s:.3g} B/s), expected "
                 f"{_ns(want_dma)}: a steady step streams {what} of {dtype_name(dtype)}, {moved:,} bytes; C stays in "
                 f"VMEM across K{hint}")
+    hint = ""
+    if dtype_name(dtype) != "bfloat16" and _close(mxu, 2 * want_mxu):
+        hint = (f"; twice the expected time for {dtype_name(dtype)}, as with half the bf16 peak: the lab's convention "
+                "is the bf16 peak for every dtype (course.yml's bf16_flops_per_s, one number per chip), so a "
+                f"{dtype_name(dtype)} step is timed at it too")
     return (f"gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s {c.bf16_flops_per_s:.3g} bf16 "
             f"FLOP/s), expected {_ns(want_mxu)}: the step's dot is 2·bm·bn·bk = {flops:,} FLOPs (a multiply and an add "
             f"each){hint}")

@@ -64,14 +64,6 @@ class Chip(BaseModel):
     def device_kinds(self) -> tuple[str, ...]:
         return (self.device_kind, *self.device_kind_aliases)
 
-    @property
-    def hbm_bytes_per_s_per_core(self) -> float:
-        return self.hbm_bytes_per_s / self.tensorcores_per_chip
-
-    @property
-    def bf16_flops_per_s_per_core(self) -> float:
-        return self.bf16_flops_per_s / self.tensorcores_per_chip
-
     def sublane_tile(self, itemsize: int) -> int:
         """Native second-minor tile for a dtype of `itemsize` bytes: 8 rows of 32-bit, 16 of 16-bit, 32 of 8-bit.
 

@@ -46,6 +46,8 @@ LAYERNORM_BF16 = dict(tol=2.0**-7)
 # two-pass variance. 3e-3 is >10x that; the one-pass variance mean(x**2) - mean(x)**2 is off by ~0.65 there.
 LAYERNORM_EDGE = dict(tol=3e-3)
 EPS = 1e-6
+# matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
+MATMUL_ACC_HINT_TOL = 2.0 ** -7
 
 # ------------------------------------------------------------------------------------------------ families
 
@@ -353,38 +355,176 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
 
 # ------------------------------------------------------------------------------------------------ diagnoses
 
-def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: float = 1e-3) -> str | None:
-    """Why a tiled matmul's values are wrong, when the output is one K step's product alone (None otherwise)."""
-    A, B, got = as_f64(a), as_f64(b), as_f64(out)
-    k = A.shape[1]
-    if k // bk < 2 or got.shape != (A.shape[0], B.shape[1]):
+def _gelu_variants() -> list[tuple[str, Any]]:
+    """GELUs written with a wrong constant (or none), as a student types them: (what, the function)."""
+    def tanh_form(c: float, k: float, half: float = 0.5) -> Any:
+        return lambda x: half * x * (1.0 + np.tanh(k * (x + c * x ** 3)))
+
+    root = np.sqrt(2.0 / np.pi)
+    return [("0.0447 in place of 0.044715", tanh_form(0.0447, root)),
+            ("0.44715 in place of 0.044715", tanh_form(0.44715, root)),
+            ("no cubic term (0.044715 x**3 left out)", tanh_form(0.0, root)),
+            ("sqrt(2 * pi) in place of sqrt(2 / pi)", tanh_form(0.044715, np.sqrt(2.0 * np.pi))),
+            ("2 / pi in place of sqrt(2 / pi)", tanh_form(0.044715, 2.0 / np.pi)),
+            ("no sqrt(2 / pi) factor", tanh_form(0.044715, 1.0)),
+            ("no 0.5 in front", tanh_form(0.044715, root, 1.0)),
+            ("the sigmoid approximation x * sigmoid(1.702 x)", lambda x: x / (1.0 + np.exp(-1.702 * x)))]
+
+
+def _wrong_axis_init(A: np.ndarray, B: np.ndarray, got: np.ndarray, bm: int, bn: int, bk: int, post: Any,
+                     tol: float) -> str | None:
+    """The zeroing guarded by another grid axis than K: the blocks at index 0 of that axis are zeroed on every K step
+    (only the last K step survives there), the others never."""
+    m, n = got.shape
+    if m % bm or n % bn:
         return None
-    post = epilogue or (lambda c: c)
-    with np.errstate(all="ignore"):
-        if np.allclose(got, post(A[:, -bk:] @ B[-bk:, :]), rtol=tol, atol=tol):
-            return ("the output is the last K step's product alone: each K step overwrites it (o_ref[...] = ...) or "
-                    "zeroes it again; accumulate with += and zero only on the first K step, "
+    last = post(A[:, -bk:] @ B[-bk:, :])
+    gi, gj = m // bm, n // bn
+    only_last = np.array([[np.allclose(got[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn],
+                                       last[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn], rtol=tol, atol=tol)
+                           for j in range(gj)] for i in range(gi)])
+    for axis, name, grid in ((0, "i", gi), (1, "j", gj)):
+        if grid < 2:
+            continue
+        at_zero = np.zeros_like(only_last)
+        if axis == 0:
+            at_zero[0, :] = True
+        else:
+            at_zero[:, 0] = True
+        if (only_last == at_zero).all():
+            return (f"the output blocks with {name} = 0 hold the last K step's product alone and the others are further "
+                    f"off: the accumulator is zeroed when pl.program_id({axis}) == 0 (the {name} axis), so those blocks "
+                    "are zeroed on every K step and the rest never; zero it on the first K step, "
                     "@pl.when(pl.program_id(2) == 0)")
-        if np.allclose(got, post(A[:, :bk] @ B[:bk, :]), rtol=tol, atol=tol):
-            return ("the output is the first K step's product alone: the later K steps add nothing into it (a store "
-                    "guarded by pl.when(k == 0), or an accumulator stored before the last K step)")
     return None
 
 
-def softmax_hint(x: Any, out: Any) -> str | None:
-    """Why a softmax's values are wrong, from its rows (None: no cause this can name)."""
+def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: float = 1e-3,
+                blocks: tuple[int, int] | None = None) -> str | None:
+    """Why a tiled matmul's values are wrong, when the output is what a named mistake gives (None otherwise): one
+    K step's product alone, the zeroing on another grid axis (`blocks`, (bm, bn), given), and for a matmul with a
+    GELU epilogue: the GELU on the inputs, or a GELU with a wrong constant."""
+    A, B, got = as_f64(a), as_f64(b), as_f64(out)
+    k = A.shape[1]
+    if got.shape != (A.shape[0], B.shape[1]):
+        return None
+    post = epilogue or (lambda c: c)
+    with np.errstate(all="ignore"):
+        if k // bk >= 2 and np.allclose(got, post(A[:, -bk:] @ B[-bk:, :]), rtol=tol, atol=tol):
+            return ("the output is the last K step's product alone: each K step overwrites it (o_ref[...] = ...) or "
+                    "zeroes it again; accumulate with += and zero only on the first K step, "
+                    "@pl.when(pl.program_id(2) == 0)")
+        if k // bk >= 2 and np.allclose(got, post(A[:, :bk] @ B[:bk, :]), rtol=tol, atol=tol):
+            return ("the output is the first K step's product alone: the later K steps add nothing into it (a store "
+                    "guarded by pl.when(k == 0), or an accumulator stored before the last K step); store on the last "
+                    "K step, @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)")
+        if k // bk >= 2 and blocks is not None:
+            wrong_axis = _wrong_axis_init(A, B, got, blocks[0], blocks[1], bk, post, tol)
+            if wrong_axis:
+                return wrong_axis
+        if epilogue is None:
+            return None
+        for what, product in (("a", gelu(A) @ B), ("b", A @ gelu(B)), ("a and b", gelu(A) @ gelu(B))):
+            if _close(got, product, tol):
+                return (f"GELU is applied to the input{'s' if ' and ' in what else ''} ({what}) before the product; "
+                        "it belongs on the accumulated product, on the last K step: o_ref[...] = jax.nn.gelu("
+                        "acc_ref[...]).astype(o_ref.dtype)")
+        c = A @ B
+        for what, f in _gelu_variants():
+            if _close(got, f(c), tol):
+                return (f"the output is a GELU of the right product written with {what}: jax.nn.gelu's default is "
+                        "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))); call jax.nn.gelu")
+        order = np.argsort(c, axis=None)
+        steps = np.abs(np.diff(got.reshape(-1)[order]))
+        if steps.size and np.median(steps) < 1e-2 and steps.max() < 1.0 and not _close(got, c, tol):
+            return ("the output is a smooth function of the right product, but not jax.nn.gelu's GELU: check its "
+                    "constants, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))), or call jax.nn.gelu")
+    return None
+
+
+def add_hint(x: Any, y: Any, out: Any, tol: float = 1e-6) -> str | None:
+    """Why an add's values are wrong, when they are another operation's (None otherwise)."""
+    X, Y, got = as_f64(x), as_f64(y), as_f64(out)
+    tol = max(tol, 2.0 ** -8 if np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2 else tol)
+    for what, other in (("x - y: the kernel subtracts", X - Y), ("y - x: the kernel subtracts", Y - X),
+                        ("x * y: the kernel multiplies", X * Y), ("x alone: y is never added", X),
+                        ("2 x: the kernel adds x to itself", 2 * X)):
+        if _close(got, other, tol):
+            return f"the output is {what}; add stores the sum, o_ref[...] = x_ref[...] + y_ref[...]"
+    return None
+
+
+def transpose_hint(x: Any, out: Any, bm: int, bn: int) -> str | None:
+    """Why a transpose's values are wrong, when they are a reshape's or an untransposed block's (None otherwise)."""
+    X, got = as_f64(x), as_f64(out)
+    m, n = X.shape
+    if got.shape != (n, m):
+        return None
+    if np.array_equal(got, X.reshape(n, m)):
+        return ("the output is x.reshape(n, m): a reshape keeps the values in row-major order, a transpose moves "
+                "x[i, j] to [j, i]; transpose the block inside the kernel, x_ref[...].T (jnp.transpose)")
+    if m % bm or n % bn:
+        return None
+    reshaped, untransposed = np.empty_like(got), np.empty_like(got)
+    for i in range(m // bm):
+        for j in range(n // bn):
+            blk = X[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn]
+            reshaped[j * bn:(j + 1) * bn, i * bm:(i + 1) * bm] = blk.reshape(bn, bm)
+            if bm == bn:
+                untransposed[j * bn:(j + 1) * bn, i * bm:(i + 1) * bm] = blk
+    if np.array_equal(got, reshaped) and bm != bn:
+        return ("each block lands in its place but reshaped to (bn, bm), not transposed: a reshape keeps the block's "
+                "row-major order; store its transpose, o_ref[...] = x_ref[...].T")
+    if bm == bn and np.array_equal(got, untransposed):
+        return ("each block lands where its transpose belongs, but its values are stored as they were read (as "
+                "x_ref[...], or a reshape of it to the block's shape, gives): the blocks move, their values do not; "
+                "store the block's transpose, o_ref[...] = x_ref[...].T")
+    return None
+
+
+def _row_blocks(n: int, rows: int | None) -> list[int]:
+    """The rows_per_block to try: the one asked for, else every power of two from 8 that divides n."""
+    if rows:
+        return [rows] if n % rows == 0 else []
+    return [r for r in (8, 16, 32, 64, 128, 256) if r <= n and n % r == 0]
+
+
+def _close(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
+    with np.errstate(all="ignore"):
+        return a.shape == b.shape and bool(np.isfinite(b).all()) and bool(np.allclose(a, b, rtol=tol, atol=tol))
+
+
+def softmax_hint(x: Any, out: Any, rows: int | None = None) -> str | None:
+    """Why a softmax's values are wrong, from its rows (None: no cause this can name). Each cause is named only
+    when the output is what that mistake gives: rows that sum to 1 along the wrong axis of the block (the axis),
+    exp(x - max) not divided by the sum, a log-softmax; `rows` is rows_per_block (tried from 8 up when None)."""
     a, xs = as_f64(out), as_f64(x)
     bad = ~np.isfinite(a)
     if bad.any() and np.abs(xs).max() > 80:
         return (f"{int(bad.sum())} values are NaN or inf on logits up to {np.abs(xs).max():.3g}: exp overflows "
                 "float32 past 88 (and 0/0 below -88); subtract each row's max before jnp.exp, softmax(x) = "
                 "softmax(x - max(x))")
-    if bad.any():
+    if bad.any() or a.ndim != 2 or a.shape != xs.shape:
         return None
+    tol = 2.0 ** -7 if np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2 else 1e-4
+    shifted = xs - xs.max(axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    if _close(a, e, tol):
+        return ("the output is exp(x - max) itself (each row's largest value is 1): it is divided by the row's max, "
+                "or not at all; softmax divides by the row's sum, e / jnp.sum(e, axis=-1, keepdims=True)")
+    if _close(a, shifted - np.log(e.sum(axis=-1, keepdims=True)), max(tol, 1e-4)):
+        return ("the output is the log-softmax, x - max - log(sum(exp(x - max))), every value <= 0; the softmax is "
+                "its exp: e / jnp.sum(e, axis=-1, keepdims=True)")
+    n, d = a.shape
+    for r in _row_blocks(n, rows):
+        by_block = a.reshape(n // r, r, d).sum(axis=1)
+        if r > 1 and np.abs(by_block - 1).max() < 1e-2:
+            return (f"each column of every {r}-row block sums to 1, not each row: the max and the sum reduce over "
+                    "the block's rows (axis=0); a softmax reduces over the features, axis=-1 (keepdims=True)")
     sums = a.sum(axis=-1)
     if np.abs(sums - 1).max() > 1e-2:
-        return (f"rows of the output do not sum to 1 (row sums from {sums.min():.3g} to {sums.max():.3g}): the max "
-                "and the sum must both reduce over the features, axis=-1 of the block, not over its rows")
+        return (f"rows of the output do not sum to 1 (row sums from {sums.min():.3g} to {sums.max():.3g}), as every "
+                "softmax row does: e / jnp.sum(e, axis=-1, keepdims=True) with e = jnp.exp(x - max)")
     return None
 
 
@@ -398,7 +538,7 @@ def layernorm_rows(x: Any) -> dict[str, np.ndarray]:
     return {"normal": np.flatnonzero(normal), **{k: np.flatnonzero(v) for k, v in kinds.items()}}
 
 
-def layernorm_hint(x: Any, g: Any, b: Any, out: Any, tol: float) -> str | None:
+def layernorm_hint(x: Any, g: Any, b: Any, out: Any, tol: float, block_rows: int | None = None) -> str | None:
     """Why a LayerNorm's values are wrong, from the row statistics of z = (out - b) / g (which should be
     ~N(0, 1) per row); None when no cause can be named."""
     a, xs = as_f64(out), as_f64(x)
@@ -421,11 +561,49 @@ def layernorm_hint(x: Any, g: Any, b: Any, out: Any, tol: float) -> str | None:
     xvar = xs.var(axis=-1)
     want = xvar / (xvar + EPS)            # the variance of a normalised row: 1, less where var is near eps
     normal = rows["normal"]
+    n, d = a.shape
+    loose = max(tol, 1e-5)
+    with np.errstate(all="ignore"):
+        centred = xs - xs.mean(axis=-1, keepdims=True)
+        summed = centred / np.sqrt((centred ** 2).sum(axis=-1, keepdims=True) + EPS)
+        if _close(a, (y + b64) * g64, loose):
+            return ("the output is (y + b) * g: it shifts before it scales; LayerNorm scales the normalised row "
+                    "first, then shifts it: y * g + b")
+        if _close(a, summed * g64 + b64, loose):
+            return (f"the variance is the sum of the squared deviations over the {d} features, not their mean, so "
+                    f"every row comes out about sqrt({d}) times too small: var = jnp.mean((x - mu) ** 2, axis=-1, "
+                    "keepdims=True)")
+    half = np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2
+    if half and normal.size:
+        steps = np.abs(a - (y * g64 + b64)) / (2.0 ** -8 * (1 + np.abs(y * g64 + b64)))
+        if steps.max() <= 8 and np.abs(mean[normal]).max() <= 0.05:
+            return (f"the values are off by up to {steps.max():.1f} bf16 roundings, as when the mean, the variance "
+                    "and rsqrt are computed in bfloat16: cast the block to float32 first, x = x_ref[...].astype("
+                    "jnp.float32), and cast once when storing, .astype(o_ref.dtype)")
+    for r in _row_blocks(n, block_rows):
+        if r < 2:
+            continue
+        with np.errstate(all="ignore"):
+            zb = z.reshape(n // r, r, d)
+            xb = xs.reshape(n // r, r, d)
+            mu_rows = xb.mean(axis=1, keepdims=True)              # per block and feature: the axis=0 mean
+            mu = xb.mean(axis=2, keepdims=True)
+            var_of = lambda c: (c ** 2).mean(axis=2, keepdims=True)   # noqa: E731 - over the features
+            wrong = {"the mean": (xb - mu_rows) / np.sqrt(var_of(xb - mu_rows) + EPS),
+                     "the variance": (xb - mu) / np.sqrt(((xb - mu) ** 2).mean(axis=1, keepdims=True) + EPS)}
+        if np.abs(zb.mean(axis=1)).max() < 0.05 and np.abs(zb.var(axis=1) - 1).max() < 0.2:
+            return (f"the mean and the variance reduce over the rows of each {r}-row block (axis=0): every column "
+                    "of a block comes out with mean 0 and variance 1, not every row; LayerNorm reduces over the "
+                    "features, axis=-1 (keepdims=True)")
+        for what, yb in wrong.items():
+            if _close(a, yb.reshape(n, d) * g64 + b64, max(loose, 1e-4)):
+                return (f"{what} reduces over the rows of each {r}-row block (axis=0), not over the features: both "
+                        "statistics are the row's own, jnp.mean(..., axis=-1, keepdims=True)")
     if normal.size and (np.abs(mean[normal]).max() > 0.05 or np.abs(var[normal] - want[normal]).max() > 0.05):
         return (f"output rows do not have mean 0 and variance 1 before g and b are applied (row means up to "
                 f"{np.abs(mean[normal]).max():.3g}, variances from {var[normal].min():.3g} to "
-                f"{var[normal].max():.3g}): the mean and the variance must both reduce over the features, "
-                "axis=-1 of the block, not over its rows")
+                f"{var[normal].max():.3g}), as every normalised row does: y = (x - mu) * rsqrt(var + 1e-6) with mu "
+                "and var the row's mean and variance")
     if const.size and np.abs(z[const]).max() > 0.05:
         return ("the constant rows (variance exactly 0) should come out as b: (x - mu) is 0 there, and eps keeps "
                 "rsqrt(var + 1e-6) finite")

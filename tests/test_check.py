@@ -335,3 +335,83 @@ def test_a_failing_check_shows_its_message_once_in_jupyter() -> None:
     # everything else is folded: the raw traceback, under <details>, shown only when asked for
     others = [str(o.get("data", {}).get("text/html", "")) + str(o.get("text", "")) for o in outputs if o is not error]
     assert others and all(o.startswith("<details><summary>full traceback") for o in others), others
+
+
+# ------------------------------------------------------------------- the compiler in the "as graded" checks
+
+CUMSUM_ADD = '''
+from pallas_course.runtime import interpret_params
+INTERP = interpret_params()
+
+def add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = jnp.cumsum(x_ref[...], axis=1) * 0 + x_ref[...] + y_ref[...]   # right values, no TPU lowering
+
+
+def add(x, y):
+    return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
+'''
+ROW_SLICES = '''
+from pallas_course.runtime import interpret_params
+INTERP = interpret_params()
+
+def softmax_kernel(x_ref, o_ref):
+    def row(r, carry):       # one row at a time: right values; bf16 rows are packed 16 to a tile
+        x = x_ref[pl.ds(r, 1), :].astype(jnp.float32)
+        e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+        o_ref[pl.ds(r, 1), :] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)
+        return carry
+    jax.lax.fori_loop(0, x_ref.shape[0], row, 0)
+
+
+def softmax(x, rows_per_block=8):
+    n, d = x.shape
+    return pl.pallas_call(softmax_kernel, grid=(n // rows_per_block,),
+                          in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x)
+'''
+
+
+def test_as_graded_checks_compile_and_fail_in_the_grade_s_words(libtpu) -> None:
+    """A kernel interpret mode runs but the TPU compiler refuses fails its "as graded" check, with the grade's
+    message (the chip, the rule, the compiler's reason in the course's words), never a ✓."""
+    from pallas_course.lab_checks import check_kernel
+
+    nb = _notebook(CUMSUM_ADD)
+    with pytest.raises(CheckFailure) as e:
+        check_kernel("add", nb["add"])
+    assert e.value.kind == "compile"
+    assert re.match(r"add: add\(x, y\) on \(256, 256\) float32 does not compile for v5e \(the real TPU compiler, "
+                    r"v5e:2x2; it must compile for v5e and v6e\):\n✗ the TPU compiler refuses the kernel: a cumulative "
+                    r"sum \(jnp.cumsum\)", str(e.value)), str(e.value)
+    nb = _notebook(ROW_SLICES)
+    with pytest.raises(CheckFailure, match=r"softmax\(x, rows_per_block=16\) on \(64, 512\) bfloat16 does not compile "
+                                           r"for v5e"):
+        check_kernel("softmax", nb["softmax"])
+
+
+def test_as_graded_checks_say_what_they_compiled(libtpu, capsys) -> None:
+    from pallas_course.lab_checks import check_kernel
+
+    check_kernel("add", _notebook(CUMSUM_ADD.replace("jnp.cumsum(x_ref[...], axis=1) * 0 + ", ""))["add"])
+    out = capsys.readouterr().out
+    assert out.count("compiled for v5e and v6e (the real TPU compiler, as graded)") == 4, out
+    assert "not compiled here" not in out
+
+
+def test_without_libtpu_the_checks_say_once_that_nothing_was_compiled(monkeypatch, capsys) -> None:
+    """No ✓ for a compile that did not happen: one plain line, once per process, then the values' checks."""
+    from pallas_course import graded_compile, tpu_compile
+    from pallas_course.lab_checks import check_kernel
+
+    monkeypatch.setattr(tpu_compile, "available", lambda: False)
+    monkeypatch.setattr(graded_compile, "_SAID", set())
+    nb = _notebook(CUMSUM_ADD.replace("jnp.cumsum(x_ref[...], axis=1) * 0 + ", ""))
+    check_kernel("add", nb["add"])
+    check_kernel("add", nb["add"])
+    out = capsys.readouterr().out
+    assert out.count("· not compiled here: ") == 1, out
+    assert "The grade compiles each kernel for v5e and v6e with the real TPU compiler" in out
+    assert "compiled for" not in out.replace("not compiled here", "")
+    monkeypatch.setattr(graded_compile.platform, "system", lambda: "Darwin")
+    assert graded_compile.not_installed_reason().startswith("Darwin has no build of libtpu")

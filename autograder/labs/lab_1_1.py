@@ -45,7 +45,8 @@ def _add_case(test: str, add: Callable[..., Any], dtype: Any, tols: dict[str, fl
         pc = one_pallas_call(test, "add(x, y)", add, x, y)
         out = call(test, "add(x, y)", add, x, y)
         expected = (as_f64(x) + as_f64(y)).astype(np.dtype(dtype))
-        expect_close(test, f"add(x, y) on {shape} {np.dtype(dtype)}", out, expected, seed=seed, kernel=pc, **tols)
+        expect_close(test, f"add(x, y) on {shape} {np.dtype(dtype)}", out, expected, seed=seed, kernel=pc, **tols,
+                     hint=lambda: rules.add_hint(x, y, out))
 
 
 def add_f32(add: Callable[..., Any]) -> None:
@@ -87,4 +88,5 @@ def transpose_values(transpose: Callable[..., Any]) -> None:
             x = random_array(rng, shape, dtype)
             pc = one_pallas_call(test, label, transpose, x, bm=bm, bn=bn)
             out = call(test, label, transpose, x, bm=bm, bn=bn)
-            expect_close(test, label, out, np.asarray(x).T, block=(bn, bm), seed=seed, kernel=pc, **rules.TRANSPOSE)
+            expect_close(test, label, out, np.asarray(x).T, block=(bn, bm), seed=seed, kernel=pc, **rules.TRANSPOSE,
+                         hint=lambda: rules.transpose_hint(x, out, bm, bn))

@@ -75,7 +75,7 @@ def _values(test: str, name: str, fn: Callable[..., Any], epilogue: Callable[[np
         out = call(test, label, fn, a, b, bm=bm, bn=bn, bk=bk)
         expected = epilogue(as_f64(a) @ as_f64(b)).astype(np.float32)
         expect_close(test, label, out, expected, block=(bm, bn), seed=seed, kernel=pc, **rules.MATMUL_F32,
-                     hint=lambda: rules.matmul_hint(a, b, out, bk, epilogue))
+                     hint=lambda: rules.matmul_hint(a, b, out, bk, epilogue, blocks=(bm, bn)))
 
 
 def matmul_f32(matmul: Callable[..., Any]) -> None:
@@ -111,7 +111,8 @@ def matmul_acc_f32_accumulator(matmul_acc: Callable[..., Any]) -> None:
     # Gross errors first (NaN, wrong blocks: off by ~sqrt(K)), with the usual diagnosis; a bf16 running sum
     # drifts by far less than sqrt(K)/8, so it reaches the tight bound below and its own message.
     expect_close(test, label, out, exact.astype(ml_dtypes.bfloat16), tol=0.0, atol=float(np.sqrt(k)) / 8,
-                 block=(bm, bn), seed=seed, kernel=pc)
+                 block=(bm, bn), seed=seed, kernel=pc,
+                 hint=lambda: rules.matmul_hint(a, b, out, bk, tol=rules.MATMUL_ACC_HINT_TOL, blocks=(bm, bn)))
     problem = rules.bf16_accumulation_problem(label, out, exact, k)
     if problem:
         raise TestFailure(f"{test}: {problem} [inputs from seed {seed}]")

@@ -135,7 +135,7 @@ def _softmax_case(test: str, softmax: Callable[..., Any], x: Any, r: int | None,
     pc = _fused_call(test, label, softmax, x, **_kw(r))
     out = _run(test, label, softmax, x, **_kw(r))
     tols = SOFTMAX_F32 if x.dtype == np.float32 else SOFTMAX_BF16
-    _expect(test, label, x, out, rules.softmax_ref(x), r or 8, seed, tols, lambda: rules.softmax_hint(x, out), pc)
+    _expect(test, label, x, out, rules.softmax_ref(x), r or 8, seed, tols, lambda: rules.softmax_hint(x, out, r or 8), pc)
 
 
 def softmax_values(softmax: Callable[..., Any]) -> None:
@@ -183,7 +183,7 @@ def _layernorm_case(test: str, layernorm: Callable[..., Any], x: Any, g: Any, b:
     pc = _fused_call(test, label, layernorm, x, g, b, **_kw(r))
     out = _run(test, label, layernorm, x, g, b, **_kw(r))
     _expect(test, label, x, out, rules.layernorm_ref(x, g, b), r or 8, seed, tols,
-            lambda: rules.layernorm_hint(x, g, b, out, tols["tol"]), pc)
+            lambda: rules.layernorm_hint(x, g, b, out, tols["tol"], r or 8), pc)
 
 
 def layernorm_values(layernorm: Callable[..., Any]) -> None:

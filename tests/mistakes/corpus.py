@@ -30,7 +30,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("add_ref_plus_ref", "adds the refs, not their values", {ADD: "o_ref[...] = x_ref + y_ref"},
                 r"a ref is used as an array", ("add_f32", "add_bf16")),
         Mistake("add_subtracts", "the wrong algebra", {ADD: "o_ref[...] = x_ref[...] - y_ref[...]"},
-                r"differ by more than", ("add_f32", "add_bf16")),
+                r"the output is x - y: the kernel subtracts", ("add_f32", "add_bf16"),
+                graded=r"the output is x - y: the kernel subtracts"),
         Mistake("add_f32_store_into_bf16", "computes in f32 and stores f32 into a bf16 output",
                 {ADD: "o_ref[...] = x_ref[...].astype(jnp.float32) + y_ref[...].astype(jnp.float32)"},
                 r"stores a float32 value into a bfloat16 ref", ("add_bf16",), ("add_f32",)),
@@ -62,13 +63,14 @@ MISTAKES: dict[str, list[Mistake]] = {
                 r"pre-2024 argument order", ("transpose_schedule", "transpose_values")),
         Mistake("transpose_half_grid", "a grid that covers half the columns",
                 {"grid=(m // bm, n // bn),": "grid=(m // bm, max(1, n // bn // 2)),"},
-                r"NaN.*never written", ("transpose_schedule", "transpose_values")),
+                r"NaN.*never written|grid of transpose.*is \(2, 1\), expected \(2, 2\)", ("transpose_schedule", "transpose_values")),
         Mistake("transpose_grid_true_division", "grid with / instead of //",
                 {"grid=(m // bm, n // bn),": "grid=(m / bm, n / bn),"},
                 r"holds a non-integer.*\n.*\n.*//", ("transpose_schedule", "transpose_values")),
         Mistake("transpose_out_of_bounds", "index map one block past the edge",
                 {T_IN: "in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j + 1))],"},
-                r"lies outside the array", ("transpose_schedule", "transpose_values")),
+                r"lies outside the array|input index map sends grid point \(0, 0\) to block \(0, 1\)",
+                ("transpose_schedule", "transpose_values")),
         # issue 20: these passed every visible check (2 × 2 grids, f32 only) and lost points in the grade
         Mistake("transpose_grid_axes_swapped", "grid=(n // bn, m // bm): the grid's axes swapped",
                 {T_GRID: "grid=(n // bn, m // bm),"}, r"grid of transpose.*axes are swapped",
@@ -85,6 +87,11 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("transpose_swapped_shape_only", "out_shape (m, n): fine for square arrays only",
                 {T_SHAPE: "out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),"},
                 r"transpose.*(outside the array|shape)", ("transpose_values",)),
+        # issue 27: named in the course's words, not "no usual mistake gives these values"
+        Mistake("transpose_reshape", "reshapes the block to the transposed shape instead of transposing it",
+                {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref[...].reshape(o_ref.shape)"},
+                r"(?s)^(?!.*no usual mistake).*reshape.*x_ref\[\.\.\.\]\.T", ("transpose_values",), ("transpose_schedule",),
+                graded=r"reshape.*x_ref\[\.\.\.\]\.T"),
         Mistake("add_bf16_out_f32_everywhere", "add computes and returns float32 whatever the inputs",
                 {"out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x, y)":
                  "out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32),\n        interpret=INTERP,\n    )(x.astype(jnp.float32), y.astype(jnp.float32))"},
@@ -177,6 +184,38 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("matmul_gelu_no_gelu", "stores the accumulator, forgets the GELU",
                 {GELU_STORE: "        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"},
                 r"computes no GELU", ("matmul_gelu_fused", "matmul_gelu_values")),
+        # issue 27: these got "no usual mistake gives these values"; each now names its cause
+        Mistake("matmul_init_on_j_axis", "zeroes the accumulator when pl.program_id(1) == 0 (j), not the K axis",
+                {MM_INIT: MM_INIT.replace("    @pl.when(k == 0)", "    @pl.when(pl.program_id(1) == 0)")},
+                r"blocks with j = 0 hold the last K step's product alone.*pl.program_id\(1\) == 0 \(the j axis\)",
+                ("matmul_f32",), ("matmul_schedule",), graded=r"zeroed when pl.program_id\(1\) == 0 \(the j axis\)"),
+        Mistake("matmul_init_on_i_axis", "zeroes the accumulator when pl.program_id(0) == 0 (i), not the K axis",
+                {MM_INIT: MM_INIT.replace("    @pl.when(k == 0)", "    @pl.when(pl.program_id(0) == 0)")},
+                r"blocks with i = 0 hold the last K step's product alone.*pl.program_id\(0\) == 0 \(the i axis\)",
+                ("matmul_f32",), ("matmul_schedule",), graded=r"zeroed when pl.program_id\(0\) == 0 \(the i axis\)"),
+        Mistake("matmul_acc_stored_on_first_step", "matmul_acc stores its accumulator on the first K step, not the last",
+                {"    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    @pl.when(k == 0)\n    def _store():"},
+                r"first K step's product alone.*store on the last K step", ("matmul_acc_f32_accumulator",),
+                ("matmul_acc_schedule",), graded=r"first K step's product alone"),
+        Mistake("matmul_gelu_on_inputs", "GELU applied to a before the dot, not to the product",
+                {"""    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)""":
+                 """    acc_ref[...] += jnp.dot(jax.nn.gelu(a_ref[...]), b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"""},
+                r"GELU is applied to the input \(a\) before the product", ("matmul_gelu_values",), ("matmul_gelu_fused",),
+                graded=r"GELU is applied to the input \(a\)"),
+        Mistake("matmul_gelu_wrong_constant", "the tanh GELU written out with 0.44715 for 0.044715",
+                {"jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)":
+                 "(0.5 * acc_ref[...] * (1 + jnp.tanh(jnp.sqrt(2 / jnp.pi) * (acc_ref[...] + 0.44715 * acc_ref[...] ** 3)))).astype(o_ref.dtype)"},
+                r"GELU of the right product written with 0.44715 in place of 0.044715", ("matmul_gelu_values",),
+                ("matmul_gelu_fused",), graded=r"written with 0.44715 in place of 0.044715"),
+        # only the TPU compiler refuses it (needs libtpu, as CI has): a K block split with pl.ds into half-lane slices
+        Mistake("matmul_k_split_half_lanes", "splits the K block in two 64-wide lane slices with a fori_loop",
+                {"    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)":
+                 "    half = a_ref.shape[1] // 2\n"
+                 "    def body(h, acc):\n"
+                 "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32)\n"
+                 "    o_ref[...] += jax.lax.fori_loop(0, 2, body, jnp.zeros(o_ref.shape, jnp.float32)).astype(o_ref.dtype)"},
+                r"does not compile for v5e \(the real TPU compiler", ("matmul_f32",), ("matmul_schedule",),
+                graded=r"does not compile for v5e"),
         Mistake("matmul_grid_m_n_swapped", "grid=(n // bn, m // bm, k // bk)",
                 {MM_GRID: MM_GRID.replace("grid=(m // bm, n // bn, k // bk)", "grid=(n // bn, m // bm, k // bk)")},
                 r"grid of matmul.*expected", ("matmul_schedule", "matmul_f32")),
@@ -191,14 +230,14 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("softmax_short_grid", "a grid one block short",
                 {"grid=(n // rows_per_block,),\n        in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],":
                  "grid=(n // rows_per_block - 1,),\n        in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],"},
-                r"NaN.*never written", ("softmax_values", "softmax_fused")),
+                r"NaN.*never written|grid of softmax.*expected \(8,\)", ("softmax_values", "softmax_fused")),
         Mistake("softmax_no_cast_back", "stores f32 into a bf16 output",
                 {"o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)":
                  "o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)"},
                 r"stores a float32 value into a bfloat16 ref", ("softmax_values",)),
         Mistake("layernorm_g_b_swapped", "scale by b and shift by g",
                 {LN_OUT: "o_ref[...] = (y * b_ref[...] + g_ref[...]).astype(o_ref.dtype)"},
-                r"this is what g and b swapped gives", ("layernorm_values",)),
+                r"g and b are swapped: the output is y \* b \+ g", ("layernorm_values",)),
         Mistake("layernorm_axis0", "statistics over the rows of the block, not the features",
                 {"    mu = jnp.mean(x, axis=-1, keepdims=True)\n    var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)":
                  "    mu = jnp.mean(x, axis=0, keepdims=True)\n    var = jnp.mean((x - mu) ** 2, axis=0, keepdims=True)"},
@@ -221,7 +260,7 @@ MISTAKES: dict[str, list[Mistake]] = {
                 ("layernorm_values", "layernorm_fused"), graded=r"(?s)^(?!.*row's max).*constant rows .*NaN.*eps"),
         Mistake("layernorm_g_b_swapped_said_by_the_grade", "y * b + g: the grade names it too, not an axis",
                 {LN_OUT: "o_ref[...] = (y * b_ref[...] + g_ref[...]).astype(o_ref.dtype)"},
-                r"g and b swapped", ("layernorm_values",), graded=r"g and b are swapped"),
+                r"g and b are swapped", ("layernorm_values",), graded=r"g and b are swapped"),
         Mistake("layernorm_one_pass_variance", "var = mean(x**2) - mean(x)**2: cancels at mean 1e3",
                 {"    var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)\n":
                  "    var = jnp.mean(x * x, axis=-1, keepdims=True) - mu * mu\n"},
@@ -229,10 +268,51 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("layernorm_params_sliced", "g and b in (1, 128) blocks walked along the grid",
                 {"            pl.BlockSpec((1, d), lambda i: (0, 0)),\n            pl.BlockSpec((1, d), lambda i: (0, 0)),\n":
                  "            pl.BlockSpec((1, 128), lambda i: (0, 0)),\n            pl.BlockSpec((1, 128), lambda i: (0, 0)),\n"},
-                r"g is carved into \(1, 128\) blocks|incompatible shapes for broadcasting: \(8, 512\), \(1, 128\)", ("layernorm_fused", "layernorm_values")),
+                r"g is carved into \(1, 128\) blocks|incompatible shapes for broadcasting: \(8, \d+\), \(1, 128\)", ("layernorm_fused", "layernorm_values")),
         Mistake("softmax_no_max_said_right", "exp(x) without the max: named as overflow, no eps advice",
                 {SM: "    e = jnp.exp(x)\n"}, r"(?s)^(?!.*eps).*subtract each row's max", ("softmax_stability",),
                 ("softmax_values", "softmax_fused"), graded=r"subtract each row's max"),
+        # issue 27: the axis hint only where the axis is wrong; the other causes named
+        Mistake("softmax_divides_by_max", "e / max(e) instead of e / sum(e)",
+                {"o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True))": "o_ref[...] = (e / jnp.max(e, axis=-1, keepdims=True))"},
+                r"(?s)^(?!.*axis=0).*divided by the row's max", ("softmax_values",), ("softmax_fused",),
+                graded=r"(?s)^(?!.*axis=0).*divided by the row's max"),
+        Mistake("softmax_log_softmax", "returns the log-softmax",
+                {"o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True))": "o_ref[...] = (x - m - jnp.log(jnp.sum(e, axis=-1, keepdims=True)))"},
+                r"(?s)^(?!.*axis=0).*the output is the log-softmax", ("softmax_values",), ("softmax_fused",),
+                graded=r"(?s)^(?!.*axis=0).*log-softmax"),
+        Mistake("softmax_sum_axis0_named", "the max and the sum over the block's rows: the axis, named",
+                {"""    m = jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(x - m)\n    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)""": """    m = jnp.max(x, axis=0, keepdims=True)\n    e = jnp.exp(x - m)\n    o_ref[...] = (e / jnp.sum(e, axis=0, keepdims=True)).astype(o_ref.dtype)"""},
+                r"each column of every \d+-row block sums to 1.*axis=-1", ("softmax_values",), ("softmax_fused",),
+                graded=r"each column of every \d+-row block sums to 1"),
+        Mistake("layernorm_variance_summed", "the variance summed over the features, not averaged",
+                {"    var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)\n": "    var = jnp.sum((x - mu) ** 2, axis=-1, keepdims=True)\n"},
+                r"(?s)^(?!.*axis=0).*variance is the sum of the squared deviations", ("layernorm_values",),
+                ("layernorm_fused",), graded=r"(?s)^(?!.*axis=0).*variance is the sum"),
+        Mistake("layernorm_shift_before_scale", "(y + b) * g instead of y * g + b",
+                {LN_OUT: "o_ref[...] = ((y + b_ref[...]) * g_ref[...]).astype(o_ref.dtype)"},
+                r"(?s)^(?!.*axis=0).*shifts before it scales", ("layernorm_values",), ("layernorm_fused",),
+                graded=r"(?s)^(?!.*axis=0).*shifts before it scales"),
+        Mistake("layernorm_stats_bf16", "mean, variance and rsqrt in the input's dtype (bf16), no cast to f32",
+                {"    x = x_ref[...].astype(jnp.float32)\n    mu = jnp.mean": "    x = x_ref[...]\n    mu = jnp.mean"},
+                r"bf16 roundings.*computed in bfloat16.*astype\(jnp.float32\)", ("layernorm_values",),
+                ("layernorm_fused",), graded=r"computed in bfloat16"),
+        Mistake("layernorm_axis0_named", "mean and variance over the block's rows: the axis, named",
+                {"    mu = jnp.mean(x, axis=-1, keepdims=True)\n    var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)":
+                 "    mu = jnp.mean(x, axis=0, keepdims=True)\n    var = jnp.mean((x - mu) ** 2, axis=0, keepdims=True)"},
+                r"reduce over the rows of each \d+-row block \(axis=0\)", ("layernorm_values",), ("layernorm_fused",),
+                graded=r"reduce over the rows of each \d+-row block"),
+        # only the TPU compiler refuses it (needs libtpu): bf16 rows one at a time, pl.ds(r, 1), 16 to a tile
+        Mistake("softmax_one_row_at_a_time", "a fori_loop over the block's rows, one pl.ds(r, 1) row each",
+                {"""    x = x_ref[...].astype(jnp.float32)\n    m = jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(x - m)\n    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)""":
+                 "    def row(r, carry):\n"
+                 "        x = x_ref[pl.ds(r, 1), :].astype(jnp.float32)\n"
+                 "        e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))\n"
+                 "        o_ref[pl.ds(r, 1), :] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)\n"
+                 "        return carry\n"
+                 "    jax.lax.fori_loop(0, x_ref.shape[0], row, 0)"},
+                r"bfloat16 does not compile for v5e \(the real TPU compiler", ("softmax_values",),
+                ("softmax_fused", "softmax_stability"), graded=r"does not compile for v5e"),
         Mistake("softmax_rows_per_block_ignored", "always 8-row blocks whatever rows_per_block says",
                 {"    n, d = x.shape\n    return pl.pallas_call(\n        softmax_kernel,":
                  "    n, d = x.shape\n    rows_per_block = 8\n    return pl.pallas_call(\n        softmax_kernel,"},
@@ -241,11 +321,11 @@ MISTAKES: dict[str, list[Mistake]] = {
     LAB_1_4: [
         Mistake("step_times_counts_c", "counts the C block among a steady step's copies (it stays in VMEM)",
                 {"    dma_bytes = (bm * bk + bk * bn) * itemsize": "    dma_bytes = (bm * bk + bk * bn + bm * bn) * itemsize"},
-                r"bytes per steady step.*got 196608, expected 131072", ("step_time_model",),
+                r"step_times\(128, 128, 128, bfloat16, 'v5e'\) gives DMA .* C stays in VMEM", ("step_time_model",),
                 ("fed_block", "block_choice")),   # graded on reference step times: one bug, one test
         Mistake("step_times_no_factor_2", "one FLOP per term, not a multiply and an add",
                 {"    flops = 2 * bm * bn * bk": "    flops = bm * bn * bk"},
-                r"FLOPs per step.*got 2.09715e\+06, expected 4.1943e\+06", ("step_time_model",)),
+                r"gives MXU .* the step's dot is 2·bm·bn·bk = 4,194,304 FLOPs", ("step_time_model",)),
         Mistake("working_set_no_buffers", "forgets that each block is held `buffers` times",
                 {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
                  "    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize"},
@@ -272,7 +352,8 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("pipeline_off_out_double_buffered", "pl.Buffered(1) on A and B but not on C",
                 {"        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j), pipeline_mode=one_buffer),":
                  "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),"},
-                r"buffers per BlockSpec.*differ by more than|entr(y|ies) 2 differ", ("pipeline_off",)),
+                r"C's BlockSpec \(out_specs\) in .* has no pipeline_mode, so it gets the default 2 buffers",
+                ("pipeline_off",)),
         # issue 20: these passed every visible check (f32 only, no scratch) and lost points in the grade
         Mistake("step_times_ignores_dtype", "itemsize = 4 whatever the dtype",
                 {"    itemsize = np.dtype(dtype).itemsize": "    itemsize = 4"},
@@ -290,10 +371,32 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=one_buffer),":
                  "pl.BlockSpec((bn, bk), lambda i, j, kk: (kk, j), pipeline_mode=one_buffer),"},
                 r"inner sizes differ|block of B's BlockSpec", ("pipeline_off",)),
+        # issue 27: the lab's conventions named
+        Mistake("step_times_halved_peak_f32", "half the bf16 peak for float32 (the lab uses the bf16 peak for every dtype)",
+                {"    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s":
+                 "    peak = c.bf16_flops_per_s / (2 if np.dtype(dtype) == np.float32 else 1)\n"
+                 "    return dma_bytes / c.hbm_bytes_per_s, flops / peak"},
+                r"the lab's convention is the bf16 peak for every dtype", ("step_time_model",), ("fed_block", "block_choice"),
+                graded=r"the lab's convention is the bf16 peak for every dtype"),
+        Mistake("step_times_milliseconds", "returns milliseconds",
+                {"    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s":
+                 "    return 1e3 * dma_bytes / c.hbm_bytes_per_s, 1e3 * flops / c.bf16_flops_per_s"},
+                r"(?s)^(?!.*bytes per element).*it returns milliseconds; return seconds", ("step_time_model",),
+                ("fed_block", "block_choice"), graded=r"it returns milliseconds"),
+        Mistake("working_set_scratch_times_buffers", "the f32 scratch counted once per buffer (it is one copy)",
+                {"    return blocks + scratch": "    return blocks + scratch * buffers"},
+                r"vmem_working_set\(1024, 1024, 1024, float32, buffers=2, acc_scratch=True\) is .*one copy",
+                ("working_set",), ("budget_line", "block_choice")),
+        Mistake("choose_blocks_not_dividing", "every multiple of 128, dividing or not (1408 on v6e at 4096³)",
+                {"    sizes = lambda dim: [s for s in range(128, dim + 1, 128) if dim % s == 0]":
+                 "    sizes = lambda dim: list(range(128, dim + 1, 128))"},
+                r"choose_blocks\(4096, 4096, 4096, bfloat16, '\w+'\) chose .*which does not divide", ("block_choice",)),
         Mistake("step_times_per_core", "halves the chip's numbers for two-TensorCore chips",
                 {"    c = chip_named(chip)\n    itemsize": "    c = chip_named(chip)\n    cores = c.tensorcores_per_chip\n    itemsize",
                  "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s":
                  "    return dma_bytes / (c.hbm_bytes_per_s / cores), flops / (c.bf16_flops_per_s / cores)"},
-                r"v4 has 2 TensorCores per chip", ("step_time_model",), ("fed_block", "block_choice")),
+                r"(?s)^(?!.*bytes per element).*one TensorCore's share .*v4 has 2 TensorCores per chip",
+                ("step_time_model",), ("fed_block", "block_choice"),
+                graded=r"(?s)^(?!.*bytes per element).*one TensorCore's share"),
     ],
 }

@@ -59,8 +59,9 @@ MUTANTS = [
            {"step_time_model": r"gives MXU .* 2·bm·bn·bk"},
            others_pass=STEP_TARGETS_OTHERS + ("fed_block",)),   # fed_block is graded on reference step times
     Mutant("step_per_core", "divides the chip's bandwidth and FLOP/s by its TensorCores",
-           {STEP_RETURN: "return dma_bytes / c.hbm_bytes_per_s_per_core, flops / c.bf16_flops_per_s_per_core"},
-           {"step_time_model": "TensorCores per chip, and the lab uses course.yml's per-chip numbers"},
+           {STEP_RETURN: "return dma_bytes / (c.hbm_bytes_per_s / c.tensorcores_per_chip), "
+                         "flops / (c.bf16_flops_per_s / c.tensorcores_per_chip)"},
+           {"step_time_model": r"one TensorCore's share of v4's bandwidth and FLOP/s \(v4 has 2 TensorCores per chip\)"},
            others_pass=STEP_TARGETS_OTHERS),
     Mutant("step_swapped", "returns (compute, DMA)",
            {STEP_RETURN: "return flops / c.bf16_flops_per_s, dma_bytes / c.hbm_bytes_per_s"},
