@@ -860,8 +860,8 @@ def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
         result = graded_compile.compile_case(functools.partial(matmul_pipeline_off, bm=bm, bn=bn, bk=bk),
                                              [jax.ShapeDtypeStruct(a.shape, a.dtype),
                                                 jax.ShapeDtypeStruct(b.shape, b.dtype)], chips)
-        if result.rejected is not None:
-            raise fail(graded_compile.refusal(label, chips, result.rejected), "compile")
+        if result.rejected:
+            raise fail(graded_compile.refusal(label, result, t), "compile")
         if result.not_here:
             graded_compile.say_once(chips, result.not_here)
         compiled.append(graded_compile.phrase(result))

@@ -19,18 +19,26 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from pallas_course import tpu_compile
+from pallas_course.compile_verdict import CompileVerdict, rejection_message
 from pallas_course.tpu_compile import CompileResult
 
 
 @dataclass(frozen=True)
 class Compiled:
-    """What the compile step of one visible case found: the chips compiled for, the refusal (if any), and what
-    could not be compiled here (and why)."""
+    """What the compile step of one visible case found: the grade's verdict (one result per chip compiled or
+    refused) and what could not be compiled here, and why."""
 
     chips: tuple[str, ...]
-    compiled: tuple[str, ...] = ()
-    rejected: CompileResult | None = None
+    verdict: CompileVerdict = CompileVerdict(())
     not_here: str = ""                   # why nothing (or not every chip) was compiled here; "" when all were
+
+    @property
+    def compiled(self) -> tuple[str, ...]:
+        return self.verdict.compiled
+
+    @property
+    def rejected(self) -> bool:
+        return bool(self.verdict.rejections)
 
 
 # "0" switches the checks' compiles off: the grading jail sets it (the grade compiles outside the jail, in the
@@ -73,7 +81,7 @@ def _key(fn: Callable[..., Any], avals: Sequence[Any]) -> str:
 
 
 def compile_case(fn: Callable[..., Any], avals: Sequence[Any], chips: Sequence[str]) -> Compiled:
-    """Compile `fn` over `avals` for each chip (cached); stop at the first refusal."""
+    """Compile `fn` over `avals` for each chip (cached per computation and chip), as the grade does."""
     chips = tuple(chips)
     if not chips:
         return Compiled(chips)
@@ -85,18 +93,22 @@ def compile_case(fn: Callable[..., Any], avals: Sequence[Any], chips: Sequence[s
         key = _key(fn, avals)
     except Exception:  # noqa: BLE001 - a trace that fails here is judged by the check's own trace and run
         key = ""
-    compiled, skipped = [], []
+    results = []
     for chip in chips:
         result = _CACHE.get((key, chip)) if key else None
         if result is None:
             result = tpu_compile.compile_avals(fn, avals, chip)
             if key:
                 _CACHE[(key, chip)] = result
-        if result.rejected:
-            return Compiled(chips, tuple(compiled), result)
-        (compiled if result.ok else skipped).append((chip, result))
-    why = "; ".join(f"{chip}: {r.message}" for chip, r in skipped)
-    return Compiled(chips, tuple(c for c, _ in compiled), not_here=why)
+        results.append(result)
+    verdict = CompileVerdict(tuple(results))
+    why = "; ".join(f"{r.chip}: {r.message}" for r in verdict.unjudged)
+    return Compiled(chips, verdict, not_here=why)
+
+
+def refusal(label: str, compiled: Compiled, structure: Any = None) -> str:
+    """What the student reads for a refused kernel: the grade's own message (pallas_course.compile_verdict)."""
+    return rejection_message(label, compiled.chips, compiled.verdict.rejections, structure)
 
 
 def warm() -> None:
@@ -112,13 +124,6 @@ def warm() -> None:
             tpu_compile.topology_device(chip)
         except Exception:  # noqa: BLE001 - a topology that will not build is reported by the compile that needs it
             return
-
-
-def refusal(label: str, chips: Sequence[str], rejected: CompileResult) -> str:
-    """What the student reads for a refused kernel: the grade's message (autograder.compile_rule's words)."""
-    must = " and ".join(chips)
-    return (f"{label} does not compile for {rejected.chip} (the real TPU compiler, {rejected.topology}; "
-            f"it must compile for {must}):\n{rejected.explanation or rejected.message}")
 
 
 def say_once(chips: Sequence[str], why: str) -> None:

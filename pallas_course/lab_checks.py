@@ -250,8 +250,8 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
     chips = graded_compile.rule_chips(case.tests)
     compiled = graded_compile.compile_case(functools.partial(fn, **case.kwargs),
                                            [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args], chips)
-    if compiled.rejected is not None:
-        raise _fail(name, graded_compile.refusal(label, chips, compiled.rejected), "compile")
+    if compiled.rejected:
+        raise _fail(name, graded_compile.refusal(label, compiled, t), "compile")
     if compiled.not_here:
         graded_compile.say_once(chips, compiled.not_here)
     done = graded_compile.phrase(compiled)

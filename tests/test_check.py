@@ -381,8 +381,8 @@ def test_as_graded_checks_compile_and_fail_in_the_grade_s_words(libtpu) -> None:
     with pytest.raises(CheckFailure) as e:
         check_kernel("add", nb["add"])
     assert e.value.kind == "compile"
-    assert re.match(r"add: add\(x, y\) on \(256, 256\) float32 does not compile for v5e \(the real TPU compiler, "
-                    r"v5e:2x2; it must compile for v5e and v6e\):\n✗ the TPU compiler refuses the kernel: a cumulative "
+    assert re.match(r"add: add\(x, y\) on \(256, 256\) float32 does not compile for v5e and v6e \(the real TPU "
+                    r"compiler, v5e:2x2 and v6e:2x2; it must compile for v5e and v6e\):\n✗ the TPU compiler refuses the kernel: a cumulative "
                     r"sum \(jnp.cumsum\)", str(e.value)), str(e.value)
     nb = _notebook(ROW_SLICES)
     with pytest.raises(CheckFailure, match=r"softmax\(x, rows_per_block=16\) on \(64, 512\) bfloat16 does not compile "

@@ -214,7 +214,7 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "    def body(h, acc):\n"
                  "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32)\n"
                  "    o_ref[...] += jax.lax.fori_loop(0, 2, body, jnp.zeros(o_ref.shape, jnp.float32)).astype(o_ref.dtype)"},
-                r"does not compile for v5e \(the real TPU compiler", ("matmul_f32",), ("matmul_schedule",),
+                r"does not compile for v5e( and v6e)? \(the real TPU compiler", ("matmul_f32",), ("matmul_schedule",),
                 graded=r"does not compile for v5e"),
         Mistake("matmul_grid_m_n_swapped", "grid=(n // bn, m // bm, k // bk)",
                 {MM_GRID: MM_GRID.replace("grid=(m // bm, n // bn, k // bk)", "grid=(n // bn, m // bm, k // bk)")},
@@ -311,7 +311,7 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "        o_ref[pl.ds(r, 1), :] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)\n"
                  "        return carry\n"
                  "    jax.lax.fori_loop(0, x_ref.shape[0], row, 0)"},
-                r"bfloat16 does not compile for v5e \(the real TPU compiler", ("softmax_values",),
+                r"bfloat16 does not compile for v5e( and v6e)? \(the real TPU compiler", ("softmax_values",),
                 ("softmax_fused", "softmax_stability"), graded=r"does not compile for v5e"),
         Mistake("softmax_rows_per_block_ignored", "always 8-row blocks whatever rows_per_block says",
                 {"    n, d = x.shape\n    return pl.pallas_call(\n        softmax_kernel,":
