@@ -450,7 +450,7 @@ def add_hint(x: Any, y: Any, out: Any, tol: float = 1e-6) -> str | None:
                         ("x * y: the kernel multiplies", X * Y), ("x alone: y is never added", X),
                         ("2 x: the kernel adds x to itself", 2 * X)):
         if _close(got, other, tol):
-            return f"the output is {what}; add stores the sum, o_ref[...] = x_ref[...] + y_ref[...]"
+            return f"the output is {what}; add stores the sum of the two blocks it reads"
     return None
 
 
