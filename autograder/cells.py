@@ -6,7 +6,7 @@ it defensively, and every predicate below reads through it, so both doors (`cour
 autograde`) see a cell the same way. The predicates follow nbgrader.utils's rules (is_grade, is_solution,
 is_locked, is_task; tests/test_cells.py checks they agree); scoring and checksums are nbgrader.utils's
 own functions. nbgrader is imported only where a grade or checksum is computed: its import takes seconds,
-and the engine overlaps it with the jail's start (autograder.engine._import_meanwhile).
+and the engine overlaps it with the jail's start (autograder.steps.execute._import_meanwhile).
 """
 from __future__ import annotations
 

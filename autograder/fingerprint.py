@@ -30,8 +30,8 @@ from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 PACKAGES = ("autograder", "pallas_course")   # where modules that decide a score can live
 # The grading steps and the agent in the jail: where the walk of imports starts.
-SCORING_ENTRY = ("autograder.pipeline", "autograder.nbgrader_engine", "autograder.jail_agent.agent",
-                 "autograder.jail_agent.calls", "autograder.jail_agent.wire")
+SCORING_ENTRY = ("autograder.steps.pipeline", "autograder.doors.nbgrader_engine", "autograder.jail.jail_agent.agent",
+                 "autograder.jail.jail_agent.calls", "autograder.jail.jail_agent.wire")
 JAIL_PACKAGE = "jail_agent"                  # how the agent's package is named inside the jail
 # Data the checks read: answer keys (autograder/keys/), the walks' lines and notes (LAB·1.5's reading).
 SCORING_DATA = ("autograder/keys", "pallas_course/walks.yml")
@@ -55,7 +55,7 @@ def sha256_file(path: Path) -> str:
 
 def _module_file(name: str, root: Path) -> Path | None:
     if name.split(".")[0] == JAIL_PACKAGE:
-        name = "autograder." + name
+        name = "autograder.jail." + name
     if name.split(".")[0] not in PACKAGES:
         return None
     base = root.joinpath(*name.split("."))

@@ -1,6 +1,6 @@
 """The GATE 01 workloads: the kernels, their XLA baselines, and the plan `course bench` times.
 
-The kernels are the reference kernels with the labs' schedules (autograder.reference_kernels: LAB·1.2's matmul
+The kernels are the reference kernels with the labs' schedules (autograder.labs.reference_kernels: LAB·1.2's matmul
 with an f32 scratch accumulator, LAB·1.3's softmax); the bench adds what a timed run needs: a check that the
 blocks divide the arrays, the VMEM limit and dimension semantics (compiler params), jit. `plan()` turns GATE
 01's criteria into cases for the backend at hand: full shapes, compiled, on a TPU; reduced shapes in interpret
@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
 
-from autograder.reference_kernels import configurable_matmul, configurable_softmax
+from autograder.labs.reference_kernels import configurable_matmul, configurable_softmax
 from pallas_course.cost_model import blocks_working_set, matmul_working_set
 from .gate_spec import Gate, MatmulCriterion, SoftmaxCriterion
 

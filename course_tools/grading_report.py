@@ -1,7 +1,7 @@
 """What `course grade` shows on the terminal: a table per submission, the summary per lab, the progress bar.
 
 Student strings reach the terminal as `rich.text.Text` (never markup). The display never stops a batch: a
-failure to show one submission is recorded against it (autograder.report.Failures).
+failure to show one submission is recorded against it (autograder.steps.report.Failures).
 """
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from rich.table import Table
 from rich.text import Text
 
 from autograder import untrusted
-from autograder.report import Failures
-from autograder.results import SubmissionResult, TestResult
-from autograder.limits import sandbox_status
+from autograder.steps.report import Failures
+from autograder.steps.results import SubmissionResult, TestResult
+from autograder.jail.limits import sandbox_status
 
 if TYPE_CHECKING:
-    from autograder.course_grade import GradeRun
-    from autograder.record import Outcome
+    from autograder.doors.course_grade import GradeRun
+    from autograder.steps.record import Outcome
 
 TABLES_UP_TO = 10      # print one table per submission for batches this small; the summary always
 
@@ -145,7 +145,7 @@ class BatchProgress:
         if not self.console.is_terminal:
             self.console.print(f"grading {todo} submission(s); {reused} unchanged since the last run, reused")
 
-    def advance(self, outcome: Any) -> None:   # autograder.record.Outcome
+    def advance(self, outcome: Any) -> None:   # autograder.steps.record.Outcome
         r = outcome.result
         with self.failures.guard(r.submission, "the progress display"):
             line = untrusted.plain(f"{'reused' if outcome.reused else 'graded'} {r.submission}: "

@@ -1,4 +1,4 @@
-"""What `course schedule` and the site can draw: the reference kernels (autograder.reference_kernels), their
+"""What `course schedule` and the site can draw: the reference kernels (autograder.labs.reference_kernels), their
 sizes, and their traced pallas_calls and schedules with the chapter's names and line numbers.
 
 Why here and not beside the kernels: drawing is presentation; the kernels decide LAB·1.4's grade, and a
@@ -12,7 +12,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from autograder.reference_kernels import (layernorm, layernorm_kernel, matmul, matmul_kernel, softmax,
+from autograder.labs.reference_kernels import (layernorm, layernorm_kernel, matmul, matmul_kernel, softmax,
                                           softmax_kernel, transpose, transpose_kernel)
 from pallas_course.schedule import DISPLAY
 

@@ -311,7 +311,7 @@ def _one_call(thunk: Callable[[], Any]) -> Any:
 
 
 def _refuse_unlowerable(name: str, thunk: Callable[[], Any]) -> None:
-    """The grade compiles each kernel for a TPU (autograder.compile_rule); what the TPU lowering has no rule for
+    """The grade compiles each kernel for a TPU (autograder.judge.compile_rule); what the TPU lowering has no rule for
     (erfc from gelu(approximate=False), sort, cumsum) fails there, so it fails here too, in the same words,
     read off the traced kernel (no libtpu needed). Interpret mode alone would run it and print ✓."""
     from pallas_course.errors import unlowered_in

@@ -4,7 +4,7 @@ checks say when the real TPU compiler refuses a kernel (or could not be asked).
 `CompileVerdict` holds one `tpu_compile.CompileResult` per chip; `rejection_message` is the sentence a student
 reads: the kernel, every chip that refused it, the rule, then the compiler's reason translated by
 `pallas_course.errors` (and, for a VMEM refusal, the legality model's working set beside it). The grader
-(autograder.compile_rule) and the notebooks' checks both build their message here, so both say the same words.
+(autograder.judge.compile_rule) and the notebooks' checks both build their message here, so both say the same words.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Three things make a verdict trustworthy:
   never by searching the error's text, which quotes names a student chose.
 
 Rejections are explained in the course's words by `pallas_course.errors.explain`, the translator the notebooks
-use. Used by the grader (autograder.compile_rule) and by LAB·1.4 to confirm the VMEM budget line.
+use. Used by the grader (autograder.judge.compile_rule) and by LAB·1.4 to confirm the VMEM budget line.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Tokamax reading from here: the lines and the notes, not the marks).
 A *graded* walk (`graded: true`; LAB·1.5's reading) is one whose marks students write. This module and
 walks.yml ship in the helpers package every student installs, so a graded walk carries no marks and no
 ungraded lines here (`entries` refuses them), and its notes say what the code does, never which mark a line
-takes. Its key is the grader's alone; the grader lays it over the walk (`autograder.walk_key.with_key`) and
+takes. Its key is the grader's alone; the grader lays it over the walk (`autograder.labs.walk_key.with_key`) and
 checks it against the current lines just as walks.yml's own marks are checked.
 
 Where each part lives:
@@ -42,7 +42,7 @@ The API (the site and the tests read it through course_tools.walks, which adds `
         w.to_json()                # all of the above as a JSON-ready dict
     walk("WALK·matmul")            # one walk, by id or code; KeyError names the walks there are
     walks_json()                   # [w.to_json() for w in walks()]
-    (autograder.walk_key.with_key: the grader's, a graded walk with the marks of its key)
+    (autograder.labs.walk_key.with_key: the grader's, a graded walk with the marks of its key)
 
 "blank" marks a line with no code: empty, a comment, or a docstring. Every other line is marked
 "algorithm" (what is computed: the arithmetic, including how partial results combine and their starting
@@ -313,7 +313,7 @@ def build(raw: dict[str, Any]) -> Walk:
         return Walk(source_path=where, origin=where, first_line=int(raw.get("first_line", 1)), lines=[],
                     marks={}, missing=str(e), **common)
     current = source_hash(first, lines)
-    if graded:      # students write the marks; the key is the grader's (autograder.walk_key)
+    if graded:      # students write the marks; the key is the grader's (autograder.labs.walk_key)
         marks: dict[int, Mark] = {}
         ungraded: frozenset[int] = frozenset()
         problems: list[str] = []

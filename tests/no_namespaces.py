@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from autograder.syscall_filter import loader_argv, no_namespaces_filter
+from autograder.jail.syscall_filter import loader_argv, no_namespaces_filter
 
 
 def argv(cmd: list[str]) -> list[str]:

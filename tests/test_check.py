@@ -288,9 +288,9 @@ def test_all_nan_without_a_trace_names_both_causes() -> None:
 
 
 def test_the_grade_s_trace_carries_what_is_read_before_written() -> None:
-    """The grade traces its own rebuild of the jail's plain-data description (autograder.rebuild): the diagnosis
+    """The grade traces its own rebuild of the jail's plain-data description (autograder.judge.rebuild): the diagnosis
     is read off that trace as off the notebook's."""
-    from autograder.harness import traced
+    from autograder.labs.harness import traced
     from pallas_course.kernel_trace import read_before_written
 
     s = jax.ShapeDtypeStruct((128, 256), jnp.float32)

@@ -8,7 +8,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import compile_rule
+from autograder.judge import compile_rule
 from pallas_course import compile_verdict, tpu_compile
 from pallas_course.compile_verdict import CompileVerdict, not_compiled_note, rejection_message
 from pallas_course.tpu_compile import CompileResult
@@ -67,10 +67,10 @@ def test_without_libtpu_a_compiled_test_passes_with_the_note(monkeypatch) -> Non
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
 
-    from autograder.harness import call
-    from autograder.jail_session import LocalFunction
+    from autograder.labs.harness import call
+    from autograder.jail.session import LocalFunction
     from autograder.course_manifest import manifest
-    from autograder.score import score_tests
+    from autograder.steps.score import score_tests
     from pallas_course.runtime import interpret_params
 
     monkeypatch.setattr(tpu_compile, "available", lambda: False)
@@ -115,5 +115,5 @@ def test_course_grade_warns_once_without_libtpu(monkeypatch, tmp_path) -> None:
 
 @pytest.mark.parametrize("name", ["rejection_message", "not_compiled_note", "CompileVerdict"])
 def test_the_grader_says_what_the_wheel_says(name) -> None:
-    """One message, two sides: autograder.compile_rule uses the wheel's functions, not copies."""
+    """One message, two sides: autograder.judge.compile_rule uses the wheel's functions, not copies."""
     assert getattr(compile_rule, name) is getattr(compile_verdict, name)

@@ -1,4 +1,4 @@
-"""Nothing grader-side in what goes into the jail or comes back to the student (autograder.disclosure).
+"""Nothing grader-side in what goes into the jail or comes back to the student (autograder.labs.disclosure).
 
 LAB·1.4: grading choose_blocks and the two searches sends the jail the case and the names of the helpers
 to stand in, never a value the grader computed (once: 560 rows of reference step times and working sets that
@@ -14,9 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.disclosure import instructor_only
+from autograder.labs.disclosure import instructor_only
 from autograder.notebook_code import load
-from autograder.jail_session import LocalFunction
+from autograder.jail.session import LocalFunction
 from autograder.course_manifest import REPO_ROOT, manifest
 
 
@@ -44,7 +44,7 @@ def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> N
 
 def test_what_an_agent_may_answer_for_its_helpers_is_only_data() -> None:
     """The stand-ins' record is plain data, checked on arrival: a forged one is a malformed answer."""
-    from autograder.jail_session import BadAnswer, _plain_answer
+    from autograder.jail.session import BadAnswer, _plain_answer
 
     with pytest.raises(BadAnswer, match="own: not a mapping of lists"):
         _plain_answer({"ok": True, "result": 1, "own": [1, 2]}, [])
@@ -58,8 +58,8 @@ def test_lab_1_5_one_colour_margin_through_the_jail_gets_counts_only(tmp_path: P
         pytest.skip("tokamax is not installed: the reading reads its source")
     import datetime as dt
 
-    from autograder.feedback import to_markdown
-    from autograder.pipeline import grade_one
+    from autograder.steps.feedback import to_markdown
+    from autograder.steps.pipeline import grade_one
     from autograder.labs import lab_1_5
 
     lab = manifest().lab(lab_1_5.LAB)

@@ -9,9 +9,9 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from autograder.record import plan
-from autograder.store import Store
-from autograder.submission import read_submission
+from autograder.steps.record import plan
+from autograder.steps.store import Store
+from autograder.steps.submission import read_submission
 from course_tools.demo import demo_submissions
 from course_tools.cli import app
 from autograder.course_manifest import manifest

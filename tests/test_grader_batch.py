@@ -10,13 +10,13 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-import autograder.batch as batch
+import autograder.doors.batch as batch
 import autograder.fingerprint
 from course_tools.demo import filled_in
 from autograder.fingerprint import grader_fingerprint
-from autograder.record import Plan, new_record, plan
-from autograder.store import Store
-from autograder.submission import Submission, read_submission, submission_label
+from autograder.steps.record import Plan, new_record, plan
+from autograder.steps.store import Store
+from autograder.steps.submission import Submission, read_submission, submission_label
 from course_tools.cli import app
 from autograder.course_manifest import manifest
 
@@ -190,7 +190,7 @@ def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: py
 
 def test_records_are_written_whole(tmp_path: Path) -> None:
     """A record is replaced atomically: a reader sees the old one or the new one."""
-    from autograder.pipeline import zero_result
+    from autograder.steps.pipeline import zero_result
 
     store = Store(tmp_path)
     result = zero_result(Path(NAME), "x/" + NAME, "why")

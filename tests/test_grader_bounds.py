@@ -2,7 +2,7 @@
 
 - A notebook of many small floods (cells each displaying ten 99,000-character outputs, every one under the
   per-field and per-cell caps) leaves the grader under a fixed memory bound and writes under a fixed size,
-  whatever the number of cells (autograder.engine.MAX_NOTEBOOK_OUTPUT), with the cut named in the feedback;
+  whatever the number of cells (autograder.steps.execute.MAX_NOTEBOOK_OUTPUT), with the cut named in the feedback;
   and the run leaves no file in the temporary folder.
 - A jail that cannot start stops `course grade` (also `--demo`) with bubblewrap's own words and a non-zero
   exit before anyone is scored; a jail whose Python would import other helpers than the grader's stops it too.
@@ -19,8 +19,8 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from autograder import jail
-from autograder.engine import MAX_NOTEBOOK_OUTPUT
+from autograder.jail import bwrap as jail
+from autograder.steps.execute import MAX_NOTEBOOK_OUTPUT
 from course_tools.cli import app
 from autograder.course_manifest import REPO_ROOT, manifest
 
@@ -33,8 +33,8 @@ CELLS = 120          # 119 MB of outputs in all; the bounds below do not depend 
 GRADE_TWICE = """
 import json, resource, sys
 from pathlib import Path
-from autograder.pipeline import grade_one
-from autograder.limits import Limits
+from autograder.steps.pipeline import grade_one
+from autograder.jail.limits import Limits
 stub, flood, out = map(Path, sys.argv[1:4])
 grade_one(stub, keep=out / "stub.ipynb", keep_full=out / "stub-full.ipynb", limits=Limits(wall_s=600))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -101,7 +101,7 @@ def test_helpers_other_than_the_graders_stop_the_grader(monkeypatch) -> None:
     refuses to start, naming both."""
     import time
 
-    from autograder import jail_session as student
+    from autograder.jail import session as student
 
     monkeypatch.setattr(student, "JAIL_HELPERS", "/opt/elsewhere/pallas_course")
     with pytest.raises(student.SetupFailed, match="not the grader's own helpers"):
@@ -121,9 +121,9 @@ agent.out.flush()
 def test_a_forged_frame_nested_100000_deep_is_a_zero_with_a_reason() -> None:
     """A cell writes a frame nested 100,000 deep on the agent's own pipe (RecursionError in the grader
     before): the run stops with the reason, the tests score 0 with it, and grading goes on (no exception)."""
-    from autograder.engine import execute
-    from autograder.restore import restore
-    from autograder.limits import Limits
+    from autograder.steps.execute import execute
+    from autograder.steps.restore import restore
+    from autograder.jail.limits import Limits
     from course_tools.demo import filled_in
 
     lab = manifest().lab(LAB)

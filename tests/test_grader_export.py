@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from course_tools.demo import demo_submissions
-from autograder.export import NBGRADER_COLUMNS, assignment_max_score
-from autograder.feedback import REMOVED, sanitize, to_html, to_markdown
-from autograder.results import SubmissionResult, TestResult, WrittenResult
+from autograder.steps.export import NBGRADER_COLUMNS, assignment_max_score
+from autograder.steps.feedback import REMOVED, sanitize, to_html, to_markdown
+from autograder.steps.results import SubmissionResult, TestResult, WrittenResult
 from course_tools.cli import app
 from autograder.course_manifest import manifest
 from tests.nbgrader_course import generated_course, nbgrader

@@ -20,10 +20,10 @@ import pytest
 from typer.testing import CliRunner
 
 from course_tools.demo import filled_in
-from autograder.engine import execute
-from autograder.jail import jail_problem
-from autograder.restore import restore
-from autograder.limits import Limits
+from autograder.steps.execute import execute
+from autograder.jail.bwrap import jail_problem
+from autograder.steps.restore import restore
+from autograder.jail.limits import Limits
 from course_tools.cli import app
 from autograder.course_manifest import REPO_ROOT, manifest
 from tests import hostile
@@ -198,7 +198,7 @@ HIDDEN = ["BEGIN HIDDEN TESTS", "lab_1_1.add_f32(add)", "lab_1_1.transpose_value
 def _hidden_source_lines() -> list[str]:
     """Distinctive lines of the hidden checks' source (autograder/labs/lab_1_1.py, the harness)."""
     lines = []
-    for module in ("autograder/labs/lab_1_1.py", "autograder/harness.py"):
+    for module in ("autograder/labs/lab_1_1.py", "autograder/labs/harness.py"):
         for line in (REPO_ROOT / module).read_text().splitlines():
             line = line.strip()
             if len(line) > 30 and not line.startswith(("#", '"', "f\"", "from ", "import ", "def ", "raise TestFailure")):
@@ -251,7 +251,7 @@ def test_wall_clock_limit_stops_the_run() -> None:
 
 def test_no_jail_is_refused_with_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Where no jail can be made, grading refuses, naming the flag and what it loses."""
-    import autograder.jail as jail
+    import autograder.jail.bwrap as jail
 
     monkeypatch.setattr(jail.shutil, "which", lambda name: None)
     nb, lab = _lab_notebook([])

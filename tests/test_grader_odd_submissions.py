@@ -1,7 +1,7 @@
 """A class batch with hostile folders among ordinary ones: every ordinary submission graded, each hostile one
 with a reason, the exports in agreement, nothing of a student's shown as markup.
 
-Grading is stubbed at `autograder.batch.grade_payload` (the task a worker runs for one submission): the
+Grading is stubbed at `autograder.doors.batch.grade_payload` (the task a worker runs for one submission): the
 "notebooks" here are small JSON files saying which points and messages the stub returns, so 30 submissions
 take seconds, not 30 kernels. Real grading is covered by test_grade_cli.py and test_grader_export.py.
 """
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import autograder.batch
-from autograder.course_grade import EXIT_UNHANDLED
-from autograder.results import SubmissionResult, TestResult
+import autograder.doors.batch
+from autograder.doors.course_grade import EXIT_UNHANDLED
+from autograder.steps.results import SubmissionResult, TestResult
 from autograder.fingerprint import grader_fingerprint
-from autograder.submission import Submission
+from autograder.steps.submission import Submission
 from autograder.untrusted import CUT, MAX_CHARS
 from course_tools.cli import app
 from autograder.course_manifest import REPO_ROOT, manifest
@@ -91,7 +91,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         _notebook(sub / student / STAGE / FILE)
     out = tmp_path_factory.mktemp("grades")
     mp = pytest.MonkeyPatch()
-    mp.setattr(autograder.batch, "grade_payload", stub_payload)
+    mp.setattr(autograder.doors.batch, "grade_payload", stub_payload)
     try:
         run = CliRunner().invoke(app, ["grade", str(sub), "--out", str(out), "--gradebook",
                                        str(course / "gradebook.db")])
@@ -188,8 +188,8 @@ def test_a_student_is_who_the_top_folder_says(batch) -> None:
 
 
 def test_nbgrader_place_counts_from_the_top() -> None:
-    from autograder.discover import nbgrader_place
-    from autograder.export import student_of
+    from autograder.steps.discover import nbgrader_place
+    from autograder.steps.export import student_of
 
     assert nbgrader_place(f"bob/{STAGE}/{FILE}") == ("bob", FILE)
     for label in (f"aaron/{STAGE}/bob/{STAGE}/{FILE}", f"x/bob/{STAGE}/{FILE}", f"{STAGE}/{FILE}", FILE,
@@ -210,7 +210,7 @@ def test_feedback_escapes_names_and_lists_what_was_ignored(batch) -> None:
 def test_discovery_rules(tmp_path: Path) -> None:
     """Links inside are refused, the folder named on the command line is followed; two names that show the
     same: the second refused; a missing path or an empty folder is a one-line error."""
-    from autograder.discover import SubmissionNotFound, find_submissions
+    from autograder.steps.discover import SubmissionNotFound, find_submissions
 
     real = tmp_path / "real"
     _notebook(real / "amy" / STAGE / FILE)

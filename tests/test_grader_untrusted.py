@@ -19,12 +19,12 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 
 from autograder import untrusted
-from autograder.discover import parse_timestamp
-from autograder.export import merge_into_gradebook, one_per_student_lab, student_of, write_nbgrader_csv
-from autograder.feedback import feedback_stem, to_html, to_markdown, write_feedback
-from autograder.report import Failures, csv_rows, to_json, write_csv
+from autograder.steps.discover import parse_timestamp
+from autograder.steps.export import merge_into_gradebook, one_per_student_lab, student_of, write_nbgrader_csv
+from autograder.steps.feedback import feedback_stem, to_html, to_markdown, write_feedback
+from autograder.steps.report import Failures, csv_rows, to_json, write_csv
 from course_tools.grading_report import BatchProgress, print_table
-from autograder.results import IgnoredFile, SubmissionResult, TestResult, WrittenResult
+from autograder.steps.results import IgnoredFile, SubmissionResult, TestResult, WrittenResult
 from autograder.course_manifest import manifest
 from tests.small_gradebook import small_gradebook
 

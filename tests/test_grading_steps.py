@@ -1,7 +1,7 @@
 """Each step of grading called alone: read → identify → restore → execute → score → record → schedule → report,
-and the doors' declared lists (autograder.pipeline) run by the one runner.
+and the doors' declared lists (autograder.steps.pipeline) run by the one runner.
 
-The engine is a stand-in registered as "fake" (autograder.engines) everywhere but one end-to-end test, so
+The engine is a stand-in registered as "fake" (autograder.steps.engines) everywhere but one end-to-end test, so
 these run in seconds; real jails are covered there, in test_grade_cli.py and test_grader_batch.py.
 """
 from __future__ import annotations
@@ -18,22 +18,22 @@ import nbformat
 import pytest
 from nbformat import NotebookNode
 
-import autograder.batch as batch
+import autograder.doors.batch as batch
 from autograder import cells
-import autograder.submission as submission_module
+import autograder.steps.submission as submission_module
 from course_tools.demo import filled_in
-from autograder.discover import Discovery
-from autograder.engine import Execution
+from autograder.steps.discover import Discovery
+from autograder.steps.execute import Execution
 from autograder.fingerprint import grader_fingerprint
-from autograder import engines, pipeline
-from autograder.pipeline import Graded, Grading, grade_payload, grade_submission
-from autograder.course_grade import GradeOptions, write_report
-from autograder.identify import Ungradable, identify
-from autograder.record import GRADER_FAILED, Outcome, plan, record, record_failure
-from autograder.report import Failures
-from autograder.limits import Limits
-from autograder.store import EXECUTED, INSTRUCTOR, Store
-from autograder.submission import Submission, read_submission, submission_label
+from autograder.steps import engines, pipeline
+from autograder.steps.pipeline import Graded, Grading, grade_payload, grade_submission
+from autograder.doors.course_grade import GradeOptions, write_report
+from autograder.steps.identify import Ungradable, identify
+from autograder.steps.record import GRADER_FAILED, Outcome, plan, record, record_failure
+from autograder.steps.report import Failures
+from autograder.jail.limits import Limits
+from autograder.steps.store import EXECUTED, INSTRUCTOR, Store
+from autograder.steps.submission import Submission, read_submission, submission_label
 from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = "lab-1.1-first-kernels"
@@ -243,7 +243,7 @@ def test_the_runner_resumes_where_the_record_stands(solved: NotebookNode) -> Non
 def test_course_grade_walks_the_class_steps_once_in_order(tmp_path: Path) -> None:
     """discover → read → grade (each submission identify → restore → execute → score, then recorded) →
     report, declared once and run by the pipeline's runner."""
-    from autograder.course_grade import COURSE_GRADE, ClassGrading
+    from autograder.doors.course_grade import COURSE_GRADE, ClassGrading
 
     assert [step.__name__ for step in COURSE_GRADE] == ["discover", "read", "grade", "report"]
     path = tmp_path / "in" / "amy" / "stage-1" / NAME
@@ -281,7 +281,7 @@ def test_the_task_returns_plain_data(solved: NotebookNode) -> None:
 # record and plan
 
 def _graded(score_: float = 6.0) -> Graded:
-    from autograder.pipeline import zero
+    from autograder.steps.pipeline import zero
 
     r = zero(manifest().lab(LAB), LABEL, "x").model_copy(update={"score": score_, "error": None})
     return Graded(result=r, executed="{}\n", full='{"whole": 1}\n', seconds=1.5, grader=grader_fingerprint(LAB))

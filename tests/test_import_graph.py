@@ -158,16 +158,16 @@ def test_one_reader_of_nbgrader_metadata_in_the_grader() -> None:
     readers = sorted({str(p.relative_to(ROOT)) for p in sorted((ROOT / "autograder").rglob("*.py"))
                       for node in ast.walk(ast.parse(p.read_text()))
                       if isinstance(node, ast.Constant) and node.value == "nbgrader"})
-    assert readers == ["autograder/cells.py", "autograder/fingerprint.py", "autograder/nbgrader_engine.py"]
+    assert readers == ["autograder/cells.py", "autograder/doors/nbgrader_engine.py", "autograder/fingerprint.py"]
 
 
 # What the grader or the tools do, by name, and where it lives.
 NOT_THE_WHEELS = {
-    "with_key": "autograder/walk_key.py", "public_manifest": "autograder/public_manifest.py",
+    "with_key": "autograder/labs/walk_key.py", "public_manifest": "autograder/public_manifest.py",
     "apply_edits": "autograder (the notebooks' edits)", "definition_cells": "autograder (cells)",
     "grade_id": "autograder/cells.py", "is_test_cell": "autograder/cells.py",
-    "from_data": "autograder/rebuild.py (the grader rebuilds the jail's description itself)",
-    "MalformedTrace": "autograder/rebuild.py (Refused)", "to_data": "autograder/rebuild.py (structure_data)",
+    "from_data": "autograder/judge/rebuild.py (the grader rebuilds the jail's description itself)",
+    "MalformedTrace": "autograder/judge/rebuild.py (Refused)", "to_data": "autograder/judge/rebuild.py (structure_data)",
     "notebook_lines": "course_tools/walks.py", "course_commit": "course_tools/bench_records.py",
     "append_records": "course_tools/bench_records.py", "read_records": "course_tools/bench_records.py",
     "default_out_dir": "course_tools/bench_records.py",
@@ -181,3 +181,96 @@ def test_the_grader_s_own_helpers_live_in_the_grader() -> None:
                for p in sorted((ROOT / "pallas_course").rglob("*.py")) for node in ast.walk(ast.parse(p.read_text()))
                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in NOT_THE_WHEELS}
     assert not defined, "; ".join(f"{where} belongs in {NOT_THE_WHEELS[name]}" for where, name in defined.items())
+
+
+# ---- the grader's folders (issue 30)
+# autograder/ is split by where code runs and what it decides: each folder and the folders it may import
+# ("top": the modules directly in autograder/, which every folder may use; pallas_course is open to all but the
+# wheel's rules above). Each folder's __init__.py says the same in words.
+GRADER_FOLDERS: dict[str, set[str]] = {
+    "jail_agent": set(),                                        # inside the jail, bound alone: nothing of ours
+    "top": {"top"},                                             # course_manifest, cells, untrusted, fingerprint...
+    "jail": {"top", "jail_agent", "judge"},                     # a session starts the judge beside the jail
+    "judge": {"top", "jail_agent", "jail"},                     # the box borrows the jail's limits and errors
+    "labs": {"top", "jail_agent", "jail", "judge"},             # the checks call through the jail, compile
+    "steps": {"top", "jail_agent", "jail", "judge", "labs"},    # execute runs the checks
+    "doors": {"top", "jail_agent", "jail", "judge", "labs", "steps", "doors"},
+}
+MAX_TOP_MODULES = 15
+
+
+def _grader_folder(module: str) -> str:
+    """Which of GRADER_FOLDERS an autograder module (dotted) belongs to."""
+    parts = module.split(".")
+    if parts[:3] == ["autograder", "jail", "jail_agent"]:
+        return "jail_agent"
+    if len(parts) > 1 and parts[1] in GRADER_FOLDERS.keys() - {"top", "jail_agent"}:
+        return parts[1]
+    return "top"
+
+
+def grader_back_edges(root: Path = ROOT) -> list[str]:
+    edges = []
+    for path in sorted((root / "autograder").rglob("*.py")):
+        me = _grader_folder(_module_name(path, root))
+        for line, module in _imports(path, root):
+            if module.split(".")[0] != "autograder":
+                continue
+            it = _grader_folder(module)
+            if it != me and it not in GRADER_FOLDERS[me]:
+                edges.append(f"{path.relative_to(root)}:{line} imports {module} (autograder/{me} may import "
+                             f"{', '.join(sorted(GRADER_FOLDERS[me])) or 'nothing of autograder'})")
+    return edges
+
+
+def test_each_grader_folder_imports_only_the_folders_below_it() -> None:
+    assert grader_back_edges() == []
+
+
+def test_every_grader_folder_is_declared() -> None:
+    """A new folder in autograder/ is given its line here (and a docstring saying it) before it holds code."""
+    folders = sorted(p.name for p in (ROOT / "autograder").iterdir() if p.is_dir() and any(p.glob("*.py")))
+    assert set(folders) <= set(GRADER_FOLDERS), f"undeclared folders: {set(folders) - set(GRADER_FOLDERS)}"
+
+
+def test_the_agent_imports_only_itself() -> None:
+    """The agent runs inside the jail from its bound folder, as the top-level package `jail_agent`, with no
+    autograder around it: its imports of ours are relative (into itself) or pallas_course (bound beside it)."""
+    agent = ROOT / "autograder" / "jail" / "jail_agent"
+    found = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in sorted(agent.rglob("*.py"))
+             for node in ast.walk(ast.parse(p.read_text()))
+             if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                 and node.module.split(".")[0] in ("autograder", "jail_agent", "course_tools"))
+             or (isinstance(node, ast.ImportFrom) and node.level > 1)
+             or (isinstance(node, ast.Import)
+                 and any(a.name.split(".")[0] in ("autograder", "jail_agent", "course_tools") for a in node.names))]
+    assert found == [], f"the agent imports outside its folder: {found} (inside the jail only it is there)"
+
+
+def test_the_grader_keeps_few_modules_at_its_top() -> None:
+    top = sorted(p.name for p in (ROOT / "autograder").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules directly in autograder/: {top}; give them a folder"
+
+
+@pytest.mark.parametrize("folder", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "autograder").rglob("*")
+                                          if p.is_dir() and any(p.glob("*.py"))))
+def test_each_grader_folder_says_what_lives_there(folder: str) -> None:
+    init = ROOT / folder / "__init__.py"
+    assert init.is_file(), f"{folder} has no __init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text()))
+    assert doc and len(doc.split()) >= 15, f"{folder}/__init__.py: say in a paragraph what lives there"
+
+
+def test_the_folder_check_finds_a_back_edge(tmp_path: Path) -> None:
+    """The check itself: a step reaching up into a door, and the agent into the grader, are caught."""
+    for folder in ("autograder", "autograder/steps", "autograder/doors", "autograder/jail",
+                   "autograder/jail/jail_agent"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "autograder/steps/x.py").write_text("def f():\n    from autograder.doors import batch\n")
+    (tmp_path / "autograder/jail/jail_agent/y.py").write_text("import autograder.cells\n")
+    assert grader_back_edges(tmp_path) == [
+        "autograder/jail/jail_agent/y.py:1 imports autograder.cells (autograder/jail_agent may import nothing of "
+        "autograder)",
+        "autograder/steps/x.py:2 imports autograder.doors (autograder/steps may import jail, jail_agent, judge, "
+        "labs, top)"]

@@ -1,4 +1,4 @@
-"""The jail student code runs in (autograder/jail.py): what it cannot see, reach or exhaust.
+"""The jail student code runs in (autograder/jail/bwrap.py): what it cannot see, reach or exhaust.
 
 Each test runs a tiny Python script inside a fresh jail. Without bwrap or user namespaces the tests skip
 and say why; under CI (CI=true) they fail instead, since CI must prove the jail."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import jail
-from autograder.jail import JailLimits
+from autograder.jail import bwrap as jail
+from autograder.jail.bwrap import JailLimits
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = JailLimits(memory_mb=256, pids=64, cpu_s=30, file_mb=16, tmpfs_mb=32)
@@ -348,7 +348,7 @@ def test_the_jail_dies_with_the_grader():
     grader = f"""
 import sys, time
 sys.path.insert(0, {str(REPO)!r})
-from autograder import jail
+from autograder.jail import bwrap as jail
 marker = sys.stdin.readline().strip()   # not in this process's own command line
 j = jail.start([sys.executable, "-c", "import time; time.sleep(60)  # " + marker], binds=jail.python_binds(),
                env={{}}, limits=jail.JailLimits())
@@ -437,8 +437,8 @@ for path in ["/opt/course/x", "/opt/data.txt"]:
 
 def test_the_kernel_keyring_is_denied():
     """Linux has no keyring namespace: jails of uid 65534 would share the user keyring. keyctl, add_key and
-    request_key fail with EPERM (autograder.syscall_filter's seccomp filter), by any ABI."""
-    from autograder.syscall_filter import keyring_filter
+    request_key fail with EPERM (autograder.jail.syscall_filter's seccomp filter), by any ABI."""
+    from autograder.jail.syscall_filter import keyring_filter
 
     if keyring_filter() is None:
         pytest.skip("no keyring filter for this machine's ABI")
@@ -519,7 +519,7 @@ def test_a_jail_of_spinners_does_not_starve_its_neighbour(cgroups):
 def test_the_jail_imports_the_graders_helpers_whatever_the_venv_says(tmp_path):
     """The trap: a venv installed editable from another checkout, whose finder maps pallas_course there.
     The jail binds the grader's own pallas_course where its PYTHONPATH finds it first."""
-    from autograder.jail_session import JAIL_HELPERS, agent_binds, agent_files, jail_env
+    from autograder.jail.session import JAIL_HELPERS, agent_binds, agent_files, jail_env
 
     finders = list(Path(sys.prefix).glob("lib/python*/site-packages/__editable___*_finder.py"))
     if not finders:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import jail, jail_uid
-from autograder.syscall_filter import fallback_filter, loader_argv, no_namespaces_filter
+from autograder.jail import bwrap as jail, uid as jail_uid
+from autograder.jail.syscall_filter import fallback_filter, loader_argv, no_namespaces_filter
 from tests import no_namespaces
 
 if sys.platform != "linux" or fallback_filter() is None:

@@ -26,8 +26,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from autograder import jail
-from autograder.jail_agent.calls import invoke, reply
+from autograder.jail import bwrap as jail
+from autograder.jail.jail_agent.calls import invoke, reply
 from autograder.judge import box, budgets, client
 from autograder.judge.box import BoxLimits
 from autograder.judge.budgets import Budgets, OverBudget
@@ -165,8 +165,8 @@ def test_the_lab_kernels_are_far_inside_every_budget() -> None:
 
 
 def test_an_over_budget_kernel_loses_its_test_with_the_reason() -> None:
-    from autograder.harness import TestFailure, call
-    from autograder.jail_session import LocalFunction
+    from autograder.labs.harness import TestFailure, call
+    from autograder.jail.session import LocalFunction
 
     with pytest.raises(TestFailure, match=r"add_f32: the grader could not rebuild what add\(x, y\) traced to: a "
                                           r"pallas_call asks for 12\.5 GB of scratch"):
@@ -273,7 +273,7 @@ def test_the_notebook_s_timeout_bounds_the_judge_too() -> None:
 
 
 def test_a_compile_past_its_limit_is_the_kernel_s_and_the_next_chip_is_not_tried(libtpu) -> None:
-    from autograder import compile_rule
+    from autograder.judge import compile_rule
 
     judge = _judge()
     try:
@@ -320,7 +320,7 @@ def test_a_never_taken_branch_that_stalls_the_compiler_is_stopped(libtpu) -> Non
 
 
 def test_one_compile_per_computation_and_chip_across_submissions(libtpu, monkeypatch: pytest.MonkeyPatch) -> None:
-    from autograder import compile_rule
+    from autograder.judge import compile_rule
 
     monkeypatch.setattr(compile_rule, "_CACHE", compile_rule._Cache())
     asked: list[str] = []
@@ -387,10 +387,10 @@ def test_a_killed_grader_leaves_no_judge_cgroup_or_temp_folder() -> None:
 def test_the_grading_process_never_rebuilds_or_compiles_itself() -> None:
     """Everything the doors import to grade, and not the rebuild nor the TPU compiler: those are the judge's."""
     code = ("import sys, importlib\n"
-            "import autograder.pipeline, autograder.engine, autograder.harness, autograder.nbgrader_engine\n"
+            "import autograder.steps.pipeline, autograder.steps.execute, autograder.labs.harness, autograder.doors.nbgrader_engine\n"
             "from autograder.course_manifest import manifest\n"
             "for lab in manifest().labs: importlib.import_module(lab.grader)\n"
-            "print(sorted(m for m in sys.modules if m in ('autograder.rebuild', 'libtpu', 'autograder.judge.server')))")
+            "print(sorted(m for m in sys.modules if m in ('autograder.judge.rebuild', 'libtpu', 'autograder.judge.server')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"

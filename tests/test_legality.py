@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from autograder import reference_kernels
+from autograder.labs import reference_kernels
 from course_tools.reference_schedules import trace_reference
 from pallas_course import kernel_trace
 from pallas_course.legality import (

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from autograder.harness import TestFailure
+from autograder.labs.harness import TestFailure
 from autograder.course_manifest import REPO_ROOT, manifest
 from tests.mistakes import Lab, Mistake
 from tests.mistakes.corpus import MISTAKES

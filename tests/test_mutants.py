@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from autograder.disclosure import instructor_only
-from autograder.harness import TestFailure
+from autograder.labs.disclosure import instructor_only
+from autograder.labs.harness import TestFailure
 from autograder.notebook_code import load
 from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 from tests.mutants import Alternative, Mutant
@@ -85,7 +85,7 @@ def test_mutant_loses_targeted_test(lab: LabSpec, mutant: Mutant, test_id: str) 
         _run(lab, namespace, test_id)
     message = str(failure.value)
     assert message.startswith(f"{test_id}: "), message
-    assert not instructor_only(message), message     # autograder.disclosure: what feedback never says
+    assert not instructor_only(message), message     # autograder.labs.disclosure: what feedback never says
     assert re.search(mutant.targets[test_id], message), f"{mutant.name} ({mutant.why}): {message}"
 
 

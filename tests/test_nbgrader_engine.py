@@ -1,6 +1,6 @@
-"""nbgrader's door (autograder.nbgrader_engine) refuses what `course grade` refuses, with the same reason,
+"""nbgrader's door (autograder.doors.nbgrader_engine) refuses what `course grade` refuses, with the same reason,
 before nbgrader reads or copies anything (a symbolic link, a special file), and grades by the same reader
-and steps (autograder.pipeline.NBGRADER, each once): a notebook valid as JSON but not against nbformat's
+and steps (autograder.steps.pipeline.NBGRADER, each once): a notebook valid as JSON but not against nbformat's
 schema, one with over 20 MB of saved outputs, one with a test cell twice, one that is not JSON, another lab's
 notebook under this lab's name and one with another lab's cell added get the same score on both doors."""
 from __future__ import annotations
@@ -14,11 +14,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import cells, nbgrader_engine
-from autograder.discover import LINK, SPECIAL, find_submissions
-from autograder.nbgrader_engine import JailedExecute, read_submissions
-from autograder.pipeline import grade_submission
-from autograder.submission import read_submission
+from autograder import cells
+from autograder.doors import nbgrader_engine
+from autograder.steps.discover import LINK, SPECIAL, find_submissions
+from autograder.doors.nbgrader_engine import JailedExecute, read_submissions
+from autograder.steps.pipeline import grade_submission
+from autograder.steps.submission import read_submission
 from course_tools.demo import filled_in
 from autograder.course_manifest import REPO_ROOT, manifest
 from tests.nbgrader_course import generated_course, nbgrader
@@ -81,8 +82,8 @@ def test_a_special_file_is_refused_with_course_grades_reason(tmp_path: Path) -> 
 def test_the_door_runs_each_step_once(tmp_path: Path) -> None:
     """The exporter runs identify and restore on the bytes the hook read (the file is not read again);
     JailedExecute resumes with execute and score."""
-    from autograder import engines
-    from autograder.engine import Execution
+    from autograder.steps import engines
+    from autograder.steps.execute import Execution
 
     engines.register("fake", lambda nb, lab, limits: Execution(nb, stopped=None))
     path = _place(tmp_path, "walker")

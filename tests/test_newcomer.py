@@ -97,7 +97,7 @@ def test_what_grading_leaves_in_the_repository_is_ignored_by_git() -> None:
 
 
 def test_remove_all_but_keeps_what_it_is_told_and_follows_no_link(tmp_path: Path) -> None:
-    from autograder.store import remove_all_but
+    from autograder.steps.store import remove_all_but
 
     folder, outside = tmp_path / "executed", tmp_path / "outside"
     (folder / "alice" / "stage-1").mkdir(parents=True)
@@ -122,7 +122,7 @@ def test_remove_all_but_keeps_what_it_is_told_and_follows_no_link(tmp_path: Path
 MACHINE_PATH = re.compile(r"(?<![\w.~/-])(/work/\S*|/root/[^\s'\"`),]*|/home/[a-z_][\w.-]*/\S*|/Users/[A-Za-z_]\S*"
                           r"|/tmp/(?:pytest-of-[^/\s]+|tmp[a-z0-9_]{6,}|[\w.-]+-[a-z0-9_]{8})/\S*)")
 # Named on purpose: what the jail's tests probe and the jail's docstring explains (root's home, where pyenv lives).
-ALLOWED = {"tests/test_jail.py": {"/root/.bashrc", "/root/.pyenv", "/root/x"}, "autograder/jail.py": {"/root/.pyenv"}}
+ALLOWED = {"tests/test_jail.py": {"/root/.bashrc", "/root/.pyenv", "/root/x"}, "autograder/jail/bwrap.py": {"/root/.pyenv"}}
 
 
 def _committed_text_files() -> list[Path]:

@@ -28,8 +28,8 @@ import pytest
 from typer.testing import CliRunner
 
 from autograder.course_manifest import REPO_ROOT, manifest
-from autograder.jail import jail_problem
-from autograder.jail_uid import other_can_read
+from autograder.jail.bwrap import jail_problem
+from autograder.jail.uid import other_can_read
 from course_tools.cli import app
 from course_tools.demo import filled_in
 from tests import hostile, no_namespaces
@@ -159,7 +159,7 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_tests(built: Pa
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
     assert {"setup.sh", "run_autograder"} <= set(names)
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
-    assert f"course/{manifest().lab(LAB).source}" in names and "course/autograder/platforms/gradescope.py" in names
+    assert f"course/{manifest().lab(LAB).source}" in names and "course/autograder/doors/gradescope.py" in names
     assert not [n for n in names if n.startswith(("course/tests/", "course/bench/")) or "__pycache__" in n]
     with zipfile.ZipFile(built / "gs" / "autograder.zip") as z:
         pins = z.read("course/requirements.txt").decode()
@@ -322,8 +322,8 @@ def test_prairielearn_entrypoint_refuses_a_file_that_is_no_notebook(built: Path,
 
 def test_prairielearn_scores_what_course_grade_scored(class_run) -> None:
     """The door's mapping of course grade's own record (the solution's, graded without namespaces above)."""
-    from autograder.platforms import door, prairielearn
-    from autograder.results import SubmissionResult
+    from autograder.doors import platforms as door, prairielearn
+    from autograder.steps.results import SubmissionResult
 
     records, _ = class_run
     ours = SubmissionResult.model_validate(records["ok-solution"])
@@ -355,7 +355,7 @@ ODD = {
 
 @pytest.mark.parametrize("case", list(ODD))
 def test_odd_submissions_give_valid_results_with_the_reason(case: str, tmp_path: Path) -> None:
-    from autograder.platforms import gradescope, prairielearn
+    from autograder.doors import gradescope, prairielearn
 
     files, reason = ODD[case]
     for folder in ("submission", "student"):
@@ -372,7 +372,7 @@ def test_odd_submissions_give_valid_results_with_the_reason(case: str, tmp_path:
 def test_a_renamed_notebook_is_graded_as_the_lab_and_says_so(tmp_path: Path) -> None:
     """Graded as the assignment's lab, whatever its name: here another lab's notebook, which identify then
     refuses by its cells (without starting a jail)."""
-    from autograder.platforms import gradescope
+    from autograder.doors import gradescope
 
     other = nbformat.writes(filled_in("lab-1.2-tiled-matmul")).encode()
     (tmp_path / "submission").mkdir()
@@ -383,12 +383,12 @@ def test_a_renamed_notebook_is_graded_as_the_lab_and_says_so(tmp_path: Path) -> 
 
 
 def test_a_grader_that_cannot_start_still_writes_valid_results(tmp_path: Path, monkeypatch) -> None:
-    from autograder.platforms import gradescope, prairielearn
+    from autograder.doors import gradescope, prairielearn
 
     def broken(*a, **k):
         raise RuntimeError("the jail could not start")
 
-    monkeypatch.setattr("autograder.pipeline.grade_submission", broken)
+    monkeypatch.setattr("autograder.steps.pipeline.grade_submission", broken)
     for folder in ("submission", "student"):
         (tmp_path / folder).mkdir()
         nbformat.write(filled_in(LAB), tmp_path / folder / NAME)

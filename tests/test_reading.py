@@ -21,7 +21,7 @@ if W.installed_version("tokamax") is None:
     pytest.skip("tokamax is not installed (pip install tokamax==0.0.12, pinned in requirements.txt): "
                 "the reading reads its source", allow_module_level=True)
 
-from autograder.harness import TestFailure   # noqa: E402
+from autograder.labs.harness import TestFailure   # noqa: E402
 from autograder.labs import lab_1_5           # noqa: E402
 from autograder.course_manifest import REPO_ROOT, manifest   # noqa: E402
 
@@ -130,7 +130,7 @@ def test_key_written_as_ranges_gets_full_marks() -> None:
 def test_any_form_the_notebook_allows_is_graded_through_the_wire() -> None:
     """Ranges, ints and both mixed, as the jail sends them (tagged ranges, keys that are not strings): full
     marks, not "unhashable dict key". A range of 10**18 lines costs nothing: only the reading's lines are read."""
-    from autograder.jail_agent import wire
+    from autograder.jail.jail_agent import wire
 
     raw = lab_1_5.load_key()
     as_ranges: dict = {}
@@ -345,7 +345,7 @@ def test_ragged_vocabulary_counts_each_padded_logit_as_zero() -> None:
 def test_course_grade_reads_the_partial_credit(key: W.Walk, tmp_path: Path) -> None:
     """The student notebook with a half-wrong margin: `course grade` (papermill, nbgrader's scoring rule)
     gives the partial score the check returns, and the written note awaits a person."""
-    from autograder.pipeline import grade_one
+    from autograder.steps.pipeline import grade_one
 
     nb = nbformat.read(REPO_ROOT / LAB.notebook, as_version=4)
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "marks")

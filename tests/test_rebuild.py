@@ -1,5 +1,5 @@
 """describe -> rebuild: the grader's copy of a traced computation computes and looks like the original, and a
-description it cannot rebuild is refused with a reason, never a crash (autograder.rebuild).
+description it cannot rebuild is refused with a reason, never a crash (autograder.judge.rebuild).
 
 The structural round trip of every kernel in the corpus is checked on every call the checks make through
 LocalFunction (tests/test_mutants.py: solutions, stubs, mutants, alternatives); here: values against the
@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from autograder.harness import TestFailure, call, traced
-from autograder.jail_agent import description as fmt
-from autograder.jail_agent.calls import invoke
+from autograder.labs.harness import TestFailure, call, traced
+from autograder.jail.jail_agent import description as fmt
+from autograder.jail.jail_agent.calls import invoke
 from autograder.notebook_code import load
-from autograder.rebuild import Refused, rebuild, structure_data
-from autograder.jail_session import LocalFunction, _rebuilt
+from autograder.judge.rebuild import Refused, rebuild, structure_data
+from autograder.jail.session import LocalFunction, _rebuilt
 from pallas_course.kernel_trace import trace_jaxpr
 from autograder.course_manifest import REPO_ROOT, manifest
 from pallas_course.runtime import interpret_params
@@ -102,7 +102,7 @@ def test_the_rebuild_compiles_for_the_tpu(solutions: dict) -> None:
 
 
 def test_the_compile_rule_judges_the_rebuild() -> None:
-    """The grading compile step (autograder.compile_rule, course.yml's `compile:`) compiles the computation the
+    """The grading compile step (autograder.judge.compile_rule, course.yml's `compile:`) compiles the computation the
     grader rebuilt and ran: a kernel interpret mode accepts but Mosaic cannot lower loses the test."""
     pytest.importorskip("libtpu")
 

@@ -1,4 +1,4 @@
-"""The reference kernels' one home (autograder/reference_kernels.py): the configurable wrappers that LAB·1.4's
+"""The reference kernels' one home (autograder/labs/reference_kernels.py): the configurable wrappers that LAB·1.4's
 grade and the bench use keep the chapter's printed schedule, and compute what the chapter's kernels compute."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from autograder import reference_kernels as rk
+from autograder.labs import reference_kernels as rk
 from pallas_course.kernel_trace import trace
 from pallas_course.runtime import interpret_params
 
@@ -52,7 +52,7 @@ def test_the_configurable_wrappers_compute_the_chapters_results() -> None:
 
 
 def test_the_lab_kernels_are_written_once_outside_the_notebooks() -> None:
-    """No grader or tool module keeps its own copy of a lab kernel's body: they import autograder.reference_kernels
+    """No grader or tool module keeps its own copy of a lab kernel's body: they import autograder.labs.reference_kernels
     (the notebooks stay the students' source; tests/mutants and tests/mistakes are deliberately wrong copies)."""
     import re
     from pathlib import Path
@@ -61,4 +61,4 @@ def test_the_lab_kernels_are_written_once_outside_the_notebooks() -> None:
     body = re.compile(r"^\s*def \w*(matmul|transpose|softmax|layernorm)\w*_kernel\(", re.M)
     copies = [str(p.relative_to(root)) for part in ("autograder", "course_tools", "pallas_course")
               for p in sorted((root / part).rglob("*.py")) if body.search(p.read_text())]
-    assert copies == ["autograder/reference_kernels.py"]
+    assert copies == ["autograder/labs/reference_kernels.py"]

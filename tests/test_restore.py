@@ -6,7 +6,7 @@ import copy
 import nbformat
 import pytest
 
-from autograder.restore import restore
+from autograder.steps.restore import restore
 from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = manifest().lab("lab-1.1-first-kernels")

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import pytest
 from jax.experimental.pallas import tpu as pltpu
 
-from autograder import reference_kernels
+from autograder.labs import reference_kernels
 from course_tools.reference_schedules import reference_schedule, trace_reference
 from pallas_course import kernel_trace
 from pallas_course.schedule import schedule

@@ -173,7 +173,7 @@ def test_frames_fall_back_to_reference_kernels_when_the_lab_is_missing(tmp_path)
     (root / "solutions/stage-1/lab-1.2-tiled-matmul.ipynb").unlink()
     result = build(tmp_path / "out", root=root)
     page = result.index.read_text()
-    assert "autograder/reference_kernels.py (reference copy: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not " \
+    assert "autograder/labs/reference_kernels.py (reference copy: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not " \
            "exist yet)" in page
     assert result.frames == {"ex02": 6, "ex07": 9, "ex12": 6}
     assert any("reference_kernels.py" in n for n in result.notes)

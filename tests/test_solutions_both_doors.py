@@ -39,7 +39,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("lab", LABS, ids=[lab.id for lab in LABS])
 def test_the_solution_scores_full_marks_with_course_grade(lab, tmp_path: Path) -> None:
-    from autograder.pipeline import grade_one
+    from autograder.steps.pipeline import grade_one
 
     path = tmp_path / Path(lab.notebook).name
     shutil.copy(REPO_ROOT / lab.source, path)
@@ -62,7 +62,7 @@ def test_the_solution_scores_full_marks_with_nbgrader_autograde(lab, course: Pat
 
 @pytest.mark.parametrize("lab", LABS, ids=[lab.id for lab in LABS])
 def test_nbgrader_feedback_shows_no_hidden_test(lab, course: Path) -> None:
-    """generate_feedback runs ClearHiddenTests (autograder.nbgrader_setup): the hidden region of each test cell,
+    """generate_feedback runs ClearHiddenTests (autograder.doors.nbgrader_setup): the hidden region of each test cell,
     the calls into the grader's checks, never reaches the feedback page."""
     page = (course / "feedback" / STUDENT / STAGE / f"{Path(lab.notebook).stem}.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", "", page))      # the page as read, code highlighting and all

@@ -15,7 +15,7 @@ import pytest
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from autograder.compile_rule import compile_verdict, rejection_message
+from autograder.judge.compile_rule import compile_verdict, rejection_message
 from autograder.notebook_code import load
 from course_tools import compile_cases
 from course_tools.compile_cases import row_kernel, structs
@@ -230,9 +230,9 @@ def test_one_compile_per_rebuilt_computation(libtpu, monkeypatch) -> None:
     whichever test or function object asks; a different kernel or shape is compiled again."""
     import numpy as np
 
-    from autograder import compile_rule
-    from autograder.harness import call
-    from autograder.jail_session import LocalFunction
+    from autograder.judge import compile_rule
+    from autograder.labs.harness import call
+    from autograder.jail.session import LocalFunction
 
     calls: list[tuple[Any, ...]] = []
     real = compile_rule.compile_verdict

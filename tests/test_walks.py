@@ -258,7 +258,7 @@ def test_a_graded_walk_needs_no_marks(tmp_path: Path) -> None:
     plain = R.walk("softmax")
     key = {"source_hash": plain.source_hash, "ungraded": "1",
            "marks": {m: W.format_ranges([n for n, v in plain.marks.items() if v == m]) for m in W.MARKS}}
-    from autograder.walk_key import with_key
+    from autograder.labs.walk_key import with_key
 
     keyed = with_key(w, key)
     assert keyed.stale is None and keyed.marks == plain.marks and 1 in keyed.ungraded

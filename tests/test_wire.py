@@ -1,4 +1,4 @@
-"""What crosses the trust boundary: JSON and .npy bytes only, checked on arrival (autograder/jail_agent/wire.py;
+"""What crosses the trust boundary: JSON and .npy bytes only, checked on arrival (autograder/jail/jail_agent/wire.py;
 the description of a traced computation: tests/test_rebuild.py), and one traced computation for structure and
 values (jail_agent/calls.py)."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
-from autograder.harness import TestFailure, call, traced
-from autograder.jail_agent import wire
-from autograder.jail_session import LocalFunction
+from autograder.labs.harness import TestFailure, call, traced
+from autograder.jail.jail_agent import wire
+from autograder.jail.session import LocalFunction
 
 
 def _roundtrip(value: object) -> object:
@@ -156,7 +156,8 @@ def test_a_vmapped_kernel_is_understood() -> None:
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from autograder import engine, jail_session as student  # noqa: E402
+from autograder.steps import execute as engine
+from autograder.jail import session as student  # noqa: E402
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__",

@@ -6,5 +6,11 @@ killable child process of its own (never in the process that decides a score, ne
 - protocol.py: what crosses between the grader and the child (JSON and .npy only): the structure the checks
   read, as data, and the grader-side view of it with kernel_trace's API;
 - server.py: the child's entry (`python -m autograder.judge.server`): rebuild, trace, run, compile;
-- client.py: what autograder.jail_session calls: one judge per submission, restarted after an overrun.
+- client.py: what autograder.jail.session calls: one judge per submission, restarted after an overrun;
+- rebuild.py: the grader's own copy of a student's traced computation, rebuilt from the jail's description;
+- compile_rule.py: it must compile: the compile step and the rule that scores it.
+
+The judge may import the jail's agent (its wire and description formats), jail/ (the box borrows the jail's
+limits, the server answers with the session's error types), the top-level modules and pallas_course; never
+labs/, steps/ or doors/ (tests/test_import_graph.py).
 """

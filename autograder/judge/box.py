@@ -1,7 +1,7 @@
 """The judge's box: a child process of the grader's, with limits, killed on overrun, never outliving the grader.
 
 What it holds is the grader's own code on a student-shaped computation (no student code: that is the jail's), so
-it needs no namespaces; it needs bounds. Reusing autograder.jail's machinery:
+it needs no namespaces; it needs bounds. Reusing autograder.jail.bwrap's machinery:
 
 - one memory, pids and (where writable) cpu cgroup of its own (jail._Cgroups, named as the jail's are, so
   jail.kill_orphans() removes the groups of a grader that died), rlimits always (CPU seconds, file size, no core;
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import jail
+from autograder.jail import bwrap as jail
 
 TMP_PREFIX = "course-judge-"
 STDERR_KEEP = 16 * 1024
@@ -66,7 +66,7 @@ def remove_orphans() -> int:
 
 def _env(tmp: str) -> dict[str, str]:
     from autograder.course_manifest import REPO_ROOT
-    from autograder.jail_session import jail_env
+    from autograder.jail.session import jail_env
 
     env = {k: v for k, v in jail_env().items() if k not in ("PYTHONPATH", "HOME", "TMPDIR", "IPYTHONDIR",
                                                             "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}

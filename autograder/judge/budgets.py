@@ -1,6 +1,6 @@
 """Static budgets on a description: what the judge refuses before anything is allocated or run.
 
-The description's own caps (autograder.jail_agent.description) bound its size; these bound what running it would
+The description's own caps (autograder.jail.jail_agent.description) bound its size; these bound what running it would
 cost, read off the plain data alone (shapes, dtypes, loop lengths, grids): a walk of the JSON, no JAX. Each
 bound is an upper estimate, so an honest lab kernel is far inside every one (the labs' largest graded product is
 1024^3, a few MB of operands, a few hundred grid steps) and what exceeds one is refused with the reason:
@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from autograder.jail_agent import description as fmt
+from autograder.jail.jail_agent import description as fmt
 
 LARGEST_LAB_MATMUL_FLOPS = 2 * 1024**3      # 1024 x 1024 x 1024: the labs' largest graded product
 

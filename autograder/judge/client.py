@@ -1,4 +1,4 @@
-"""The grader's handle on its judge: what autograder.jail_session calls to rebuild, run and compile.
+"""The grader's handle on its judge: what autograder.jail.session calls to rebuild, run and compile.
 
 `BoxedJudge` (grading) talks to a judge child in its box (autograder.judge.box), one per submission, started as
 the submission's jail starts so their start-ups overlap; `LocalJudge` (the tests of the checks) does the same work
@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from autograder.jail_agent import wire
+from autograder.jail.jail_agent import wire
 from autograder.judge import protocol
 from autograder.judge.budgets import OverBudget, check as check_budgets
 from autograder.judge.box import Box, BoxLimits
@@ -75,13 +75,13 @@ def _avals_data(in_avals: tuple[Any, ...]) -> list[Any]:
 
 
 def _student_error(info: Any) -> Any:
-    from autograder.jail_session import _error
+    from autograder.jail.session import _error
 
     return _error(info)
 
 
 def _judge_error(text: str) -> Any:
-    from autograder.jail_session import StudentError
+    from autograder.jail.session import StudentError
 
     return StudentError(phase="judge", ename="Overrun", text=text[:2000], not_implemented=False)
 
@@ -122,7 +122,7 @@ class _Judge:
 
     def trace(self, reply: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Traced:
         """The jail's reply to a traced call -> the judge's rebuild and its structure (or why not)."""
-        from autograder.jail_session import BadAnswer, StudentError
+        from autograder.jail.session import BadAnswer, StudentError
 
         if reply.get("ok") is not True:
             return Traced(None, None, _student_error(reply.get("error")))
@@ -157,7 +157,7 @@ class _Judge:
 
     def run(self, traced: Traced, arrays: list[Any]) -> tuple[Any, Any]:
         """(the values of the judge's rebuild on the grader's `arrays`, None) or (None, the StudentError)."""
-        from autograder.jail_session import BadAnswer
+        from autograder.jail.session import BadAnswer
 
         key = traced.computation.digest
         blobs: list[bytes] = []
@@ -277,7 +277,7 @@ class BoxedJudge(_Judge):
         return Overrun(why)
 
     def _read(self, timeout: float, limit_why: str) -> tuple[dict[str, Any], list[bytes]]:
-        from autograder.jail_session import BadAnswer, SetupFailed
+        from autograder.jail.session import BadAnswer, SetupFailed
 
         deadline_first = self._left() <= timeout
         try:

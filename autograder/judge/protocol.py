@@ -1,4 +1,4 @@
-"""What crosses between the grader and its judge child: frames of JSON and .npy (autograder.jail_agent.wire).
+"""What crosses between the grader and its judge child: frames of JSON and .npy (autograder.jail.jail_agent.wire).
 
 Requests (the grader's), one reply each:
     {"op": "trace", "key": K, "description": ..., "consts": ..., "in_avals": [[shape, dtype]...]} + const blobs
@@ -34,7 +34,7 @@ class BadStructure(ValueError):
 
 def structure(trace: Trace) -> dict[str, Any]:
     """A Trace as STRUCTURE (the child's side)."""
-    from autograder.rebuild import _trace_data   # the round-trip check's own data form (structure_data)
+    from autograder.judge.rebuild import _trace_data   # the round-trip check's own data form (structure_data)
 
     return _trace_data(trace)
 
@@ -76,7 +76,7 @@ def _block(d: Any, grid: tuple[int, ...]) -> BlockInfo:
 
 
 def _dtype(name: Any) -> np.dtype:
-    from autograder.jail_agent.wire import dtype_named
+    from autograder.jail.jail_agent.wire import dtype_named
 
     try:
         return dtype_named(name)

@@ -2,7 +2,7 @@
 
 `python -m autograder.judge.server` is the child process autograder.judge.box starts: it reads requests
 (autograder.judge.protocol) on stdin and answers on stdout, nothing else. No student code is ever here: only the
-description the jail sent (rebuilt with the grader's own primitives, autograder.rebuild), its constants, and the
+description the jail sent (rebuilt with the grader's own primitives, autograder.judge.rebuild), its constants, and the
 grader's inputs. `Judge.handle` is the same work for LocalFunction, in the tests' own process.
 """
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from autograder.jail_agent import wire
-from autograder.jail_session import BadAnswer, StudentError, _error
+from autograder.jail.jail_agent import wire
+from autograder.jail.session import BadAnswer, StudentError, _error
 
 
 @dataclass(frozen=True)
 class Traced:
     """One traced computation, as the grader rebuilt it: its structure, or why there is none."""
 
-    computation: Any                 # autograder.rebuild.Computation, or None
+    computation: Any                 # autograder.judge.rebuild.Computation, or None
     structure: Any                   # pallas_course.kernel_trace.Trace, or None
     closed: Any = None               # the rebuilt computation's jaxpr: what the structure is read from
     closed_run: Any = None           # what runs: the same, but with the grader's limit on while loops
@@ -31,7 +31,7 @@ class Traced:
 
 
 def refusal(e: Exception) -> StudentError:
-    from autograder.rebuild import Refused
+    from autograder.judge.rebuild import Refused
 
     text = str(e) if isinstance(e, Refused) else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return StudentError(phase="rebuild", ename="Refused", text=text[:2000], not_implemented=False)
@@ -42,8 +42,8 @@ def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...
     import jax
     from jax.experimental.pallas import tpu as pltpu
 
-    from autograder.jail_agent.calls import quiet
-    from autograder.rebuild import guarded_loops, rebuild
+    from autograder.jail.jail_agent.calls import quiet
+    from autograder.judge.rebuild import guarded_loops, rebuild
     from pallas_course.kernel_trace import trace_jaxpr
     from pallas_course.runtime import interpret_params
 
@@ -75,8 +75,8 @@ def run(traced: Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
     import jax
     from jax.experimental.pallas import tpu as pltpu
 
-    from autograder.jail_agent.calls import describe_error, quiet
-    from autograder.rebuild import Refused
+    from autograder.jail.jail_agent.calls import describe_error, quiet
+    from autograder.judge.rebuild import Refused
     from pallas_course.runtime import interpret_params
 
     closed = traced.closed_run
@@ -167,8 +167,8 @@ def main() -> None:
     reader = wire.Reader(0)
     # Imports before saying ready, while the grader starts the jail beside us.
     import jax  # noqa: F401
-    import autograder.rebuild  # noqa: F401
-    from autograder.jail_agent.calls import quiet
+    import autograder.judge.rebuild  # noqa: F401
+    from autograder.jail.jail_agent.calls import quiet
 
     wire.send(out, {"ready": True, "pid": os.getpid()})
     judge = Judge()

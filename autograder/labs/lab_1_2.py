@@ -10,7 +10,7 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from autograder.harness import TestFailure, call, expect_close, fresh_seed, one_pallas_call, random_array
+from autograder.labs.harness import TestFailure, call, expect_close, fresh_seed, one_pallas_call, random_array
 from pallas_course import rules
 from pallas_course.rules import as_f64
 from pallas_course.kernel_trace import PallasCallInfo

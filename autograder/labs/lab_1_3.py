@@ -13,7 +13,7 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from autograder.harness import TestFailure, call, fresh_seed, one_pallas_call
+from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_call
 from pallas_course import rules
 from pallas_course.check import compare, explained
 from pallas_course.kernel_trace import PallasCallInfo

@@ -7,7 +7,7 @@ answer (pallas_course.check's rules and pallas_course.cost_model's models, share
 checks): the schedule model says which blocks one steady-state grid step streams in, the kernel's own
 `dot_general` gives its FLOPs, the legality model gives the VMEM working set and the chip's limits, and every
 chip constant comes from course.yml through `pallas_course.chips`. The model matmul is the grader's own (the
-reference kernels, autograder.reference_kernels), so the judgement never rests on the student's code.
+reference kernels, autograder.labs.reference_kernels), so the judgement never rests on the student's code.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from autograder.harness import (TestFailure, call, call_alone, expect_close, fresh_seed,
+from autograder.labs.harness import (TestFailure, call, call_alone, expect_close, fresh_seed,
                                one_pallas_call, quiet)
 from pallas_course.check import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, PIPELINE_OFF_CASES,
                                  STEP_CASES, WORKING_SET_CASES, pipeline_off_families, pipeline_off_label,
@@ -31,7 +31,7 @@ from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_ca
 
 # The rules and the cases live in pallas_course.check: the notebook's visible checks apply the same rules to the
 # same cases (every one), judged by models read off the student's own matmul; here they are judged by the model
-# matmul (autograder.reference_kernels, never shipped).
+# matmul (autograder.labs.reference_kernels, never shipped).
 
 
 def _dtype(dtype: Any) -> np.dtype:
@@ -44,11 +44,11 @@ def _dtype(dtype: Any) -> np.dtype:
 def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int = 2,
                 acc_scratch: bool = False) -> PallasCallInfo:
     """The lab's matmul as a traced pallas_call: `buffers` per BlockSpec (pl.Buffered), an f32 scratch if asked
-    (the reference kernels, autograder.reference_kernels)."""
+    (the reference kernels, autograder.labs.reference_kernels)."""
     import jax
     import jax.numpy as jnp
 
-    from autograder.reference_kernels import configurable_matmul
+    from autograder.labs.reference_kernels import configurable_matmul
 
     def matmul(a, b):       # traced only (interpret off): the pallas_call the TPU would compile
         return configurable_matmul(a, b, bm, bn, bk, buffers=buffers, acc_scratch=acc_scratch, interpret=False)

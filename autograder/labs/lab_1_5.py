@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.harness import TestFailure, quiet
+from autograder.labs.harness import TestFailure, quiet
 from autograder.course_manifest import manifest
-from autograder.walk_key import with_key
+from autograder.labs.walk_key import with_key
 from pallas_course.walks import Walk, WalkDataError, format_ranges
 
 LAB = "lab-1.5-reading-tokamax"

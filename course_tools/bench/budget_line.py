@@ -18,7 +18,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from autograder import reference_kernels
+from autograder.labs import reference_kernels
 from course_tools.bench.common import dist_version, machine
 from course_tools.bench_records import course_commit
 from course_tools.reference_schedules import trace_reference

@@ -1,5 +1,5 @@
 """What the grade's compile step adds to one notebook: the lab's compile-rule tests run on its solution in this
-process, with every compile timed (autograder.compile_rule.compile_verdict: one per distinct computation, for
+process, with every compile timed (autograder.judge.compile_rule.compile_verdict: one per distinct computation, for
 each chip of the rule). Prints JSON; course_tools.bench.grading_time runs it in fresh processes.
 
   python -m course_tools.bench.compile_step "LAB·1.1"
@@ -16,7 +16,7 @@ from typing import Any
 
 
 def measure(code: str) -> dict[str, Any]:
-    from autograder import compile_rule
+    from autograder.judge import compile_rule
     from autograder.notebook_code import load
     from pallas_course import tpu_compile
     from autograder.course_manifest import REPO_ROOT, manifest

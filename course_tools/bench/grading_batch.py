@@ -101,7 +101,7 @@ def cpu_parallelism() -> dict:
 
 
 def run(repeats: int = 3, jobs: int = 2) -> dict:
-    from autograder.limits import sandbox_status
+    from autograder.jail.limits import sandbox_status
 
     bindir = Path(sys.executable).parent
     stage = manifest().stage.id

@@ -1,5 +1,5 @@
 """Does grading fit the platforms' machines? One notebook of each lab (its solution, filled in) through the
-Gradescope door (`python -m autograder.platforms.gradescope`, a fresh process as on the platform, `--jobs 1`:
+Gradescope door (`python -m autograder.doors.gradescope`, a fresh process as on the platform, `--jobs 1`:
 one submission, one jail), in a cgroup of its own standing in for the container, at 1 CPU and at Gradescope's
 default ½ CPU (cpu.cfs_quota_us).
 
@@ -62,7 +62,7 @@ def measure(lab_id: str, cpus: float) -> dict:
                 f'echo $$ > {cpuacct}/cgroup.procs && exec "$@"')
         start = time.perf_counter()
         process = subprocess.Popen(["/bin/sh", "-c", join, "fit", sys.executable, "-m",
-                                    "autograder.platforms.gradescope", "--lab", lab_id], env=env,
+                                    "autograder.doors.gradescope", "--lab", lab_id], env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         peak = [0, 0]   # the container's, the jail's (its own memory group, below the container's)
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(row), file=sys.stderr)
             rows.append(row)
     record = {
-        "what": "one solution notebook per lab through the Gradescope door (python -m autograder.platforms.gradescope), "
+        "what": "one solution notebook per lab through the Gradescope door (python -m autograder.doors.gradescope), "
                 "a fresh process in its own memory+cpu cgroup standing in for the platform's container, --jobs 1",
         "method": "wall: perf_counter around the process; cpu: the cgroup's cpuacct.usage (grader and jail); "
                   "peak_anon_mb: max of the cgroup's total_rss + total_shmem sampled every 0.1 s (jail_peak_anon_mb: "

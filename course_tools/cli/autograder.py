@@ -1,5 +1,5 @@
 """`course autograder gradescope|prairielearn --lab LAB --out DIR`: one lab's grader for a platform
-(course_tools/platforms; the doors are autograder/platforms; docs/platforms.md says how to publish)."""
+(course_tools/platforms; the doors are autograder/doors; docs/platforms.md says how to publish)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -48,7 +48,7 @@ def prairielearn(
 ) -> None:
     """Write a PrairieLearn question (info.json with external grading, question.html), the grader's files for
     serverFilesCourse/, and the image's Dockerfile."""
-    from autograder.platforms.door import PL_TIMEOUT_S
+    from autograder.doors.platforms import PL_TIMEOUT_S
     from course_tools.platforms import prairielearn_question
 
     question = prairielearn_question(_lab_id(lab), out, image=image, timeout_s=timeout or PL_TIMEOUT_S)

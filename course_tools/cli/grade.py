@@ -73,20 +73,20 @@ def grade(
     versions of jax, numpy and nbgrader are unchanged; after changing anything else that decides scores
     (a hand-edited environment), grade with --force.
     """
-    from autograder.batch import start_workers
+    from autograder.doors.batch import start_workers
 
     if scheduler is None:
         start_workers(jobs)   # first: the workers' imports then overlap with the imports below
     from rich.console import Console
 
-    from autograder import engines
-    from autograder.discover import SubmissionNotFound
-    from autograder.course_grade import GradeOptions, run_grade
+    from autograder.steps import engines
+    from autograder.steps.discover import SubmissionNotFound
+    from autograder.doors.course_grade import GradeOptions, run_grade
     from autograder.untrusted import plain
     from course_tools.demo import demo_submissions
     from course_tools.grading_report import BatchProgress, print_run
 
-    from autograder.compile_rule import libtpu_warning
+    from autograder.judge.compile_rule import libtpu_warning
 
     if (warning := libtpu_warning()) is not None:
         typer.echo(warning, err=True)      # once, before anything is graded

@@ -1,7 +1,7 @@
 """`course autograder`: one lab's grader for Gradescope (autograder.zip) or PrairieLearn (a question folder, its
 course files and its image's Dockerfile). Both carry the course's source tree (`course_tree`: the grader, the
 student helpers, the instructor tools, solutions/, labs/, course.yml, the grader's requirements) and enter
-through autograder.platforms' doors. The scripts beside this file are the templates (@NAME@ filled in).
+through autograder.doors' doors. The scripts beside this file are the templates (@NAME@ filled in).
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def prairielearn_question(lab_id: str, out: Path, *, image: str = DEFAULT_IMAGE,
     """A PrairieLearn course fragment under `out`: questions/<lab>/ (info.json, question.html),
     serverFilesCourse/pallas-course/ (run.sh, the entrypoint, and the course tree) and image/ (Dockerfile and
     the requirements it installs). Returns the question's folder."""
-    from autograder.platforms.prairielearn import MAX_TIMEOUT_S
+    from autograder.doors.prairielearn import MAX_TIMEOUT_S
 
     lab = _lab(lab_id)
     if not 0 < timeout_s <= MAX_TIMEOUT_S:

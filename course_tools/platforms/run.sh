@@ -17,7 +17,7 @@ if [ ! -x "$PY" ]; then
 fi
 env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 PL_GRADE_ROOT="$GRADE" \
     ${COURSE_JAIL:+COURSE_JAIL="$COURSE_JAIL"} PYTHONPATH="$HERE/course" \
-    "$PY" -m autograder.platforms.prairielearn --lab "$LAB"
+    "$PY" -m autograder.doors.prairielearn --lab "$LAB"
 if ! "${PY:-python3}" -c 'import json, sys; json.load(open(sys.argv[1]))' "$RESULTS" 2>/dev/null; then
   printf '%s\n' '{"gradable": false, "format_errors": ["the autograder failed before writing its results"], "message": "Not graded: the autograder failed; no attempt was used. Tell your instructor."}' > "$RESULTS"
 fi

@@ -56,4 +56,4 @@ chmod -R o+rX "$ENV"
 [ -d "$PY_DIR" ] && chmod -R o+rX "$PY_DIR"
 
 # 5. it imports
-PYTHONPATH="$SRC/course" "$ENV/bin/python" -c "import jax, nbgrader, autograder.platforms.gradescope; print('course autograder ready: jax', jax.__version__)"
+PYTHONPATH="$SRC/course" "$ENV/bin/python" -c "import jax, nbgrader, autograder.doors.gradescope; print('course autograder ready: jax', jax.__version__)"

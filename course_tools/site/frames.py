@@ -5,7 +5,7 @@ The lab's source notebook (course.yml `source:`) is executed for its definitions
 (pallas_course.kernel_trace: nothing runs), and pallas_course.schedule turns the traced grid and BlockSpecs
 into frames at 2 buffers and at 1. Lines come from the notebook's own `site:show` cells
 (pallas_course.kernel_lines). Only when the lab is not written yet (no notebook, no such function, or a stub
-that raises) do the frames come from the reference kernels (autograder.reference_kernels), and the page says so.
+that raises) do the frames come from the reference kernels (autograder.labs.reference_kernels), and the page says so.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from autograder import reference_kernels
+from autograder.labs import reference_kernels
 from course_tools import reference_schedules
 from pallas_course.kernel_lines import code_map
 from pallas_course.kernel_trace import PallasCallInfo, trace
@@ -100,7 +100,7 @@ def matmul_schedules(root: Path, lab: LabSpec, dtype: Any = np.float32) -> LabSc
         code = code_map(reference_kernels.matmul_kernel, reference_kernels.matmul)
         k_len = code.lines.index("")
         marks = tuple(["alg"] * k_len + ["plain"] + ["sch"] * (len(code.lines) - k_len - 1))
-        origin = "autograder/reference_kernels.py"
+        origin = "autograder/labs/reference_kernels.py"
     return LabSchedules(
         kernel="matmul_kernel", wrapper="matmul", sizes=sizes, dtype=np.dtype(dtype).name, info=info,
         depth2=schedule(info, 2, names=names, expression=expression, code=code),

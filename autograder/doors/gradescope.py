@@ -1,0 +1,108 @@
+"""Gradescope's door: `run_autograder` runs `python -m autograder.doors.gradescope --lab LAB`, which grades
+the notebook in /autograder/steps/submission with `course grade`'s steps and writes /autograder/steps/results/results.json
+(gradescope/autograder_samples docs/specs.md). The root is GRADESCOPE_ROOT_ENV's (tests), /autograder by default.
+
+What students see is what `course grade`'s feedback page shows them, and nothing more:
+- one row per graded test, `visible` (the feedback shows every test's points and message; its code and inputs
+  are never in a message: autograder.labs.disclosure). None is `after_due_date` or `after_published`: the spec says
+  that while any row is held back students cannot see their total, and the feedback shows it;
+- one row per written answer, with no score (the spec's informational rows: `status` only): "answered,
+  awaiting manual grading" (passed) or "not answered" (failed). Gradescope grades them by hand as questions
+  of the assignment's outline (manual grading on), not in the autograder's score, which stays the autograded
+  points `course grade` gives (the top-level `score`, equal to the tests' sum);
+- the top-level `output`: the score line, why the notebook could not be graded, and the notes the feedback
+  lists. Everything student-controlled is plain text (`output_format`/`test_output_format` "text");
+- stdout (the grader's log) `hidden`; `extra_data` (stored, never shown): which jail ran, the lab, timings.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from autograder.doors.platforms import Outcome, write_json
+
+ROOT_ENV = "GRADESCOPE_ROOT"
+DEFAULT_ROOT = "/autograder"
+
+
+def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
+    """Gradescope's results.json for one graded (or ungradable) submission."""
+    r = outcome.result
+    tests: list[dict[str, Any]] = []
+    for t in r.tests:
+        tests.append({"name": t.name, "number": str(len(tests) + 1), "score": t.points, "max_score": t.max_points,
+                      "status": "passed" if t.status == "passed" else "failed",
+                      "output": t.message,
+                      "visibility": "visible"})
+    for w in r.written:
+        answered = not w.status.startswith("not answered")
+        tests.append({"name": f"{w.name} (written answer, {w.max_points:g} points, graded by hand)",
+                      "number": str(len(tests) + 1), "status": "passed" if answered else "failed",
+                      "output": w.status, "visibility": "visible"})
+    lines = [f"{lab_code} autograded score: {r.score:g} / {r.max_score:g}"]
+    if outcome.grader_failed:
+        lines.append(f"Not graded: {outcome.grader_failed}. This is a problem of the autograder, not of your "
+                     "notebook: tell your instructor.")
+    elif r.error:
+        lines.append(f"Not graded normally: {r.error}")
+    lines += [f"- {n}" for n in (*outcome.notes, *r.notes)]
+    if r.written:
+        lines.append("Written answers are graded by hand, separately from this score.")
+    return {
+        "score": r.score,
+        "execution_time": int(round(outcome.seconds)),
+        "output": "\n".join(lines),
+        "output_format": "text",
+        "test_output_format": "text",
+        "test_name_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {**outcome.jail, "lab": r.lab, "seconds": round(outcome.seconds, 3),
+                       "graded": outcome.ungradable is None and outcome.grader_failed is None,
+                       **({"grader_failed": outcome.grader_failed} if outcome.grader_failed else {})},
+    }
+
+
+def failed_results(why: str) -> dict[str, Any]:
+    """What Gradescope gets when the door itself failed before it had a result (still valid results.json)."""
+    return {"score": 0, "output": f"Not graded: the autograder failed ({why}). This is a problem of the "
+            "autograder, not of your notebook: tell your instructor.", "output_format": "text",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": [],
+            "extra_data": {"grader_failed": why}}
+
+
+def run(root: Path, lab_id: str) -> dict[str, Any]:
+    """Grade root/submission as `lab_id`; write root/results/results.json whatever happens; return it."""
+    out = root / "results" / "results.json"
+    try:
+        from autograder.course_manifest import manifest
+        from autograder.doors.platforms import PLATFORM_LIMITS, grade_folder
+
+        lab = manifest().lab(lab_id)
+        data = results(grade_folder(root / "submission", lab_id, PLATFORM_LIMITS), lab.code)
+    except BaseException as e:  # noqa: BLE001 - results.json must exist whatever failed
+        traceback.print_exc()
+        from autograder.untrusted import plain
+
+        data = failed_results(plain(f"{type(e).__name__}: {e}", 500))
+    write_json(out, data)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lab", required=True, help="the course.yml lab id this assignment grades")
+    args = parser.parse_args(argv)
+    data = run(Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT), args.lab)
+    print(json.dumps({k: data.get(k) for k in ("score", "extra_data")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""PrairieLearn's door: the question's entrypoint (run.sh, from `course autograder prairielearn`) runs
+`python -m autograder.doors.prairielearn --lab LAB`, which grades the notebook in /grade/student with
+`course grade`'s steps and writes /grade/results/results.json (PrairieLearn docs/externalGrading.md). The root is
+PL_ROOT_ENV's (tests), /grade by default.
+
+- `score`: the autograded points over the lab's autograded maximum, in [0, 1] (written answers are graded
+  by hand in PrairieLearn: the question's manual points);
+- `tests[]`: one per graded test, `points`/`max_points` as `course grade` gives them and its message (built
+  from the case, the student's own values and the rule: autograder.labs.disclosure; no hidden input, no check's
+  source). PrairieLearn shows whatever is written: there is nothing like Gradescope's visibility, and
+  nothing here needs it;
+- `gradable: false` and `format_errors` when nothing could be graded (no notebook, not JSON, another lab's
+  notebook, several notebooks) or the grader itself failed: no attempt is used up;
+- at most MAX_BYTES (PrairieLearn's 1 MB cap): messages are cut further if the whole would pass it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from autograder.doors.platforms import Outcome, write_json
+
+ROOT_ENV = "PL_GRADE_ROOT"
+DEFAULT_ROOT = "/grade"
+MAX_BYTES = 1_000_000
+MAX_TIMEOUT_S = 600     # externalGradingOptions.timeout: at most 10 minutes (default 30 s)
+
+
+def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
+    """PrairieLearn's results.json for one submission."""
+    r = outcome.result
+    why = outcome.grader_failed or outcome.ungradable
+    notes = [*outcome.notes, *r.notes]
+    if why is not None:
+        return {"gradable": False, "format_errors": [why, *notes],
+                "message": f"{lab_code}: not graded ({why}); no attempt was used.",
+                "extra_data": {**outcome.jail, "lab": r.lab, "seconds": round(outcome.seconds, 3)}}
+    lines = [f"{lab_code} autograded score: {r.score:g} / {r.max_score:g}"]
+    if r.error:
+        lines.append(f"Not graded normally: {r.error}")
+    lines += [f"- {n}" for n in notes]
+    if r.written:
+        lines.append("Written answers are graded by hand: "
+                     + "; ".join(f"{w.name} ({w.max_points:g} points): {w.status}" for w in r.written))
+    data = {
+        "gradable": True,
+        "score": min(1.0, max(0.0, r.score / r.max_score)) if r.max_score > 0 else 0.0,
+        "message": "\n".join(lines),
+        "tests": [{"name": t.name, "description": f"{lab_code} · {t.name}", "points": t.points,
+                   "max_points": t.max_points, "message": t.message} for t in r.tests],
+        "extra_data": {**outcome.jail, "lab": r.lab, "seconds": round(outcome.seconds, 3)},
+    }
+    return within_cap(data)
+
+
+def within_cap(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` cut (test messages, then the message) until its JSON is under MAX_BYTES."""
+    def size() -> int:
+        return len(json.dumps(data, ensure_ascii=False).encode())
+
+    cap = 2000
+    while size() > MAX_BYTES and cap > 20:
+        cap //= 2
+        for t in data.get("tests", []):
+            t["message"] = t["message"][:cap]
+        data["message"] = data.get("message", "")[:cap * 4]
+    return data
+
+
+def failed_results(why: str) -> dict[str, Any]:
+    return {"gradable": False, "format_errors": [f"the autograder failed ({why})"],
+            "message": "Not graded: the autograder failed; no attempt was used. Tell your instructor."}
+
+
+def run(root: Path, lab_id: str) -> dict[str, Any]:
+    """Grade root/student as `lab_id`; write root/results/results.json whatever happens; return it."""
+    try:
+        from autograder.course_manifest import manifest
+        from autograder.doors.platforms import PLATFORM_LIMITS, grade_folder
+
+        lab = manifest().lab(lab_id)
+        data = results(grade_folder(root / "student", lab_id, PLATFORM_LIMITS), lab.code)
+    except BaseException as e:  # noqa: BLE001 - results.json must exist whatever failed
+        traceback.print_exc()
+        from autograder.untrusted import plain
+
+        data = failed_results(plain(f"{type(e).__name__}: {e}", 500))
+    write_json(root / "results" / "results.json", data)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lab", required=True, help="the course.yml lab id this question grades")
+    args = parser.parse_args(argv)
+    data = run(Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT), args.lab)
+    print(json.dumps({k: data.get(k) for k in ("score", "gradable", "extra_data")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,784 @@
+"""The grader's own copy of a student's traced computation, rebuilt from the jail's description.
+
+The jail describes what the student's function traced to (autograder.jail.jail_agent.description: names, parameters,
+shapes, as JSON); nothing of it is believed. Each equation is rebuilt with the grader's own JAX primitive,
+looked up by name in ALLOWED (never an object of the student's), its parameters parsed into the types that
+primitive expects, and bound: JAX re-derives every shape and effect, and a described shape that does not match
+is refused. A pallas_call is rebuilt through the public API (pl.pallas_call, pl.BlockSpec, pltpu.VMEM): its
+kernel and index maps are grader functions that evaluate the rebuilt jaxprs. The result is a plain JAX
+function of arrays: the grader traces it for the structure, runs it for the values and hands it to the TPU
+compiler. Anything it cannot rebuild is refused with a sentence the student can act on (`Refused`).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import keyword
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+from autograder.jail.jail_agent import description as fmt
+from autograder.jail.jail_agent import wire
+
+
+class Refused(ValueError):
+    """A description the grader will not rebuild; the message is for the student."""
+
+
+def not_allowed(name: str) -> Refused:
+    return Refused(f"`{str(name)[:80]}` is not a JAX operation this lab allows")
+
+
+# ------------------------------------------------------------------------------------------- the allow-list
+# Plain lax primitives bound as they are: every one the solutions and mutants use, and the common alternatives
+# students write (jnp and jax.nn lower to these).
+_LAX = (
+    "abs add and argmax argmin broadcast_in_dim cbrt ceil clamp concatenate convert_element_type copy copy_p cos "
+    "cumsum cummax cummin cumprod div dot_general dynamic_slice dynamic_update_slice eq erf erfc erf_inv exp exp2 "
+    "expm1 floor ge gt integer_pow iota is_finite le log log1p logistic lt max min mul ne neg nextafter not or pad "
+    "pow reduce_and reduce_max reduce_min reduce_or reduce_prod reduce_sum rem reshape rev round rsqrt select_n "
+    "shift_left shift_right_arithmetic shift_right_logical sign sin sqrt square squeeze stop_gradient sub "
+    "tan tanh transpose xor expand_dims split sort population_count clz bitcast_convert_type"
+).split()
+
+
+def _lax_primitives() -> dict[str, Any]:
+    from jax.extend.core import primitives as prims
+
+    table = {}
+    for name in _LAX:
+        p = getattr(prims, f"{name}_p", None) or getattr(lax, f"{name}_p", None)
+        if p is not None:
+            table[p.name] = p
+    return table
+
+
+LAX_PRIMITIVES = _lax_primitives()
+# Calls whose body is evaluated in place (the structure checks look through them: kernel_trace.LAYOUT_PRIMITIVES),
+# but jit, which is rebuilt as a jit
+INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+           "remat2": "jaxpr", "checkpoint": "jaxpr"}
+SPECIAL = {"pallas_call", "get", "swap", "addupdate", "program_id", "num_programs", "multiple_of", "cond", "while",
+           "scan"}
+ALLOWED = frozenset(LAX_PRIMITIVES) | frozenset(INLINED) | SPECIAL
+
+# Ops the rebuild itself adds, which the student's trace did not have: lax.switch clamps a cond's index.
+GLUE = frozenset({"clamp"})
+
+_ENUMS = {"Precision": lax.Precision, "RoundingMethod": lax.RoundingMethod,
+          "GatherScatterMode": lax.GatherScatterMode, "DotAlgorithmPreset": lax.DotAlgorithmPreset}
+_NAMED = {"GatherDimensionNumbers": lax.GatherDimensionNumbers, "ScatterDimensionNumbers": lax.ScatterDimensionNumbers}
+
+
+_WEAK_PYTHON = {"int32": int, "float32": float, "bool": bool}
+_MEMORY_SPACES = {None: None, "default": None, "vmem": pltpu.VMEM, "smem": pltpu.SMEM, "any": pl.ANY}
+
+# ------------------------------------------------------------------------------------------- parsed form
+
+@dataclass(frozen=True)
+class Aval:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    ref: str | None = None      # the memory space of a Ref ("" for the default), None for an array
+    weak: bool = False
+
+    @property
+    def struct(self) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(self.shape, self.dtype)
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: Any                       # a numpy scalar, or a Python one where the original was weakly typed
+
+
+@dataclass(frozen=True)
+class Eqn:
+    name: str
+    inputs: tuple[Any, ...]          # int: a variable, or a Literal
+    outputs: tuple[Aval, ...]
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Jaxpr:
+    inputs: tuple[Aval, ...]
+    consts: tuple[np.ndarray, ...]
+    eqns: tuple[Eqn, ...]
+    outputs: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Computation:
+    """The rebuilt computation: `fn(*arrays)` returns what the student's function returned, computed by the
+    grader's own primitives; `in_avals` are the arrays it takes (the grader's, not the jail's claim)."""
+
+    fn: Callable[..., Any]
+    in_avals: tuple[jax.ShapeDtypeStruct, ...]
+    loops: bool = False      # it has while loops: run it traced under guarded_loops()
+    unflatten: Callable[[list[Any]], Any] = list   # flat results (as its jaxpr returns them) -> what fn returns
+    # SHA-256 of what it was rebuilt from (description, constants, input avals): the same digest, the same
+    # computation (autograder.judge.compile_rule compiles it once per process)
+    digest: str | None = None
+
+
+class _Parser:
+    def __init__(self, consts: Sequence[Any]) -> None:
+        self.consts = consts
+        self.equations = 0
+        self.const_bytes = 0
+
+    # ---- leaves
+    def dtype(self, name: Any) -> np.dtype:
+        try:
+            return wire.dtype_named(name)
+        except wire.WireError:
+            raise Refused(f"dtype {str(name)[:40]!r} is not one this lab allows") from None
+
+    def aval(self, d: Any) -> Aval:
+        if not isinstance(d, dict):
+            raise Refused("a malformed value type")
+        if "ref" in d:
+            inner = self.aval(d["ref"])
+            space = d.get("space")
+            if space is not None and not isinstance(space, str):
+                raise Refused("a malformed memory space")
+            return Aval(inner.shape, inner.dtype, (space or "").lower()[: fmt.MAX_TEXT])
+        if "opaque" in d:
+            raise Refused(f"a value of type `{str(d['opaque'])[:80]}` is not one this lab allows")
+        shape = d.get("shape")
+        if (not isinstance(shape, list) or len(shape) > fmt.MAX_RANK
+                or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in shape)):
+            raise Refused("a malformed array shape")
+        if math.prod(shape) > fmt.MAX_ELEMENTS:
+            raise Refused(f"an array of shape {tuple(shape)} is over the grader's limit of {fmt.MAX_ELEMENTS:,} "
+                          "elements")
+        return Aval(tuple(shape), self.dtype(d.get("dtype")), weak=d.get("weak") is True)
+
+    def literal(self, d: dict[str, Any]) -> np.ndarray:
+        a = self.aval(d.get("aval"))
+        if a.shape or a.ref is not None:
+            raise Refused("a literal that is not a scalar")
+        v = d.get("lit")
+        if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+            v = float(v)
+        if not isinstance(v, (bool, int, float)):
+            raise Refused("a malformed literal")
+        try:
+            value = np.asarray(v).astype(a.dtype)
+        except (OverflowError, ValueError):
+            raise Refused("a literal out of its dtype's range") from None
+        if a.weak and a.dtype.name in _WEAK_PYTHON:
+            # a Python scalar binds weakly typed, as the original literal did: JAX forwards a conversion of a
+            # strongly typed value to its own dtype instead of recording it, which would change the structure
+            return _WEAK_PYTHON[a.dtype.name](value)
+        return value
+
+    # ---- parameters
+    def param(self, v: Any, depth: int) -> Any:
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, list):
+            return [self.param(x, depth) for x in v[:10_000]]
+        if not isinstance(v, dict) or len(v) != 1:
+            raise Refused("a malformed parameter")
+        (tag, body), = v.items()
+        if tag == "tuple" and isinstance(body, list):
+            return tuple(self.param(x, depth) for x in body[:10_000])
+        if tag == "dtype":
+            return self.dtype(body)
+        if tag == "float" and body in ("nan", "inf", "-inf"):
+            return float(body)
+        if tag == "enum" and isinstance(body, list) and len(body) == 2 and body[0] in _ENUMS:
+            try:
+                return _ENUMS[body[0]][str(body[1])]
+            except KeyError:
+                raise Refused(f"{body[0]}.{str(body[1])[:40]} is not a known value") from None
+        if tag == "named" and isinstance(body, list) and len(body) == 2 and body[0] in _NAMED and isinstance(body[1], dict):
+            cls = _NAMED[body[0]]
+            fields = {k: self.param(x, depth) for k, x in body[1].items()}
+            if set(fields) != set(cls._fields):
+                raise Refused(f"malformed {body[0]}")
+            return cls(**fields)
+        if tag in ("jaxpr", "closed"):
+            return self.jaxpr(body, depth + 1)
+        if tag == "opaque":
+            raise Refused(f"a parameter of type `{str(body)[:80]}` is not one this lab allows")
+        raise Refused(f"a parameter tagged {str(tag)[:40]!r} is not one this lab allows")
+
+    # ---- jaxprs
+    def jaxpr(self, d: Any, depth: int) -> Jaxpr:
+        if depth > fmt.MAX_DEPTH:
+            raise Refused(f"the computation nests deeper than {fmt.MAX_DEPTH} levels")
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), list) for k in ("in", "consts", "eqns", "out")):
+            raise Refused("a malformed jaxpr")
+        inputs = tuple(self.aval(a) for a in d["in"][:10_000])
+        consts = []
+        for item in d["consts"][:10_000]:
+            if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int):
+                raise Refused("a malformed constant")
+            k, a = item[0], self.aval(item[1])
+            if not 0 <= k < len(self.consts) or not isinstance(self.consts[k], np.ndarray):
+                raise Refused("a constant that did not travel")
+            value = self.consts[k]
+            if value.shape != a.shape or value.dtype != a.dtype:
+                raise Refused("a constant whose value does not match its type")
+            self.const_bytes += value.nbytes
+            if self.const_bytes > fmt.MAX_CONST_BYTES:
+                raise Refused(f"constants over the grader's limit of {fmt.MAX_CONST_BYTES:,} bytes")
+            consts.append(value)
+        defined = len(inputs) + len(consts)
+        eqns = []
+        for e in d["eqns"]:
+            self.equations += 1
+            if self.equations > fmt.MAX_EQUATIONS:
+                raise Refused(f"more than {fmt.MAX_EQUATIONS:,} operations")
+            eqn = self.eqn(e, defined, depth)
+            eqns.append(eqn)
+            defined += len(eqn.outputs)
+        outputs = tuple(self.atom(a, defined) for a in d["out"][:10_000])
+        return Jaxpr(inputs, tuple(consts), tuple(eqns), outputs)
+
+    def atom(self, a: Any, defined: int) -> Any:
+        if isinstance(a, dict) and "v" in a:
+            k = a["v"]
+            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < defined:
+                raise Refused("a variable used before it is defined")
+            return k
+        if isinstance(a, dict) and "lit" in a:
+            return Literal(self.literal(a))
+        raise Refused("a malformed operand")
+
+    def eqn(self, e: Any, defined: int, depth: int) -> Eqn:
+        if not isinstance(e, dict) or not isinstance(e.get("p"), str):
+            raise Refused("a malformed operation")
+        name = e["p"]
+        if name not in ALLOWED:
+            raise not_allowed(name)
+        if not isinstance(e.get("in"), list) or not isinstance(e.get("out"), list) or not isinstance(e.get("params"), dict):
+            raise Refused(f"a malformed `{name[:80]}`")
+        inputs = tuple(self.atom(a, defined) for a in e["in"][:100_000])
+        outputs = tuple(self.aval(a) for a in e["out"][:10_000])
+        raw = e["params"]
+        if name == "pallas_call":
+            params = self.pallas_call(raw, depth)
+        elif name in ("get", "swap", "addupdate"):
+            params = {"transforms": self.transforms(raw.get("transforms"))}
+        elif name in INLINED:
+            key = INLINED[name]
+            if key not in raw:
+                raise Refused(f"`{name}` without its body")
+            params = {key: self.param(raw[key], depth)}
+            if name in ("jit", "pjit"):
+                fname = raw.get("name")
+                params["name"] = fname if isinstance(fname, str) and fname.isidentifier() else "jitted"
+        else:
+            params = {str(k): self.param(v, depth) for k, v in raw.items()}
+        return Eqn(name, inputs, outputs, params)
+
+    def transforms(self, raw: Any) -> list[list[Any]]:
+        if not isinstance(raw, list) or len(raw) > 8:
+            raise Refused("a malformed ref index")
+        out = []
+        for t in raw:
+            if not isinstance(t, dict) or not isinstance(t.get("index"), list) or len(t["index"]) > fmt.MAX_RANK:
+                raise Refused("only indexing (`ref[...]`, `ref[pl.ds(...)]`, `ref.at[...]`) of refs is allowed")
+            index = []
+            for ix in t["index"]:
+                if not isinstance(ix, dict) or len(ix) != 1:
+                    raise Refused("a malformed ref index")
+                (kind, body), = ix.items()
+                if kind == "slice" and isinstance(body, list) and len(body) == 3:
+                    index.append(("slice", *(self.start(b) for b in body)))
+                elif kind in ("int", "leaf") and isinstance(body, int) and not isinstance(body, bool):
+                    index.append((kind, body))
+                else:
+                    raise Refused("this way of indexing a ref is not one this lab allows")
+            out.append(index)
+        return out
+
+    @staticmethod
+    def start(b: Any) -> Any:
+        if isinstance(b, int) and not isinstance(b, bool):
+            return b
+        if isinstance(b, dict) and set(b) == {"leaf"} and isinstance(b["leaf"], int):
+            return ("leaf", b["leaf"])
+        raise Refused("a malformed ref slice")
+
+    def pallas_call(self, raw: dict[str, Any], depth: int) -> dict[str, Any]:
+        grid = raw.get("grid")
+        if (not isinstance(grid, list) or len(grid) > 6
+                or not all(isinstance(g, int) and not isinstance(g, bool) and 0 <= g for g in grid)):
+            raise Refused("a pallas_call grid that is not a tuple of sizes")
+        if math.prod(grid) > fmt.MAX_GRID_POINTS:
+            raise Refused(f"a grid of {math.prod(grid):,} steps is over the grader's limit of "
+                          f"{fmt.MAX_GRID_POINTS:,}")
+        if raw.get("num_scalar_prefetch") or raw.get("mesh") is not None:
+            raise Refused("scalar prefetch and meshes are not used in this lab")
+        blocks = []
+        raw_blocks = raw.get("blocks")
+        if not isinstance(raw_blocks, list) or len(raw_blocks) > 64:
+            raise Refused("malformed BlockSpecs")
+        for b in raw_blocks:
+            if not isinstance(b, dict):
+                raise Refused("a malformed BlockSpec")
+            space = b.get("memory_space")
+            if space not in _MEMORY_SPACES or b.get("transforms") or b.get("lookahead"):
+                raise Refused("a BlockSpec with this memory space, transforms or lookahead is not used in this lab")
+            dims = []
+            for dim in b.get("block_shape") or []:
+                if not isinstance(dim, dict) or len(dim) != 1:
+                    raise Refused("a malformed block shape")
+                (kind, body), = dim.items()
+                if kind == "blocked" and isinstance(body, int) and 0 < body < 2**31:
+                    dims.append(body)
+                elif kind == "squeezed":
+                    dims.append(None)
+                elif (kind == "element" and isinstance(body, list) and len(body) == 3
+                      and all(isinstance(x, int) and 0 <= x < 2**31 for x in body)):
+                    dims.append(pl.Element(body[0], (body[1], body[2])))
+                else:
+                    raise Refused(f"a block dimension of kind {str(kind)[:40]!r} is not one this lab allows")
+            count = b.get("buffer_count")
+            if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 8):
+                raise Refused("pl.Buffered takes a buffer count from 1 to 8")
+            array = self.aval(b.get("array"))
+            if array.ref is not None or len(dims) != len(array.shape):
+                raise Refused("a BlockSpec whose block shape does not match its array")
+            blocks.append({"array": array, "block_shape": tuple(dims), "buffer_count": count, "memory_space": space,
+                           "index_map": self.jaxpr(b.get("index_map"), depth + 1)})
+        n_in = raw.get("num_inputs")
+        if not isinstance(n_in, int) or not 0 <= n_in <= len(blocks):
+            raise Refused("a malformed pallas_call")
+        scratch = []
+        for s in raw.get("scratch") or []:
+            a = self.aval(s)
+            if a.ref not in ("vmem", "smem"):
+                raise Refused("scratch other than pltpu.VMEM or pltpu.SMEM is not used in this lab")
+            scratch.append(a)
+        cp = raw.get("compiler_params")
+        compiler_params = None
+        if cp is not None:
+            if not isinstance(cp, dict):
+                raise Refused("malformed compiler parameters")
+            fields = {k: self.param(v, depth) for k, v in cp.items()}
+            unknown = set(fields) - {"dimension_semantics", "vmem_limit_bytes"}
+            if unknown:
+                raise Refused(f"compiler parameter `{sorted(unknown)[0][:40]}` is not used in this lab")
+            sem = fields.get("dimension_semantics")
+            if sem is not None:
+                if (not isinstance(sem, tuple) or len(sem) != len(grid)
+                        or not all(s in ("parallel", "arbitrary") for s in sem)):
+                    raise Refused("dimension_semantics takes one of 'parallel' or 'arbitrary' per grid axis")
+            limit = fields.get("vmem_limit_bytes")
+            if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < 2**40):
+                raise Refused("a malformed vmem_limit_bytes")
+            compiler_params = fields
+        aliases = raw.get("input_output_aliases") or []
+        if not isinstance(aliases, list) or not all(
+                isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+                for p in aliases):
+            raise Refused("malformed input_output_aliases")
+        name = raw.get("name")
+        arg_names = raw.get("arg_names")
+        if not (isinstance(arg_names, list) and len(arg_names) <= 256 and all(
+                isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n) for n in arg_names)
+                and len(set(arg_names)) == len(arg_names)):
+            arg_names = None    # the kernel's parameters get names of the grader's
+        return {"name": name[:100] if isinstance(name, str) and name.isprintable() else None, "grid": tuple(grid),
+                "arg_names": arg_names,
+                "blocks": blocks, "num_inputs": n_in, "kernel": self.jaxpr(raw.get("kernel"), depth + 1),
+                "scratch": scratch, "compiler_params": compiler_params,
+                "input_output_aliases": {int(i): int(o) for i, o in aliases}}
+
+
+# ------------------------------------------------------------------------------------------- loops and steps
+
+def _steps(j: Jaxpr, outer: int = 1) -> int:
+    """An upper bound of the steps `j` runs: grid points times loop iterations, nested loops multiplied."""
+    worst = outer
+    for e in j.eqns:
+        inner = outer
+        if e.name == "pallas_call":
+            inner = outer * math.prod(e.params["grid"])
+        elif e.name == "scan":
+            length = e.params.get("length")
+            if not isinstance(length, int) or not 0 <= length <= fmt.MAX_LOOP_STEPS:
+                raise Refused(f"a loop of more than {fmt.MAX_LOOP_STEPS:,} iterations")
+            inner = outer * max(length, 1)
+        elif e.name == "while":
+            inner = outer * fmt.MAX_LOOP_STEPS
+        for v in e.params.values():
+            for sub in _subs(v):
+                worst = max(worst, _steps(sub, inner))
+        worst = max(worst, inner)
+        if worst > fmt.MAX_STEPS:
+            raise Refused(f"the grid and loops run over {fmt.MAX_STEPS:,} steps, the grader's limit")
+    return worst
+
+
+def _has_while(j: Jaxpr) -> bool:
+    return any(e.name == "while" or any(_has_while(sub) for v in e.params.values() for sub in _subs(v))
+               for e in j.eqns)
+
+
+def _subs(v: Any) -> list[Jaxpr]:
+    if isinstance(v, Jaxpr):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [s for x in v for s in _subs(x)]
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in _subs(x)]
+    return []
+
+
+# ------------------------------------------------------------------------------------------- evaluation
+
+def _check(value: Any, want: Aval, what: str) -> None:
+    got = jax.typeof(value) if hasattr(jax, "typeof") else jax.core.get_aval(value)
+    inner = getattr(got, "inner_aval", got)
+    if tuple(inner.shape) != want.shape or np.dtype(inner.dtype) != want.dtype or (want.ref is None) != (inner is got):
+        raise Refused(f"{what} is described as {want.dtype.name}{list(want.shape)} but is "
+                      f"{np.dtype(inner.dtype).name}{list(inner.shape)}")
+
+
+def evaluate(j: Jaxpr, args: Sequence[Any]) -> list[Any]:
+    """Bind `j`'s equations, with the grader's primitives, on `args` (arrays, tracers or refs)."""
+    if len(args) != len(j.inputs):
+        raise Refused("a jaxpr called with the wrong number of operands")
+    for a, want in zip(args, j.inputs):
+        _check(a, want, "an operand")
+    env: list[Any] = [*args, *j.consts]
+
+    def read(x: Any) -> Any:
+        return x.value if isinstance(x, Literal) else env[x]
+
+    for e in j.eqns:
+        ins = [read(x) for x in e.inputs]
+        outs = _bind(e, ins)
+        if len(outs) != len(e.outputs):
+            raise Refused(f"`{e.name}` is described with {len(e.outputs)} results but has {len(outs)}")
+        for o, want in zip(outs, e.outputs):
+            _check(o, want, f"the result of `{e.name}`")
+        env += outs
+    return [read(x) for x in j.outputs]
+
+
+def _index(index: list[Any], leaves: list[Any]) -> tuple[Any, ...]:
+    def value(x: Any) -> Any:
+        if isinstance(x, tuple) and x[0] == "leaf":
+            if not 0 <= x[1] < len(leaves):
+                raise Refused("a ref index out of range")
+            return leaves[x[1]]
+        return x
+
+    out = []
+    for ix in index:
+        if ix[0] == "slice":
+            start, size, stride = (value(x) for x in ix[1:])
+            if not isinstance(size, int) or not isinstance(stride, int):
+                raise Refused("a ref slice of dynamic size")
+            out.append(pl.ds(start, size, stride))
+        elif ix[0] == "int":
+            out.append(ix[1])
+        else:
+            out.append(value(ix))
+    return tuple(out)
+
+
+def _ref_target(ref: Any, transforms: list[list[Any]], leaves: list[Any]) -> tuple[Any, Any]:
+    target = ref
+    for t in transforms[:-1]:
+        target = target.at[_index(t, leaves)]
+    return target, (_index(transforms[-1], leaves) if transforms else ...)
+
+
+def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
+    p = e.params
+    name = e.name
+    if name in LAX_PRIMITIVES:
+        prim = LAX_PRIMITIVES[name]
+        try:
+            out = prim.bind(*ins, **p)
+        except (TypeError, ValueError) as e:    # operands or parameters JAX's own `name` does not take
+            first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            raise Refused(f"`{name}` with these operands and parameters is not JAX's `{name}` ({first})") from None
+        return list(out) if prim.multiple_results else [out]
+    if name in ("jit", "pjit"):
+        # a jit again (not inlined: JAX would fold the body's operations on literal operands differently)
+        body = _jaxpr_param(p, "jaxpr")
+
+        def jitted(*args: Any) -> list[Any]:
+            return evaluate(body, args)
+
+        jitted.__name__ = jitted.__qualname__ = p["name"]
+        return list(jax.jit(jitted)(*ins))
+    if name in INLINED:
+        return evaluate(_jaxpr_param(p, INLINED[name]), ins)
+    if name == "get":
+        target, idx = _ref_target(ins[0], p["transforms"], ins[1:])
+        return [jax.ref.get(target, idx)]
+    if name == "swap":
+        target, idx = _ref_target(ins[0], p["transforms"], ins[2:])
+        return [jax.ref.swap(target, idx, ins[1])]
+    if name == "addupdate":
+        target, idx = _ref_target(ins[0], p["transforms"], ins[2:])
+        jax.ref.addupdate(target, idx, ins[1])
+        return []
+    if name in ("program_id", "num_programs"):
+        axis = p.get("axis")
+        if set(p) != {"axis"} or not isinstance(axis, int) or isinstance(axis, bool) or ins:
+            raise Refused(f"a malformed `{name}`")
+        return [(pl.program_id if name == "program_id" else pl.num_programs)(axis)]
+    if name == "multiple_of":
+        values = p.get("values")
+        if set(p) != {"values"} or len(ins) != 1:
+            raise Refused("a malformed `multiple_of`")
+        return [pl.multiple_of(ins[0], list(values) if isinstance(values, tuple) else values)]
+    if name == "cond":
+        return _cond(p, ins)
+    if name == "while":
+        return _while(p, ins)
+    if name == "scan":
+        return _scan(p, ins)
+    if name == "pallas_call":
+        return _pallas_call(p, ins)
+    raise not_allowed(name)
+
+
+def _jaxpr_param(p: dict[str, Any], key: str) -> Jaxpr:
+    j = p.get(key)
+    if not isinstance(j, Jaxpr):
+        raise Refused(f"a malformed `{key}`")
+    return j
+
+
+def _cond(p: dict[str, Any], ins: list[Any]) -> list[Any]:
+    branches = p.get("branches")
+    if not isinstance(branches, tuple) or not branches or not all(isinstance(b, Jaxpr) for b in branches) or not ins:
+        raise Refused("a malformed `cond`")
+    index, operands = ins[0], ins[1:]
+    # Refs are closed over rather than passed: JAX hoists them as the original trace did (pl.when).
+    refs = {i for i, o in enumerate(operands) if hasattr(jax.typeof(o), "inner_aval")}
+    plain = [o for i, o in enumerate(operands) if i not in refs]
+
+    def branch(b: Jaxpr) -> Callable[..., Any]:
+        def run(*values: Any) -> list[Any]:
+            it = iter(values)
+            return evaluate(b, [operands[i] if i in refs else next(it) for i in range(len(operands))])
+        return run
+
+    if len(branches) == 1:
+        return branch(branches[0])(*plain)
+    return list(lax.switch(index, [branch(b) for b in branches], *plain))
+
+
+def _while(p: dict[str, Any], ins: list[Any]) -> list[Any]:
+    cond_j, body_j = _jaxpr_param(p, "cond_jaxpr"), _jaxpr_param(p, "body_jaxpr")
+    nc, nb = p.get("cond_nconsts"), p.get("body_nconsts")
+    if not all(isinstance(n, int) and n >= 0 for n in (nc, nb)) or nc + nb > len(ins):
+        raise Refused("a malformed `while`")
+    cconsts, bconsts, init = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
+    if not _GUARDED.get():
+        return list(lax.while_loop(lambda c: evaluate(cond_j, [*cconsts, *c])[0],
+                                   lambda c: tuple(evaluate(body_j, [*bconsts, *c])), tuple(init)))
+
+    # To run: at most MAX_LOOP_STEPS iterations, whatever the loop's own condition says, and an error after
+    # (a loop that would not end on the chip must not pass here by being cut short).
+    def cond(carry: tuple[Any, ...]) -> Any:
+        (ok,) = evaluate(cond_j, [*cconsts, *carry[2:]])
+        return jnp.logical_and(ok, carry[0] < fmt.MAX_LOOP_STEPS)
+
+    def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (carry[0] + 1, evaluate(cond_j, [*cconsts, *carry[2:]])[0],
+                *evaluate(body_j, [*bconsts, *carry[2:]]))
+
+    out = lax.while_loop(cond, body, (jnp.int32(0), jnp.bool_(True), *init))
+    (still,) = evaluate(cond_j, [*cconsts, *out[2:]])
+    jax.debug.callback(_loop_ended, jnp.logical_and(out[0] >= fmt.MAX_LOOP_STEPS, still))
+    return list(out[2:])
+
+
+def _loop_ended(cut: Any) -> None:
+    if bool(cut):
+        raise LoopLimit(f"a while loop ran past {fmt.MAX_LOOP_STEPS:,} iterations, the grader's limit (on a "
+                        "chip it may never end)")
+
+
+class LoopLimit(RuntimeError):
+    """A rebuilt while loop ran into the grader's iteration limit while it was being run."""
+
+
+_GUARDED: contextvars.ContextVar[bool] = contextvars.ContextVar("guarded_loops", default=False)
+
+
+@contextlib.contextmanager
+def guarded_loops() -> Iterator[None]:
+    """Rebuild while loops with the grader's iteration limit: for running, never for the structure or the
+    compile (the limit is not the student's code)."""
+    token = _GUARDED.set(True)
+    try:
+        yield
+    finally:
+        _GUARDED.reset(token)
+
+
+def _scan(p: dict[str, Any], ins: list[Any]) -> list[Any]:
+    j = _jaxpr_param(p, "jaxpr")
+    nconsts, ncarry, length = p.get("num_consts"), p.get("num_carry"), p.get("length")
+    reverse, unroll = p.get("reverse", False), p.get("unroll", 1)
+    if (not all(isinstance(n, int) and n >= 0 for n in (nconsts, ncarry, length)) or nconsts + ncarry > len(ins)
+            or not isinstance(reverse, bool) or not isinstance(unroll, (int, bool)) or not 0 <= int(unroll) <= 64):
+        raise Refused("a malformed `scan`")
+    consts, init, xs = ins[:nconsts], ins[nconsts:nconsts + ncarry], ins[nconsts + ncarry:]
+
+    def body(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
+        out = evaluate(j, [*consts, *carry, *x])
+        return out[:ncarry], out[ncarry:]
+
+    carry, ys = lax.scan(body, list(init), list(xs), length=length, reverse=reverse, unroll=unroll)
+    return [*carry, *ys]
+
+
+def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
+    kernel_j: Jaxpr = p["kernel"]
+    blocks = p["blocks"]
+    n_in = p["num_inputs"]
+    if len(ins) != n_in:
+        raise Refused("a pallas_call with the wrong number of operands")
+
+    def kernel(*refs: Any) -> None:
+        if evaluate(kernel_j, refs):
+            raise Refused("a kernel that returns values (kernels write their outputs to refs)")
+
+    if p["name"]:   # the name kernel_trace reads (from the function, as for the student's own kernel)
+        kernel.__name__ = kernel.__qualname__ = p["name"]
+    if p["arg_names"] and len(p["arg_names"]) == len(kernel_j.inputs):
+        # the student's parameter names, which interpret mode's errors quote ("input b_ref")
+        kernel.__signature__ = inspect.Signature(   # type: ignore[attr-defined]
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in p["arg_names"]])
+
+    def spec(b: dict[str, Any]) -> Any:
+        imap: Jaxpr = b["index_map"]
+
+        def index_map(*point: Any) -> tuple[Any, ...]:
+            return tuple(evaluate(imap, point))
+
+        mode = None if b["buffer_count"] is None else pl.Buffered(b["buffer_count"])
+        space = _MEMORY_SPACES[b["memory_space"]]
+        return pl.BlockSpec(b["block_shape"], index_map, pipeline_mode=mode,
+                            **({} if space is None else {"memory_space": space}))
+
+    scratch = [(pltpu.VMEM if s.ref == "vmem" else pltpu.SMEM)(s.shape, s.dtype) for s in p["scratch"]]
+    cp = p["compiler_params"]
+    out_blocks = blocks[n_in:]
+    call = pl.pallas_call(
+        kernel, out_shape=tuple(b["array"].struct for b in out_blocks), grid=p["grid"],
+        in_specs=[spec(b) for b in blocks[:n_in]], out_specs=tuple(spec(b) for b in out_blocks),
+        scratch_shapes=scratch, input_output_aliases=p["input_output_aliases"],
+        compiler_params=None if cp is None else pltpu.CompilerParams(**cp))
+    return list(call(*ins))
+
+
+# ------------------------------------------------------------------------------------------- the entry point
+
+def _out_tree(d: Any, n: int) -> Callable[[list[Any]], Any]:
+    seen: list[int] = []
+
+    def parse(x: Any, depth: int) -> Callable[[list[Any]], Any]:
+        if depth > 16:
+            raise Refused("a result nested too deep")
+        if x is None:
+            return lambda flat: None
+        if not isinstance(x, dict) or len(x) != 1:
+            raise Refused("a malformed result structure")
+        (kind, body), = x.items()
+        if kind == "leaf" and isinstance(body, int) and 0 <= body < n:
+            seen.append(body)
+            return lambda flat: flat[body]
+        if kind in ("tuple", "list") and isinstance(body, list) and len(body) <= 1024:
+            parts = [parse(i, depth + 1) for i in body]
+            make = tuple if kind == "tuple" else list
+            return lambda flat: make(f(flat) for f in parts)
+        if kind == "dict" and isinstance(body, list) and len(body) <= 1024 and all(
+                isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str) for kv in body):
+            parts2 = [(k, parse(v, depth + 1)) for k, v in body]
+            return lambda flat: {k: f(flat) for k, f in parts2}
+        raise Refused("the function returns something other than arrays")
+
+    build = parse(d, 0)
+    if sorted(seen) != list(range(n)):
+        raise Refused("a malformed result structure")
+    return build
+
+
+def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.ShapeDtypeStruct]) -> Computation:
+    """The computation `description` describes, rebuilt by the grader, taking arrays of `in_avals` (the
+    arrays the grader will pass). Parsing only: the grader's tracing of `fn` binds (and checks) each
+    equation. Raises Refused."""
+    if not isinstance(description, dict):
+        raise Refused("the description is not a mapping")
+    if description.get("version") != fmt.FORMAT_VERSION:
+        raise Refused(f"the description is of format {str(description.get('version'))[:20]}, not "
+                      f"{fmt.FORMAT_VERSION} (the jail's helpers and the grader differ)")
+    top = _Parser(consts).jaxpr(description.get("jaxpr"), 0)
+    _steps(top)
+    want = tuple((tuple(a.shape), np.dtype(a.dtype), None) for a in in_avals)
+    if tuple((a.shape, a.dtype, a.ref) for a in top.inputs) != want:
+        raise Refused("the traced function takes other arrays than the ones the grader passed")
+    unflatten = _out_tree(description.get("out_tree"), len(top.outputs))
+
+    def fn(*arrays: Any) -> Any:
+        return unflatten(evaluate(top, arrays))
+
+    return Computation(fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals), _has_while(top),
+                       unflatten)
+
+
+MAX_GRID_POINTS = 65_536   # larger grids are compared without their index tables (no lab grid comes near)
+
+
+def _block_data(b: Any, points: list[tuple[int, ...]] | None) -> dict[str, Any]:
+    return {"role": b.role, "position": b.position, "array_shape": list(b.array_shape), "dtype": b.dtype.name,
+            "block_shape": list(b.block_shape), "buffer_count": b.buffer_count,
+            "block_indices": None if points is None else [list(b.block_index(*p)) for p in points]}
+
+
+def _trace_data(t: Any) -> dict[str, Any]:
+    """What the structural checks read of a Trace (pallas_course.kernel_trace), as plain data: each call's grid,
+    blocks with their index maps evaluated at every grid point, scratch, primitives, and what runs outside."""
+    from pallas_course.kernel_trace import read_before_written
+
+    calls = []
+    for pc in t.pallas_calls:
+        points = list(pc.grid_points()) if math.prod(pc.grid) <= MAX_GRID_POINTS else None
+        calls.append({"name": pc.name, "grid": list(pc.grid),
+                      "inputs": [_block_data(b, points) for b in pc.inputs],
+                      "outputs": [_block_data(b, points) for b in pc.outputs],
+                      "scratch": [[list(shape), dt.name, space] for shape, dt, space in pc.scratch],
+                      "dimension_semantics": list(pc.dimension_semantics) if pc.dimension_semantics else None,
+                      "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()},
+                      "unread": read_before_written(pc)})
+    return {"pallas_calls": calls, "outside": list(t.outside), "outside_sizes": list(t.outside_sizes)}
+
+
+def structure_data(trace: Any) -> dict[str, Any]:
+    """What the structural checks read of a Trace, as data, less the calls the rebuild evaluates in place and the
+    glue it adds: a direct trace and the trace of its rebuild must give the same (the round-trip check)."""
+    data = _trace_data(trace)
+    skip = GLUE | frozenset(INLINED)
+    for call in data["pallas_calls"]:
+        call["kernel_ops"] = {k: v for k, v in call["kernel_ops"].items() if k not in skip}
+    kept = [(o, n) for o, n in zip(data["outside"], data["outside_sizes"]) if o not in skip]
+    data["outside"], data["outside_sizes"] = [o for o, _ in kept], [n for _, n in kept]
+    return data
