@@ -12,6 +12,13 @@ bench:
 bench-batch: bytecode
 	python -m course_tools.bench.grading_batch
 
+# Where one grading's time goes: the LAB·1.1 solution through `course grade` (COURSE_GRADE_TIMELINE: the grader's,
+# the judge's and the jail agent's spans) against papermill alone, 5 alternated pairs; writes
+# bench/grading-profile.json with its provenance.
+.PHONY: bench-profile
+bench-profile: bytecode
+	python -m course_tools.bench.grading_profile
+
 # One LAB·1.1 submission through `course grade`, papermill alone and `nbgrader autograde`, and whole-stage
 # submissions through `course grade`; writes bench/grading-time.json with its provenance.
 .PHONY: bench-grading

@@ -308,6 +308,15 @@ def _tag_tests(nb: NotebookNode, tag: str) -> NotebookNode:
     return nb
 
 
+def _without_checks(nb: NotebookNode) -> NotebookNode:
+    """The notebook less its visible `check(...)` cells: graded under a 10 s per-cell limit (a case that hangs),
+    its right answers then cost the grader's requests only, far under the limit whatever the machine's load."""
+    nb = copy.deepcopy(nb)
+    nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and "check(" in c.source
+                                            and not c.get("metadata", {}).get("nbgrader"))]
+    return nb
+
+
 def _stub() -> NotebookNode:
     return nbformat.read(REPO_ROOT / manifest().lab(LAB).notebook, as_version=4)
 
@@ -327,7 +336,7 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
         (Hostile("hang-in-kernel", 0, "did not stop when interrupted", "an infinite loop inside the Pallas kernel"),
          _with_cell(solution, HANG_IN_KERNEL, after="add_kernel")),
         (Hostile("hang-in-cell", 6, "^passed$", "`while True: pass` in a cell: interrupted, the rest runs"),
-         _with_cell(solution, "while True:\n    pass")),
+         _with_cell(_without_checks(solution), "while True:\n    pass")),
         (Hostile("crash-exit", 3, r"kernel exited \(exit 3\)", "os._exit(3) when transpose runs"),
          filled_in(LAB, {"transpose": ("    m, n = x.shape\n", "    m, n = x.shape\n    import os; os._exit(3)\n")})),
         (Hostile("crash-segfault", 0, "SIGSEGV", "a segfault (ctypes.string_at(0)) in a cell"),
@@ -370,7 +379,7 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
         (Hostile("fake-primitives", 0, "launches no pallas_call", "primitives of its own named \"pallas_call\", "
                  "\"copy\" and \"transpose\" computing in numpy"),
          _with_cell(_with_cell(stub, FAKE_PRIMITIVES, before="add_f32"), FAKE_PRIMITIVES, before="transpose_schedule")),
-        (Hostile("forge-descriptions", 0, "over the grader's limit", "the agent patched to send a forged grid, "
+        (Hostile("forge-descriptions", 0, "over the grader's (limit|budget)", "the agent patched to send a forged grid, "
                  "a made-up primitive and an output index map that sends every step to block (0, 0)"),
          _with_cell(stub, FORGE_DESCRIPTIONS, before="add_f32")),
         (Hostile("two-faced", 0, "differ by more than", "a pallas_call when traced, XLA when called"),

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from autograder.fingerprint import GraderFilesGuard, GraderModified
+from autograder import timeline
 from autograder.steps import engines
 from autograder.steps.pipeline import grade_payload
 from autograder.steps.record import Outcome, plan, record, record_failure
@@ -64,6 +65,16 @@ class Finished:
     failure: str | None = None    # the task raised, or its worker died twice
 
 
+def _worker_start(pid: int, limits: Limits | None = None, jailed: bool = False) -> None:
+    """Each local worker, as it starts: watch the grader, and keep the next submission's jail started ahead
+    (autograder.jail.warm: it starts while this worker grades the one before)."""
+    _watch_grader(pid)
+    if jailed and limits is not None:
+        from autograder.jail import warm
+
+        warm.keep_ahead(limits, jailed=True)
+
+
 def _watch_grader(pid: int) -> None:
     """In each local worker: if the grader process (`pid`) dies, even by SIGKILL, stop too (SIGINT makes the
     running papermill stop its kernel) instead of waiting forever for work that will never come."""
@@ -87,15 +98,16 @@ def _watch_grader(pid: int) -> None:
 class _LocalPool:
     """`jobs` worker processes (forkserver: the grading modules are imported once, not per submission)."""
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, limits: Limits | None = None, engine: str = engines.JAIL) -> None:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
         self.jobs, self.ctx = jobs, ctx
+        self.limits, self.jailed = limits, engine == engines.JAIL
         self.pool = self._new()
 
     def _new(self) -> cf.ProcessPoolExecutor:
-        return cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.ctx, initializer=_watch_grader,
-                                      initargs=(os.getpid(),))
+        return cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.ctx, initializer=_worker_start,
+                                      initargs=(os.getpid(), self.limits, self.jailed))
 
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
         return self.pool.submit(fn, *args)
@@ -180,8 +192,9 @@ def grade_each(submissions: Sequence[Submission], *, out_dir: Path, jobs: int = 
     guard = None if engines.is_jailed(engine) else GraderFilesGuard()
     with _scheduled(planned.todo, limits, engine, jobs=jobs, scheduler=scheduler) as finished:
         for f in finished:
-            o = (record(store, f.submission, f.payload) if f.payload is not None
-                 else record_failure(store, f.submission, f.failure or "the task returned nothing"))
+            with timeline.span("record a submission"):
+                o = (record(store, f.submission, f.payload) if f.payload is not None
+                     else record_failure(store, f.submission, f.failure or "the task returned nothing"))
             outcomes[o.label] = o
             if on_outcome:
                 on_outcome(o)
@@ -198,7 +211,7 @@ def _scheduled(todo: list[Submission], limits: Limits, engine: str, *, jobs: int
     if not todo or (scheduler is None and jobs <= 1):
         yield _grade_here(todo, limits, engine)
         return
-    pool: Any = _DaskPool(scheduler, jobs) if scheduler else _LocalPool(jobs)
+    pool: Any = _DaskPool(scheduler, jobs) if scheduler else _LocalPool(jobs, limits, engine)
     with _sigterm_as_interrupt():
         try:
             yield _grade_on(pool, todo, limits, engine)
@@ -209,13 +222,22 @@ def _scheduled(todo: list[Submission], limits: Limits, engine: str, *, jobs: int
 
 
 def _grade_here(todo: list[Submission], limits: Limits, engine: str) -> Iterator[Finished]:
-    for sub in todo:
-        try:
-            yield Finished(sub, payload=grade_payload(sub, limits, engine))
-        except SetupFailed:
-            raise   # the jail cannot run here: stop before scoring anyone for it
-        except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
-            yield Finished(sub, failure=f"{type(e).__name__}: {e}")
+    from autograder.jail import warm
+
+    if len(todo) > 1 and engine == engines.JAIL:
+        warm.keep_ahead(limits)   # each next submission's jail starts while this one is graded
+    try:
+        for i, sub in enumerate(todo):
+            if i == len(todo) - 1:
+                warm.keep_ahead_no_more()   # none after the last (its own was started ahead)
+            try:
+                yield Finished(sub, payload=grade_payload(sub, limits, engine))
+            except SetupFailed:
+                raise   # the jail cannot run here: stop before scoring anyone for it
+            except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
+                yield Finished(sub, failure=f"{type(e).__name__}: {e}")
+    finally:
+        warm.stop_ahead()
 
 
 def _grade_on(pool: Any, todo: list[Submission], limits: Limits, engine: str) -> Iterator[Finished]:

@@ -18,12 +18,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from autograder import timeline
 from autograder.jail.jail_agent import wire
-from pallas_course.kernel_trace import Trace
+if TYPE_CHECKING:
+    from pallas_course.kernel_trace import Trace
 
 AGENT_DIR = Path(__file__).resolve().parent / "jail_agent"
 JAIL_AGENT_ROOT = "/opt/course-grader"   # where the agent's folder appears in the jail (its PYTHONPATH)
@@ -333,8 +335,16 @@ class Session:
             self.judge.close()
             raise
 
+    def restart_clock(self, deadline: float) -> None:
+        """Count the grading's wall-clock limit from now (a session started ahead, autograder.jail.warm, waited)."""
+        self.deadline = deadline
+        self.judge.deadline = deadline
+        self.judge.wall_s = max(1.0, deadline - time.monotonic())
+
     def _start_jail(self, jail: Any, limits: Any, jailed: bool) -> None:
         env = jail_env()
+        if timeline.enabled():
+            env["COURSE_AGENT_CLOCK"] = "1"   # the agent's hello then tells when it started and was ready
         if not jailed:   # --no-jail: no binds, so the agent and the grader's helpers are imported from where they lie
             env["PYTHONPATH"] = f"{AGENT_DIR.parent}{os.pathsep}{helpers_dir().parent}"
         self.jail = jail.start([sys.executable, "-m", "jail_agent.agent"], binds=agent_binds(), env=env,
@@ -345,6 +355,9 @@ class Session:
         self._drain.start()
         try:
             hello, _ = self._read(timeout=min(120.0, self._left()))
+            if timeline.enabled() and isinstance(hello.get("clock"), dict):   # the agent's own, before any cell
+                timeline.record("jail agent", *[float(hello["clock"].get(k, 0)) for k in ("started", "ready")],
+                                cpu_s=float(hello["clock"].get("cpu_s", 0)), where="jail")
             if hello.get("ready") is not True:
                 raise BadAnswer("the agent did not say it was ready")
         except (StudentGone, BadAnswer) as e:
@@ -399,12 +412,22 @@ class Session:
 
     def request(self, header: dict[str, Any], blobs: list[bytes] | None = None, *,
                 timeout: float) -> tuple[dict[str, Any], list[bytes]]:
-        try:
-            self.jail.process.stdin.write(wire.pack(header, blobs))
-            self.jail.process.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise self._gone(silent=False) from None
-        return self._read(timeout)
+        with timeline.span(f"jail {header.get('op')}"):
+            try:
+                self.jail.process.stdin.write(wire.pack(header, blobs))
+                self.jail.process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                raise self._gone(silent=False) from None
+            return self._read(timeout)
+
+    def mark_jail_cpu(self, event: str) -> None:
+        """The CPU seconds the jail's processes have used so far (profiling only: COURSE_GRADE_TIMELINE)."""
+        if timeline.enabled():
+            cgroups = getattr(self.jail, "_cgroups", None)
+            pids = cgroups.pids() if cgroups is not None else [self.jail.process.pid]
+            box = getattr(self.judge, "box", None)
+            judge = [] if box is None else box.cgroups.pids() if box.cgroups is not None else [box.process.pid]
+            timeline.mark(event, jail_cpu_s=timeline.cpu_of(pids), judge_cpu_s=timeline.cpu_of(judge))
 
     # ---- what the engine asks
     def run_cell(self, source: str) -> tuple[list[dict[str, Any]], int | None]:
@@ -435,10 +458,11 @@ class Session:
         return bytes(self._stderr_tail).decode("utf-8", "replace")
 
     def close(self) -> None:
+        """End the jail now: nothing more is asked of it, and waiting for its Python to exit on its own (jax's
+        shutdown) took 2 s a notebook."""
         try:
             if self.jail.process.poll() is None:
                 self.jail.process.stdin.close()
-                self.jail.wait(timeout=2)
         except (OSError, ValueError):
             pass
         finally:

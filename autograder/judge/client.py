@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from autograder import timeline
 from autograder.jail.jail_agent import wire
 from autograder.judge import protocol
 from autograder.judge.budgets import OverBudget, check as check_budgets
@@ -306,10 +307,16 @@ class BoxedJudge(_Judge):
         if self.box is None:
             self._start()
         if not self._ready:
-            hello, _ = self._read(START_S, "did not start in time")
+            with timeline.span("judge wait until ready"):
+                hello, _ = self._read(START_S, "did not start in time")
             if hello.get("ready") is not True:
                 raise self._stop("did not say it was ready")
             self._ready = self.started_once = True
+        with timeline.span(f"judge {header.get('op')}", **({"chip": header["chip"]} if "chip" in header else {})):
+            return self._asked_now(header, blobs, timeout=timeout, what=what)
+
+    def _asked_now(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
+                   what: str) -> tuple[dict[str, Any], list[bytes]]:
         try:
             self.box.process.stdin.write(wire.pack(header, blobs))
             self.box.process.stdin.flush()

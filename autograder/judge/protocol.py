@@ -21,11 +21,12 @@ API (index maps become table lookups; there is no jaxpr), so the checks run unch
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pallas_course.kernel_trace import BlockInfo, PallasCallInfo, Trace
+if TYPE_CHECKING:   # imported where used: kernel_trace imports jax, which a jail started ahead need not wait for
+    from pallas_course.kernel_trace import BlockInfo, PallasCallInfo, Trace
 
 
 class BadStructure(ValueError):
@@ -46,6 +47,8 @@ def _ints(v: Any, what: str) -> tuple[int, ...]:
 
 
 def _block(d: Any, grid: tuple[int, ...]) -> BlockInfo:
+    from pallas_course.kernel_trace import BlockInfo
+
     if not isinstance(d, dict):
         raise BadStructure("a block that is not a mapping")
     table = d.get("block_indices")
@@ -85,6 +88,8 @@ def _dtype(name: Any) -> np.dtype:
 
 
 def _call(d: Any) -> PallasCallInfo:
+    from pallas_course.kernel_trace import PallasCallInfo
+
     if not isinstance(d, dict):
         raise BadStructure("a pallas_call that is not a mapping")
     grid = _ints(d.get("grid"), "a grid")
@@ -108,6 +113,8 @@ def _call(d: Any) -> PallasCallInfo:
 
 def view(data: Any) -> Trace:
     """STRUCTURE as a Trace the checks read as they read a direct trace (the grader's side)."""
+    from pallas_course.kernel_trace import Trace
+
     if not isinstance(data, dict):
         raise BadStructure("a structure that is not a mapping")
     outside, sizes = data.get("outside") or [], data.get("outside_sizes") or []

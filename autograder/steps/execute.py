@@ -24,7 +24,8 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from autograder import cells
+from autograder import cells, timeline
+from autograder.jail import warm
 from autograder.labs.harness import TestFailure
 from autograder.jail.limits import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.jail.session import BadAnswer, Session, StudentGone
@@ -245,20 +246,18 @@ def _import_meanwhile(modules: list[str]) -> None:
 def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: float = CELL_TIMEOUT_S,
             jailed: bool = True) -> Execution:
     """Run `nb` (already restored from solutions/) cell by cell; fill in every cell's outputs (in place)."""
-    from autograder.jail.bwrap import JailLimits
-
     tests = hidden_tests(lab)
     _import_meanwhile([t.module for t in tests.values()] + ["nbgrader.preprocessors"])
     started = time.monotonic()
     deadline = started + limits.wall_s
-    jail_limits = JailLimits(memory_mb=limits.memory_mb, file_mb=limits.file_mb)
     replied: set[int] = set()
     budget = OutputBudget()
     stopped: str | None = None
     stopped_in: int | None = None
     # A jail that cannot start (or imports other helpers than ours) raises student.SetupFailed: the machine's
     # fault, before any student code ran, so never a 0 for the submission.
-    session = Session(limits=jail_limits, cell_timeout_s=cell_timeout_s, deadline=deadline, jailed=jailed)
+    session = warm.take(limits, cell_timeout_s=cell_timeout_s, jailed=jailed, deadline=deadline)
+    session.mark_jail_cpu("jail cpu after start")
     try:
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
@@ -272,10 +271,12 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
                 continue
             try:
                 if gid in tests:
-                    cell.outputs = run_check(tests[gid], session)
+                    with timeline.span("hidden test", cell=index, test=gid):
+                        cell.outputs = run_check(tests[gid], session)
                     cell.execution_count = index + 1
                 else:
-                    outputs, count = session.run_cell(cell.source)
+                    with timeline.span("cell", cell=index, graded=gid is not None):
+                        outputs, count = session.run_cell(cell.source)
                     cell.outputs = budget.keep(index, [o for o in map(clean_output, outputs) if o is not None])
                     del outputs
                     cell.execution_count = count
@@ -289,6 +290,8 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
                 cell.outputs = [error_output("TestFailure" if gid in tests else "KernelStopped",
                                              f"the run stopped during this cell: {stopped}")]
     finally:
-        session.close()
+        session.mark_jail_cpu("jail cpu at the end")
+        with timeline.span("jail close"):
+            session.close()
     notes = (budget.note() + f" ({budget.dropped:,} characters dropped)",) if budget.cut_at is not None else ()
     return Execution(nb, stopped, frozenset(replied), stopped_in, notes)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ import nbformat
 from nbformat import NotebookNode
 from pydantic import BaseModel, ConfigDict
 
+from autograder import timeline
 from autograder.steps import engines, identify as identify_step, restore as restore_step
 from autograder.steps.execute import Execution
 from autograder.steps.feedback import sanitize
@@ -94,8 +96,11 @@ def restore(g: Grading) -> Grading:
 
 
 def execute(g: Grading) -> Grading:
-    """The cells on the grading's engine (a copy of the notebook: the record keeps the restored one)."""
+    """The cells on the grading's engine (a copy of the notebook: the record keeps the restored one). The
+    grader's fingerprint, which the result is stamped with (a walk of the grader's imports: 1 s the first time
+    in a process), is computed meanwhile, while this process mostly waits for the jail."""
     assert g.lab is not None and g.notebook is not None
+    threading.Thread(target=grader_fingerprint, args=(g.lab.id,), name="fingerprint-meanwhile", daemon=True).start()
     return dataclasses.replace(g, run=engines.get(g.engine)(copy.deepcopy(g.notebook), g.lab, g.limits))
 
 
@@ -138,7 +143,9 @@ def run(steps: Sequence[Callable[[S], S]], state: S, *, through: str | None = No
             break
         if step.__name__ in state.done:
             continue
-        state = dataclasses.replace(step(state), done=(*state.done, step.__name__))  # type: ignore[type-var]
+        with timeline.span(f"step {step.__name__}"):
+            done = step(state)
+        state = dataclasses.replace(done, done=(*state.done, step.__name__))  # type: ignore[type-var]
         if step.__name__ == through:
             break
     return state

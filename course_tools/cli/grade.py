@@ -4,6 +4,7 @@ gradebook."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -73,6 +74,16 @@ def grade(
     versions of jax, numpy and nbgrader are unchanged; after changing anything else that decides scores
     (a hand-edited environment), grade with --force.
     """
+    from autograder import timeline
+
+    timeline.record("course grade process until its command", timeline.process_started(), time.time())
+    ahead = scheduler is None and jobs <= 1 and not no_jail and bool(paths or demo)
+    if ahead:
+        # the first jail and judge start now, while this process imports and reads the notebooks (autograder.jail.warm)
+        from autograder.jail import warm
+        from autograder.jail.limits import Limits
+
+        warm.start_ahead(Limits(wall_s=timeout, memory_mb=memory, cell_s=cell_timeout))
     from autograder.doors.batch import start_workers
 
     if scheduler is None:
@@ -88,6 +99,7 @@ def grade(
 
     from autograder.judge.compile_rule import libtpu_warning
 
+    timeline.mark("course grade imports done")
     if (warning := libtpu_warning()) is not None:
         typer.echo(warning, err=True)      # once, before anything is graded
     if demo:
@@ -102,10 +114,14 @@ def grade(
                         progress=lambda failures: BatchProgress(Console(stderr=True, quiet=as_json), failures))
     except (SubmissionNotFound, ValueError, RuntimeError) as e:
         raise fail(plain(e)) from None
-    if as_json:
-        sys.stdout.write(run.json_text + "\n")
-    else:
-        print_run(run)
+    finally:
+        if ahead:
+            warm.discard()   # one started ahead that no grading took (nothing to grade, a refused file)
+    with timeline.span("print the table"):
+        if as_json:
+            sys.stdout.write(run.json_text + "\n")
+        else:
+            print_run(run)
     if run.error:
         raise fail(plain(run.error))
     if run.exit_code:

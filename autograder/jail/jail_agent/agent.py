@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from typing import Any
+
+_STARTED = time.time()   # the agent's first line: Python's own start-up is before it
 
 MAX_CELL_OUTPUT_CHARS = 1_000_000    # per cell; the grader caps again on its side
 MAX_ERROR_CHARS = 20_000
@@ -142,6 +145,23 @@ def _helpers() -> str | None:
     return os.path.realpath(spec.origin) if spec and spec.origin else None
 
 
+# What every lab's set-up cell imports, imported before the agent says it is ready, while the grader is still
+# reading and restoring the notebook (autograder.jail.warm): the cell then finds them in sys.modules, as it would after
+# a re-run. Nothing is initialised (no XLA backend, no interpret mode): the notebook's own cells do that.
+IMPORT_AHEAD = ("numpy", "jax", "jax.numpy", "jax.experimental.pallas", "jax.experimental.pallas.tpu",
+                "pallas_course.check", "pallas_course.runtime")
+
+
+def _import_ahead() -> None:
+    import importlib
+
+    for name in IMPORT_AHEAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the notebook's own import raises it again, as its error
+            pass
+
+
 class Agent:
     def __init__(self, proto_in: int, proto_out: Any) -> None:
         from .wire import Reader
@@ -221,8 +241,12 @@ class Agent:
     def serve(self) -> None:
         from .wire import PeerGone
 
+        _import_ahead()
         signal.signal(signal.SIGALRM, _on_alarm)
-        self.reply({"ok": True, "ready": True, "python": sys.version.split()[0], "helpers": _helpers()})
+        hello: dict[str, Any] = {"ok": True, "ready": True, "python": sys.version.split()[0], "helpers": _helpers()}
+        if os.environ.get("COURSE_AGENT_CLOCK"):   # profiling (autograder.timeline): before any cell ran
+            hello["clock"] = {"started": _STARTED, "ready": time.time(), "cpu_s": time.process_time()}
+        self.reply(hello)
         while True:
             try:
                 req, blobs = self.reader.read()
