@@ -29,16 +29,18 @@ import os
 import pwd
 import random
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from autograder.course_manifest import COURSE_YML, REPO_ROOT
+
+if TYPE_CHECKING:
+    from autograder.jail import Jail, JailLimits, _Cgroups
 
 UID_RANGE = range(61000, 65000)   # Debian's 60000-64999 "globally allocated" block has no users by default; below
                                   # 65536, so the uids exist in a container whose user namespace maps 0-65535
@@ -256,9 +258,9 @@ def _rewrite(value: str, inside: list[str], stage: Stage) -> str:
     return os.pathsep.join(parts)
 
 
-def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mapping[str, str], limits: object,
-          cwd: str, files: Mapping[str, bytes], cgroups: object, note: str, wrapper: list[str],
-          wrapper_env: dict[str, str], rlimits: list[str]) -> object:
+def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mapping[str, str], limits: JailLimits,
+          cwd: str, files: Mapping[str, bytes], cgroups: _Cgroups | None, note: str, wrapper: list[str],
+          wrapper_env: dict[str, str], rlimits: list[str]) -> Jail:
     """jail.start()'s jail without namespaces (same arguments; `wrapper` joins the cgroups, `rlimits` is prlimit's
     command): binds with a target of their own and `files` are copied into the jail's folder, the others (the
     Python environment) must be readable by "other" (checked by problem())."""
@@ -302,8 +304,8 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
                                    start_new_session=True)
     except BaseException:
         if cgroups is not None:
-            cgroups.remove()  # type: ignore[attr-defined]
+            cgroups.remove()
         stage.remove()
         raise
-    return Jail(process, limits=limits, cgroups=cgroups, stage=None, jailed=True,  # type: ignore[arg-type]
-                note=note, kind="uid", uid_stage=stage)
+    return Jail(process, limits=limits, cgroups=cgroups, stage=None, jailed=True, note=note, kind="uid",
+                uid_stage=stage)
