@@ -16,15 +16,12 @@ What students see is what `course grade`'s feedback page shows them, and nothing
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
-from autograder.doors.platforms import Outcome, write_json
+from autograder.doors import platforms as door
+from autograder.doors.platforms import Outcome
 
 ROOT_ENV = "GRADESCOPE_ROOT"
 DEFAULT_ROOT = "/autograder"
@@ -79,29 +76,12 @@ def failed_results(why: str) -> dict[str, Any]:
 
 def run(root: Path, lab_id: str) -> dict[str, Any]:
     """Grade root/submission as `lab_id`; write root/results/results.json whatever happens; return it."""
-    out = root / "results" / "results.json"
-    try:
-        from autograder.course_manifest import manifest
-        from autograder.doors.platforms import PLATFORM_LIMITS, grade_folder
-
-        lab = manifest().lab(lab_id)
-        data = results(grade_folder(root / "submission", lab_id, PLATFORM_LIMITS), lab.code)
-    except BaseException as e:  # noqa: BLE001 - results.json must exist whatever failed
-        traceback.print_exc()
-        from autograder.untrusted import plain
-
-        data = failed_results(plain(f"{type(e).__name__}: {e}", 500))
-    write_json(out, data)
-    return data
+    return door.run(root, "submission", lab_id, results, failed_results)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lab", required=True, help="the course.yml lab id this assignment grades")
-    args = parser.parse_args(argv)
-    data = run(Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT), args.lab)
-    print(json.dumps({k: data.get(k) for k in ("score", "extra_data")}))
-    return 0
+    return door.main(argv, doc=__doc__ or "", root_env=ROOT_ENV, default_root=DEFAULT_ROOT, folder="submission",
+                     results=results, failed=failed_results, shown=("score", "extra_data"))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from autograder.course_manifest import LabSpec, manifest
 from autograder.jail.limits import Limits
@@ -135,3 +136,35 @@ def write_json(path: Path, data: dict[str, object]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def run(root: Path, folder: str, lab_id: str, results: Callable[[Outcome, str], dict[str, object]],
+        failed: Callable[[str], dict[str, object]]) -> dict[str, object]:
+    """A door's whole run: grade root/`folder` as `lab_id`, map the outcome with `results`, and write
+    root/results/results.json whatever happens (`failed(why)` where the door itself failed); return it."""
+    import traceback
+
+    try:
+        lab = manifest().lab(lab_id)
+        data = results(grade_folder(root / folder, lab_id, PLATFORM_LIMITS), lab.code)
+    except BaseException as e:  # noqa: BLE001 - results.json must exist whatever failed
+        traceback.print_exc()
+        data = failed(plain(f"{type(e).__name__}: {e}", 500))
+    write_json(root / "results" / "results.json", data)
+    return data
+
+
+def main(argv: list[str] | None, *, doc: str, root_env: str, default_root: str, folder: str,
+         results: Callable[[Outcome, str], dict[str, object]], failed: Callable[[str], dict[str, object]],
+         shown: tuple[str, ...]) -> int:
+    """`python -m autograder.doors.<door> --lab LAB`: run() in the root `root_env` names (default
+    `default_root`); prints the fields `shown` for the platform's log."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--lab", required=True, help="the course.yml lab id this assignment or question grades")
+    args = parser.parse_args(argv)
+    data = run(Path(os.environ.get(root_env) or default_root), folder, args.lab, results, failed)
+    print(json.dumps({k: data.get(k) for k in shown}))
+    return 0

@@ -15,15 +15,13 @@ PL_ROOT_ENV's (tests), /grade by default.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
-from autograder.doors.platforms import Outcome, write_json
+from autograder.doors import platforms as door
+from autograder.doors.platforms import Outcome
 
 ROOT_ENV = "PL_GRADE_ROOT"
 DEFAULT_ROOT = "/grade"
@@ -79,28 +77,12 @@ def failed_results(why: str) -> dict[str, Any]:
 
 def run(root: Path, lab_id: str) -> dict[str, Any]:
     """Grade root/student as `lab_id`; write root/results/results.json whatever happens; return it."""
-    try:
-        from autograder.course_manifest import manifest
-        from autograder.doors.platforms import PLATFORM_LIMITS, grade_folder
-
-        lab = manifest().lab(lab_id)
-        data = results(grade_folder(root / "student", lab_id, PLATFORM_LIMITS), lab.code)
-    except BaseException as e:  # noqa: BLE001 - results.json must exist whatever failed
-        traceback.print_exc()
-        from autograder.untrusted import plain
-
-        data = failed_results(plain(f"{type(e).__name__}: {e}", 500))
-    write_json(root / "results" / "results.json", data)
-    return data
+    return door.run(root, "student", lab_id, results, failed_results)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lab", required=True, help="the course.yml lab id this question grades")
-    args = parser.parse_args(argv)
-    data = run(Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT), args.lab)
-    print(json.dumps({k: data.get(k) for k in ("score", "gradable", "extra_data")}))
-    return 0
+    return door.main(argv, doc=__doc__ or "", root_env=ROOT_ENV, default_root=DEFAULT_ROOT, folder="student",
+                     results=results, failed=failed_results, shown=("score", "gradable", "extra_data"))
 
 
 if __name__ == "__main__":

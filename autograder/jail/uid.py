@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from autograder.course_manifest import COURSE_YML, REPO_ROOT
 
 if TYPE_CHECKING:
-    from autograder.jail import Jail, JailLimits, _Cgroups
+    from autograder.jail.bwrap import Jail, JailLimits, _Cgroups
 
 UID_RANGE = range(61000, 65000)   # Debian's 60000-64999 "globally allocated" block has no users by default; below
                                   # 65536, so the uids exist in a container whose user namespace maps 0-65535

@@ -46,14 +46,19 @@ def _anon_bytes(memory: Path) -> int:
     return int(stat.get("total_rss", 0)) + int(stat.get("total_shmem", 0))
 
 
-def measure(lab_id: str, cpus: float) -> dict:
-    """One solution notebook through the Gradescope door, in a fresh memory+cpu cgroup."""
+def measure(lab_id: str, cpus: float, memory_mb: int | None = None) -> dict:
+    """One solution notebook through the Gradescope door, in a fresh memory+cpu cgroup (limited to `memory_mb`,
+    RAM and swap, as a container's limit would)."""
     root = Path(tempfile.mkdtemp(prefix="course-fit-"))
     name = f"course-fit-{os.getpid()}-{lab_id}-{cpus}".replace(".", "_")
     memory, cpu, cpuacct = _group("memory", name), _group("cpu", name), _group("cpuacct", name)
     try:
         period = int((cpu / "cpu.cfs_period_us").read_text())
         (cpu / "cpu.cfs_quota_us").write_text(str(int(cpus * period)))
+        if memory_mb is not None:
+            (memory / "memory.limit_in_bytes").write_text(str(memory_mb * 2**20))
+            if (memory / "memory.memsw.limit_in_bytes").exists():
+                (memory / "memory.memsw.limit_in_bytes").write_text(str(memory_mb * 2**20))
         (root / "submission").mkdir()
         lab = manifest().lab(lab_id)
         nbformat.write(filled_in(lab_id), root / "submission" / Path(lab.notebook).name)
@@ -81,9 +86,12 @@ def measure(lab_id: str, cpus: float) -> dict:
         out, err = process.communicate(timeout=1800)
         wall = time.perf_counter() - start
         sampler.join()
-        results = json.loads((root / "results" / "results.json").read_text())
+        try:
+            results = json.loads((root / "results" / "results.json").read_text())
+        except (OSError, ValueError):
+            results = {"score": None}
         return {
-            "lab": lab_id, "cpus": cpus, "wall_s": round(wall, 2),
+            "lab": lab_id, "cpus": cpus, "memory_limit_mb": memory_mb, "wall_s": round(wall, 2),
             "cpu_s": round(int((cpuacct / "cpuacct.usage").read_text()) / 1e9, 2),
             "peak_anon_mb": round(peak[0] / 2**20), "jail_peak_anon_mb": round(peak[1] / 2**20),
             "max_usage_mb": round(
@@ -107,6 +115,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--labs", default="", help="comma-separated lab ids (default: every lab with tests)")
     parser.add_argument("--cpus", default="1,0.5", help="CPU shares to measure at (cgroup cfs quota)")
+    parser.add_argument("--limited", default="lab-1.2-tiled-matmul:0.5:768",
+                        help="LAB:CPUS:MB runs under a container's memory limit too (comma-separated; default: the "
+                             "largest lab at Gradescope's default ½ vCPU and 768 MB)")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     labs = [l for l in args.labs.split(",") if l] or [l.id for l in manifest().labs if l.tests]
     shares = [float(c) for c in args.cpus.split(",")]
@@ -117,20 +129,26 @@ def main(argv: list[str] | None = None) -> None:
             row = measure(lab_id, cpus)
             print(json.dumps(row), file=sys.stderr)
             rows.append(row)
+    for spec in filter(None, args.limited.split(",")):
+        lab_id, cpus, mb = spec.split(":")
+        row = measure(lab_id, float(cpus), int(mb))
+        print(json.dumps(row), file=sys.stderr)
+        rows.append(row)
     record = {
         "what": "one solution notebook per lab through the Gradescope door (python -m autograder.doors.gradescope), "
                 "a fresh process in its own memory+cpu cgroup standing in for the platform's container, --jobs 1",
         "method": "wall: perf_counter around the process; cpu: the cgroup's cpuacct.usage (grader and jail); "
                   "peak_anon_mb: max of the cgroup's total_rss + total_shmem sampled every 0.1 s (jail_peak_anon_mb: "
                   "the same of the jail's own memory group, below it); max_usage_mb: memory.max_usage_in_bytes "
-                  "(page cache included); cpus: cpu.cfs_quota_us / cpu.cfs_period_us",
+                  "(page cache included); cpus: cpu.cfs_quota_us / cpu.cfs_period_us; memory_limit_mb: memory.limit_in_bytes "
+                  "and memsw of the cgroup (a container's limit), none where null",
         "rows": rows,
         "provenance": grading_provenance(load_average_before_1_5_15=load_before,
                                          note="2 cores shared with other engineers' runs: wall times are upper bounds; "
                                               "CPU seconds and memory are not load-dependent"),
     }
-    OUT.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {OUT}", file=sys.stderr)
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
