@@ -1,5 +1,5 @@
 """Gradescope's door: `run_autograder` runs `python -m autograder.doors.gradescope --lab LAB`, which grades
-the notebook in /autograder/steps/submission with `course grade`'s steps and writes /autograder/steps/results/results.json
+the notebook in /autograder/submission with `course grade`'s steps and writes /autograder/results/results.json
 (gradescope/autograder_samples docs/specs.md). The root is GRADESCOPE_ROOT_ENV's (tests), /autograder by default.
 
 What students see is what `course grade`'s feedback page shows them, and nothing more:
