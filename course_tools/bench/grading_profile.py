@@ -93,7 +93,7 @@ def phases(events: list[dict], started: float, ended: float) -> dict:
     detail = {}
     if agent and jail_start:
         detail = {"bubblewrap and the jail's Python until the agent's first line": agent["start"] - jail_start["start"],
-                  "the agent's imports (IPython) until ready": agent["end"] - agent["start"],
+                  "the agent's imports (IPython, jax, Pallas, the course helpers) until ready": agent["end"] - agent["start"],
                   "the agent's CPU until ready": agent.get("cpu_s")}
     return {"critical_path": path, "sums": dict(sums), "jail_cpu_s": jail_cpu, "judge_cpu_s": judge_cpu,
             "jail_start": detail}
