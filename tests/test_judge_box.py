@@ -394,3 +394,106 @@ def test_the_grading_process_never_rebuilds_or_compiles_itself() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# ------------------------------------------------------------------------------------------------ both doors
+
+ADD_CELL = "def add(x, y):\n    return pl.pallas_call(\n"
+DOOR_ATTACKS = {
+    # student -> (their add, words in add_f32's reason)
+    "scratch-200": ("def add(x, y):\n"
+                    "    from jax.experimental.pallas import tpu as pltpu\n"
+                    "    def kernel(x_ref, y_ref, o_ref, *scratch):\n"
+                    "        o_ref[...] = x_ref[...] + y_ref[...]\n"
+                    "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP,\n"
+                    "        scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32) for _ in range(200)])(x, y)\n",
+                    "of scratch, more than the 128 MB of VMEM any course chip has"),
+    "matmuls-8": ("def add(x, y):\n"
+                  "    m = jnp.full((4096, 4096), 0.5, jnp.float32)\n"
+                  "    for _ in range(8):\n"
+                  "        m = m @ m\n"
+                  "    return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+                  "                          interpret=INTERP)(x, y)\n",
+                  "FLOPs outside its kernels"),
+    # right values, 16,384 grid steps each redoing the whole sum: ~1 min of interpret mode per call
+    "slow-grid": ("def add(x, y):\n"
+                  "    spec = pl.BlockSpec(x.shape, lambda i: (0, 0))\n"
+                  "    return pl.pallas_call(add_kernel, grid=(16_384,), in_specs=[spec, spec], out_specs=spec,\n"
+                  "                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)\n",
+                  "the grader's run of your kernel took more than 30 s (the grader's limit for its run)"),
+}
+CELL_S = 30      # per hidden test and cell; the slow grid needs twice that per call
+
+
+def _door_class(submitted: Path) -> None:
+    import nbformat
+
+    from course_tools.demo import filled_in
+
+    lab = "lab-1.1-first-kernels"
+    stage = _manifest().stage.id
+    for student, (source, _) in {**DOOR_ATTACKS, "honest": ("", "")}.items():
+        nb = filled_in(lab)
+        if source:
+            (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(ADD_CELL)]
+            cell.source = source
+        path = submitted / student / stage / f"{lab}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+
+
+def _manifest() -> Any:
+    from autograder.course_manifest import manifest
+
+    return manifest()
+
+
+def _door_scores(tests: dict[str, tuple[float, str]]) -> None:
+    """What both doors must give: the attacker loses add's tests with the reason, keeps transpose's; the honest
+    student graded in the same batch gets full marks."""
+    for student, (_, words) in DOOR_ATTACKS.items():
+        got = tests[student]
+        assert got["add_f32"][0] == 0 and words in got["add_f32"][1], (student, got["add_f32"])
+        assert got["add_bf16"][0] == 0
+        assert got["transpose_schedule"][0] == 1 and got["transpose_values"][0] == 2, (student, got)
+    assert sum(p for p, _ in tests["honest"].values()) == 6, tests["honest"]
+
+
+def test_course_grade_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
+    from autograder.jail.limits import Limits
+    from autograder.steps.pipeline import grade_submission
+    from autograder.steps.submission import read_submission
+
+    _door_class(tmp_path)
+    stage = _manifest().stage.id
+    tests = {}
+    for student in [*DOOR_ATTACKS, "honest"]:
+        path = tmp_path / student / stage / "lab-1.1-first-kernels.ipynb"
+        result = grade_submission(read_submission(path, student), Limits(cell_s=CELL_S)).result
+        tests[student] = {t.name: (t.points, t.message or "") for t in result.tests}
+    _door_scores(tests)
+
+
+def test_nbgrader_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from autograder import cells
+    from tests.nbgrader_course import generated_course, nbgrader
+
+    course = generated_course(tmp_path / "course")
+    _door_class(course / "submitted")
+    stage = _manifest().stage.id
+    run = nbgrader(course, "autograde", stage, "--force", f"--JailedExecute.timeout={CELL_S}")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    ids = {t.id for t in _manifest().lab("lab-1.1-first-kernels").tests}
+    tests = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in [*DOOR_ATTACKS, "honest"]:
+            nb = nbformat.read(course / "autograded" / student / stage / "lab-1.1-first-kernels.ipynb", as_version=4)
+            said = {cells.grade_id(c): " ".join(o.get("evalue", "") for o in c.outputs) for c in nb.cells
+                    if cells.grade_id(c) in ids}
+            tests[student] = {g.name: (g.score, said.get(g.name, "")) for g in
+                              gb.find_submission_notebook("lab-1.1-first-kernels", stage, student).grades
+                              if g.name in ids}
+    _door_scores(tests)
