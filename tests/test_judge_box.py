@@ -435,8 +435,11 @@ def _door_class(submitted: Path) -> None:
     for student, (source, _) in {**DOOR_ATTACKS, "honest": ("", "")}.items():
         nb = filled_in(lab)
         if source:
-            (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(ADD_CELL)]
+            (cell,) = [c for c in nb.cells if c.cell_type == "code" and ADD_CELL in c.source]
             cell.source = source
+            for c in nb.cells:    # the notebook's own check of add (it would run the slow grid in the jail)
+                if c.cell_type == "code" and 'check("add"' in c.source:
+                    c.source = ""
         path = submitted / student / stage / f"{lab}.ipynb"
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
