@@ -500,3 +500,45 @@ def test_nbgrader_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
                               gb.find_submission_notebook("lab-1.1-first-kernels", stage, student).grades
                               if g.name in ids}
     _door_scores(tests)
+
+
+# ------------------------------------------------------------------------------------- any description at all
+
+def _paths(x: Any, here: tuple = ()) -> list[tuple]:
+    out = [here]
+    if isinstance(x, dict):
+        out += [p for k, v in x.items() for p in _paths(v, here + (k,))]
+    elif isinstance(x, list):
+        out += [p for i, v in enumerate(x) for p in _paths(v, here + (i,))]
+    return out
+
+
+def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
+    """Budgets, then the rebuild, on a real description with any one node replaced by junk: a structure or a
+    refusal with a reason (the batch's BadAnswer at worst), never an exception of the grader's."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from autograder.jail_session import BadAnswer
+
+    junk = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=8),
+                        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
+                                                                                    max_size=4), max_leaves=12)
+    header, blobs = _described(add_with_scratch(1, 128))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def damaged(data: Any) -> None:
+        h = json.loads(json.dumps(header))
+        path = data.draw(st.sampled_from(_paths(h["description"])[1:]))
+        node = h["description"]
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = data.draw(junk)
+        try:
+            traced = client.LocalJudge().trace(h, blobs, AVALS)
+        except BadAnswer:
+            return
+        assert (traced.error is None) != (traced.structure is None)
+        assert traced.error is None or traced.error.text
+
+    damaged()

@@ -173,8 +173,13 @@ def _walk(j: Any, cost: _Cost, times: float, inside: bool) -> None:
 
 
 def cost(description: Any) -> _Cost:
+    """The upper estimates of what running `description` costs. Raises OverBudget on data the walk cannot read
+    (any description the jail's describe() makes is read: the mutant corpus goes through it)."""
     c = _Cost()
-    _walk(description.get("jaxpr") if isinstance(description, dict) else None, c, 1.0, False)
+    try:
+        _walk(description.get("jaxpr") if isinstance(description, dict) else None, c, 1.0, False)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError, OverflowError) as e:
+        raise OverBudget(f"the grader cannot estimate what it would cost to run ({type(e).__name__})") from None
     return c
 
 

@@ -147,7 +147,7 @@ class _Judge:
             return Traced(None, None, _student_error(answer.get("error")))
         try:
             structure = protocol.view(answer.get("structure"))
-        except protocol.BadStructure as e:
+        except (protocol.BadStructure, TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
             raise BadAnswer(f"the judge's structure data is malformed ({e})") from None
         self._sent[key] = (header, blobs)
         self._here.add(key)
