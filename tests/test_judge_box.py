@@ -313,8 +313,8 @@ def test_a_never_taken_branch_that_stalls_the_compiler_is_stopped(libtpu) -> Non
         t0 = time.monotonic()
         v5e, v6e = traced.computation.verdicts(["v5e", "v6e"], 5)
         assert time.monotonic() - t0 < 60
-        assert v5e.error_kind == "tpu-timeout" or v5e.rejected, v5e
-        assert v6e.skipped or v6e.rejected
+        assert v5e.error_kind == "tpu-timeout" and "did not finish within 5 s for v5e" in v5e.message, v5e
+        assert v6e.skipped
     finally:
         judge.close()
 

@@ -196,14 +196,14 @@ def check(description: Any, const_bytes: int, in_bytes: int, budgets: Budgets = 
                          f"{_gb(budgets.max_scratch_bytes)} of VMEM any course chip has: no TPU could run it")
     if total > budgets.max_bytes:
         raise OverBudget(f"running it would hold up to {_gb(total)} of arrays (operands, constants, results and "
-                         f"scratch), over the grader's budget of {_gb(budgets.max_bytes)}")
+                         f"scratch), over the grader's limit of {_gb(budgets.max_bytes)}")
     if c.trips > budgets.max_trips:
-        raise OverBudget(f"it runs {c.trips:,} grid steps and loop iterations, over the grader's budget of "
+        raise OverBudget(f"it runs {c.trips:,} grid steps and loop iterations, over the grader's limit of "
                          f"{budgets.max_trips:,}")
     if c.flops_outside > budgets.max_flops_outside:
         raise OverBudget(f"it computes about {c.flops_outside:.2g} FLOPs outside its kernels (XLA work beside them), "
-                         f"over the grader's budget of {budgets.max_flops_outside:.2g} (16 of the labs' largest "
+                         f"over the grader's limit of {budgets.max_flops_outside:.2g} (16 of the labs' largest "
                          "matmuls)")
     if c.flops_inside > budgets.max_flops_inside:
         raise OverBudget(f"its kernels compute about {c.flops_inside:.2g} FLOPs (body x grid steps x loops), over "
-                         f"the grader's budget of {budgets.max_flops_inside:.2g} (16 of the labs' largest matmuls)")
+                         f"the grader's limit of {budgets.max_flops_inside:.2g} (16 of the labs' largest matmuls)")
