@@ -1,7 +1,8 @@
 """What the judge's box costs: grading time per notebook and memory per worker, before and after it.
 
-Run with `python -m course_tools.bench.judge_box --before DIR` (DIR: a checkout of the commit before the box, e.g.
-`git worktree add /tmp/base 3910b2c`); writes bench/judge-box.json with its provenance.
+Run with `python -m course_tools.bench.judge_box --before DIR [--after DIR2]` (DIR: a checkout of the commit before
+the box, e.g. `git worktree add /tmp/base 3910b2c`; DIR2, default this checkout, one with it); writes
+bench/judge-box.json with its provenance.
 
 Method: one worker's grading of the LAB·1.1 and LAB·1.2 solution notebooks, one after the other, in a fresh
 process started in each checkout (this virtualenv; the checkout's own `autograder` and `pallas_course` come first
@@ -98,7 +99,9 @@ def _summary(runs: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True, help="a checkout of the commit before the judge's box")
+    parser.add_argument("--after", type=Path, default=REPO_ROOT, help="a checkout with the box (default: this one)")
     parser.add_argument("-n", type=int, default=N)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each first (0: caches already warm)")
     args = parser.parse_args()
     import tempfile
 
@@ -111,11 +114,12 @@ def main() -> None:
             nbformat.write(filled_in(lab), path)
             notebooks.append(path)
         load_before = list(os.getloadavg())
-        _run(args.before, notebooks), _run(REPO_ROOT, notebooks)      # warm-up: file caches, bytecode
+        for _ in range(args.warmup):                                    # file caches, bytecode
+            _run(args.before, notebooks), _run(args.after, notebooks)
         before, after = [], []
         for i in range(args.n):
             before.append(_run(args.before, notebooks))
-            after.append(_run(REPO_ROOT, notebooks))
+            after.append(_run(args.after, notebooks))
             print(f"pair {i + 1}: before {[round(n['wall_s'], 1) for n in before[-1]['notebooks']]} s, after "
                   f"{[round(n['wall_s'], 1) for n in after[-1]['notebooks']]} s", file=sys.stderr)
         load_after = list(os.getloadavg())
@@ -123,12 +127,12 @@ def main() -> None:
                                            for a, b in zip(after, before)]), 3) for i, lab in enumerate(LABS)}
     report = {
         "benchmark": "the judge's box: grading time per notebook and memory per worker, before and after",
-        "method": (f"{args.n} pairs, alternated (before, after), after one untimed warm-up each: one fresh worker process "
+        "method": (f"{args.n} pairs, alternated (before, after), after {args.warmup} untimed warm-up run(s) of each: one fresh worker process "
                    f"per run grades the {' and '.join(LABS)} solution notebooks one after the other "
                    "(autograder.pipeline.grade_one, as course grade does; jailed); medians of each measure, and the median "
                    "of the per-pair differences of wall clock (after minus before)"),
         "before": {"commit": _git(args.before, "rev-parse", "HEAD"), **_summary(before)},
-        "after": {"commit": _git(REPO_ROOT, "rev-parse", "HEAD"), **_summary(after)},
+        "after": {"commit": _git(args.after, "rev-parse", "HEAD"), **_summary(after)},
         "after_minus_before_wall_s_median_of_pairs": diffs,
         "provenance": grading_provenance(load_average_at_start=load_before, load_average_at_end=load_after,
                                          note="2 vCPUs shared with 4 other engineers' builds and tests: noisy; "
