@@ -90,6 +90,10 @@ def _summary(runs: list[dict]) -> dict:
     for i, lab in enumerate(LABS):
         per[lab] = {key: med([r["notebooks"][i][key] for r in runs])
                     for key in ("wall_s", "grader_cpu_s", "children_cpu_s")}
+        # the grader's own CPU and its waited children's: the judges (the jails' agents run under bubblewrap, whose
+        # children are reaped inside the jail's pid namespace, so their CPU is not in either number)
+        per[lab]["grader_and_judge_cpu_s"] = med([r["notebooks"][i]["grader_cpu_s"] + r["notebooks"][i]["children_cpu_s"]
+                                                  for r in runs])
         per[lab]["score"] = f"{runs[0]['notebooks'][i]['score']}/{runs[0]['notebooks'][i]['max_score']}"
     judges = [p for r in runs for p in r["judge_peak_rss_mb"]]
     return {"per_notebook": per, "grader_peak_rss_mb": med([r["grader_peak_rss_mb"] for r in runs]),
@@ -130,10 +134,16 @@ def main() -> None:
         "method": (f"{args.n} pairs, alternated (before, after), after {args.warmup} untimed warm-up run(s) of each: one fresh worker process "
                    f"per run grades the {' and '.join(LABS)} solution notebooks one after the other "
                    "(autograder.pipeline.grade_one, as course grade does; jailed); medians of each measure, and the median "
-                   "of the per-pair differences of wall clock (after minus before)"),
+                   "of the per-pair differences of wall clock (after minus before); CPU: the grader's own and its waited "
+                   "children's (the judges); the jails' CPU is in neither (bubblewrap reaps them inside the jail's pid "
+                   "namespace)"),
         "before": {"commit": _git(args.before, "rev-parse", "HEAD"), **_summary(before)},
         "after": {"commit": _git(args.after, "rev-parse", "HEAD"), **_summary(after)},
         "after_minus_before_wall_s_median_of_pairs": diffs,
+        "after_minus_before_cpu_s_median_of_pairs": {lab: round(statistics.median([
+            a["notebooks"][i]["grader_cpu_s"] + a["notebooks"][i]["children_cpu_s"]
+            - b["notebooks"][i]["grader_cpu_s"] - b["notebooks"][i]["children_cpu_s"] for a, b in zip(after, before)]), 3)
+            for i, lab in enumerate(LABS)},
         "provenance": grading_provenance(load_average_at_start=load_before, load_average_at_end=load_after,
                                          note="2 vCPUs shared with 4 other engineers' builds and tests: noisy; "
                                               "CPU seconds are steadier than wall clock"),
