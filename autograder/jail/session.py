@@ -326,6 +326,8 @@ class Session:
         self.cell_timeout_s_ = float(cell_timeout_s)
         self.deadline = deadline
         self._stderr_tail = bytearray()
+        if jailed:   # no jail, no grading: said before anything starts (JailUnavailable, in one line)
+            jail.require_jail()
         # The judge first: its imports run while the jail starts and runs the notebook's first cells.
         self.judge = BoxedJudge(limits=judge or BoxLimits(), deadline=deadline, cell_timeout_s=self.cell_timeout_s_,
                                 wall_s=max(1.0, deadline - time.monotonic()))
