@@ -50,8 +50,12 @@ try:
     judge_box.Box.close = close
 except ImportError:
     judge_box = None
-from autograder.limits import Limits
-from autograder.pipeline import grade_one
+try:
+    from autograder.jail.limits import Limits
+    from autograder.steps.pipeline import grade_one
+except ImportError:   # the layout before autograder/ was split by where code runs
+    from autograder.limits import Limits
+    from autograder.pipeline import grade_one
 import autograder
 assert autograder.__file__.startswith(os.getcwd()), autograder.__file__
 out = []
