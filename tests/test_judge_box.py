@@ -518,7 +518,7 @@ def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
     refusal with a reason (the batch's BadAnswer at worst), never an exception of the grader's."""
     from hypothesis import HealthCheck, given, settings, strategies as st
 
-    from autograder.jail_session import BadAnswer
+    from autograder.jail.session import BadAnswer
 
     junk = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=8),
                         lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
