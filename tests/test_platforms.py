@@ -213,9 +213,13 @@ def _class_run(gradescope: Path, tmp_path_factory: pytest.TempPathFactory, stude
            hostile.SECRET_ENV: "s3cret-of-the-grader"}
     cmd = [str(gradescope / "course-env" / "bin" / "python"), "-c", "from course_tools.cli import main; main()", "grade", str(subs),
            "--out", str(out), "--jobs", "2", "--json", *LIMITS]
-    done = subprocess.run(no_namespaces.argv(cmd), cwd=work, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return {r["submission"].split("/")[0]: r for r in json.loads(done.stdout)}, out
+    try:
+        done = subprocess.run(no_namespaces.argv(cmd), cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return {r["submission"].split("/")[0]: r for r in json.loads(done.stdout)}, out
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
 
 
 @pytest.fixture(scope="module")
