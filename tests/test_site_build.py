@@ -195,6 +195,42 @@ def test_cli_site_build(tmp_path):
     assert "frames: EX·02 6, EX·07 9, EX·12 6" in result.output and "GATE 01" in result.output
 
 
+def test_cli_site_build_holds_model_code_back_until_its_reveal_date(tmp_path):
+    """`course site build` is the page students may see today, as the release's: a lab's model code from its
+    reveal date on; `--preview` is the instructor's page with all of it, and says so."""
+    import datetime as dt
+
+    from autograder.course_manifest import manifest
+
+    first = min(lab.reveal for lab in manifest().labs if lab.reveal)
+    before = (first - dt.timedelta(days=1)).isoformat()
+    result = runner.invoke(app, ["site", "build", "--out", str(tmp_path / "before"), "--today", before])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "before" / "index.html").read_text()
+    assert "grid=(m // bm, n // bn, k // bk)" not in page and "appears here on" in page
+    assert f"as of {before}: each lab's model code from its reveal date on" in result.output
+    assert all("(stubs: reveal" in line for line in result.output.splitlines() if line.strip().startswith("LAB·"))
+    result = runner.invoke(app, ["site", "build", "--out", str(tmp_path / "preview"), "--preview"])
+    assert result.exit_code == 0, result.output
+    assert "grid=(m // bm, n // bn, k // bk)" in (tmp_path / "preview" / "index.html").read_text()
+    assert "PREVIEW: every lab's model code is on this page; do not publish it" in result.output
+
+
+def test_cli_site_build_prints_nothing_alarming_without_a_tpu(tmp_path):
+    """No libtpu start-up errors (TPU_WORKER_HOSTNAMES, host bounds) on a machine without a TPU chip."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TPU_")}
+    from pathlib import Path
+
+    course = str(Path(sys.executable).with_name("course"))
+    run = subprocess.run([course, "site", "build", "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "TPU_WORKER_HOSTNAMES" not in run.stderr and "host bounds" not in run.stderr, run.stderr
+
+
 def test_content_names_unknown_labs_in_one_message(tmp_path):
     """A content file naming a lab course.yml lacks is refused with the lab and the labs there are."""
     text = (REPO / "site/content/stage-1.yml").read_text().replace('lab: "LAB·1.3"', 'lab: "LAB·9.9"')

@@ -296,6 +296,19 @@ def render(ctx: dict[str, Any], assets: Path = ASSETS) -> str:
     return env.get_template("page.html.j2").render(**ctx, css=Markup(css), import_map=Markup(import_map(assets)))
 
 
+def quiet_libtpu_without_a_tpu() -> None:
+    """On a machine with no TPU chip (no /dev/accel*, no /dev/vfio device), libtpu (installed for the compile
+    step) prints TPU_WORKER_HOSTNAMES and host-bounds errors when JAX starts; these values quiet it (FACTS.md).
+    A TPU host keeps its own."""
+    import glob
+    import os
+
+    if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"):
+        return
+    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+    os.environ.setdefault("TPU_HOST_BOUNDS", "1,1,1")
+
+
 def build(out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS,
           public_on: dt.date | None = None) -> BuildResult:
     """Build the site into `out` (created if needed); returns what was written and where each part came from.
