@@ -10,15 +10,15 @@ What a notebook calls:
 
     show()                  the reading, numbered, with an empty margin where a mark is due
     show(marks)             the same with the student's margin: A (algorithm), S (schedule), · (not yet)
-    check_form(marks)       how many lines are marked, which are not, and anything not understood;
-                            says nothing about right or wrong
+    check_form(marks)       the check before grading: how many lines are marked per category, which
+                            are not, and anything not understood (✓ when complete); never right or wrong
     read_margin(marks)      the marks as {line: "algorithm" | "schedule"} plus what was not understood
     forward(), reference()  tokamax's kernel wrapper and its reference.py function
     on_this_machine(INTERP) where tokamax's pallas_call runs (it takes no interpret=, so force the mode)
     example_inputs(...)     x, labels, w of a given size, with logits of order 1
 
 A student's margin is a dict from a line number, or a `range` of line numbers, to "algorithm" or
-"schedule" ("a" and "s" do too). Later entries win over earlier ones, and a single line number wins over
+"schedule" ("algo", "alg", "a" and "sched", "sch", "s" do too, in any case). Later entries win over earlier ones, and a single line number wins over
 any range that contains it, so `{range(228, 341): "schedule", 246: "algorithm"}` means what it says.
 """
 from __future__ import annotations
@@ -33,8 +33,9 @@ PACKAGE = "tokamax"
 PIN = "0.0.12"                      # requirements.txt pins the same release; so does the grader's key
 WALK_ID = "tokamax-lsce-forward"
 _OPS = "tokamax._src.ops.linear_softmax_cross_entropy_loss"
-_ALIASES = {"algorithm": "algorithm", "alg": "algorithm", "a": "algorithm",
-            "schedule": "schedule", "sch": "schedule", "s": "schedule"}
+# What a margin may say (case and surrounding blanks ignored): the words, and the usual abbreviations.
+_ALIASES = {"algorithm": "algorithm", "algo": "algorithm", "alg": "algorithm", "a": "algorithm",
+            "schedule": "schedule", "sched": "schedule", "sch": "schedule", "s": "schedule"}
 
 
 class TokamaxMissing(ModuleNotFoundError):
@@ -117,20 +118,36 @@ def show(marks: Any = None, *, lines: range | None = None) -> None:
 
 
 def check_form(marks: Any) -> None:
-    """Say how much of the reading is marked and what could not be read; never whether it is right."""
+    """The check before grading: the margin's form, never whether a mark is right (this package has no key).
+    Passes (one ✓ line) when every code line has a mark, every entry is understood and both kinds of mark are
+    used; else raises CheckFailure saying which lines are unmarked, which entries were not understood, and the
+    counts per category marked."""
+    from pallas_course.check import CheckFailure
+
     w = reading()
     margin = read_margin(marks, w)
     code = w.code_lines()
     unmarked = [n for n in code if n not in margin.marks]
     counts = {m: sum(1 for v in margin.marks.values() if v == m) for m in ("algorithm", "schedule")}
-    print(f"{len(margin.marks)} of {len(code)} code lines marked "
-          f"({counts['algorithm']} algorithm, {counts['schedule']} schedule)")
-    if unmarked:
-        print(f"not marked yet: {format_ranges(unmarked)}")
-    for p in margin.problems:
-        print(f"not understood: {p}")
-    if not unmarked and not margin.problems:
-        print("every code line has a mark")
+    head = (f"{len(margin.marks)} of {len(code)} code lines marked "
+            f"({counts['algorithm']} algorithm, {counts['schedule']} schedule)")
+    wrong = [f"not marked yet: {format_ranges(unmarked)}"] if unmarked else []
+    wrong += [f"not understood: {p}" for p in margin.problems]
+    one = [m for m, c in counts.items() if c == 0]
+    if margin.marks and len(one) == 1:
+        wrong.append(f"no line is marked {one[0]}: the reading has lines of both kinds, and the credit is the smaller "
+                     "of the two shares (algorithm lines marked algorithm, schedule lines marked schedule), so a "
+                     "margin of one kind earns 0")
+    read_only = ("this check reads the form of your margin only; whether a mark is right is decided by the grade, "
+                 "against the instructor's key, which this notebook does not have")
+    if not margin.marks and not margin.problems:
+        wrong = [f"nothing is marked yet: the margin is still the stub; mark the lines {w.first_line}-{w.last_line}"]
+    if wrong:
+        failure = CheckFailure("marks: " + head + "\n" + "\n".join(wrong) + f"\n({read_only})")
+        failure.kind = "form"
+        raise failure
+    print(f"✓ marks: every code line has a mark: {head}; every entry read ('algorithm'/'algo'/'alg'/'a', "
+          f"'schedule'/'sched'/'sch'/'s'); {read_only}")
 
 
 def forward() -> Any:

@@ -81,3 +81,27 @@ def test_alternatives_pass_the_visible_checks_too(lab_id: str, alt) -> None:
     for kernel in sorted(lab_checks.CASES):
         if any(kernel in old or kernel in new for old, new in alt.edits.items()) and kernel in namespace:
             lab_checks.check_kernel(kernel, namespace[kernel])
+
+
+def test_lab_1_5_check_shows_the_grade_s_categories(capsys) -> None:
+    """LAB·1.5's check before grading (tokamax_reading.check_form, in a check cell of the solution and the stub)
+    counts the margin per category, the categories the grade tallies (autograder.labs.lab_1_5), and reads nothing
+    of the key: the same counts for any margin of the same form."""
+    from autograder.labs import lab_1_5
+    from pallas_course import tokamax_reading
+
+    lab = manifest().lab(lab_1_5.LAB)
+    for path in (lab.source, lab.notebook):
+        nb = nbformat.read(REPO_ROOT / path, as_version=4)
+        assert any("tokamax_reading.check_form(marks)" in c.source for c in nb.cells
+                   if c.cell_type == "code" and "check" in c.metadata.get("tags", [])), path
+    graded = {m for m in lab_1_5.key().marks.values() if m != "blank"}
+    assert graded == set(tokamax_reading._ALIASES.values()) == {"algorithm", "schedule"}
+    key = lab_1_5.key_margin()
+    flipped = {n: {"algorithm": "schedule", "schedule": "algorithm"}[m] for n, m in key.items()}
+    tokamax_reading.check_form(key)
+    right = capsys.readouterr().out
+    tokamax_reading.check_form(flipped)
+    wrong = capsys.readouterr().out
+    assert right.startswith("✓ marks:") and wrong.startswith("✓ marks:")
+    assert re.sub(r"\(\d+ algorithm, \d+ schedule\)", "", right) == re.sub(r"\(\d+ algorithm, \d+ schedule\)", "", wrong)

@@ -151,3 +151,27 @@ def test_sanitize_strips_hidden_tests_and_tracebacks() -> None:
     assert "secret" not in clean.outputs[1].text and "UserWarning" in clean.outputs[1].text
     assert clean.outputs[2].traceback == ["TestFailure: t: wrong"]
     assert "secret_check" in nb.cells[0].source, "the instructor's copy is untouched"
+
+
+def test_lab_1_5_feedback_shows_the_counts_per_category() -> None:
+    """The feedback page of a partial LAB·1.5 margin says how many lines of each category were marked which way
+    (the hidden test's own tally), not only "partial credit: X of 3" (issue 27, point 5)."""
+    from autograder.course_manifest import REPO_ROOT, manifest
+    from autograder.score import score_tests
+
+    lab = manifest().lab("lab-1.5-reading-tokamax")
+    nb = nbformat.read(REPO_ROOT / lab.source, as_version=4)
+    (cell,) = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "margin_marks"]
+    tally = ("margin_marks: algorithm lines marked algorithm 40/45 (5 marked the other way, 0 not marked); schedule "
+             "lines marked schedule 90/92 (2 marked the other way, 0 not marked); credit = 3 x the smaller share = "
+             "2.66 of 3")
+    cell.execution_count = 1
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=tally + "\nwhich lines disagree is shown "
+                                           "from 2026-12-21 (the lab's reveal date)\n"),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": "2.66"}, execution_count=1)]
+    (t,) = [r for r in score_tests(nb, lab) if r.name == "margin_marks"]
+    assert t.status == "partial" and t.points == 2.66
+    assert t.message == "partial credit: 2.66 of 3 points · " + tally.removeprefix("margin_marks: ")
+    r = SubmissionResult(submission="s.ipynb", lab=lab.id, score=2.66, max_score=3, tests=[t])
+    assert "algorithm lines marked algorithm 40/45 (5 marked the other way, 0 not marked)" in to_html(r)
+    assert "schedule lines marked schedule 90/92" in to_markdown(r)

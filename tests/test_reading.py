@@ -13,6 +13,8 @@ import json
 import nbformat
 import numpy as np
 import pytest
+
+from pallas_course.check import CheckFailure
 from hypothesis import given, settings, strategies as st
 
 from pallas_course import tokamax_reading, walks as W
@@ -305,8 +307,24 @@ def test_check_form_never_says_right_or_wrong(key: W.Walk, capsys) -> None:
     tokamax_reading.check_form(margin)
     out = capsys.readouterr().out
     assert "194 of 194 code lines marked" in out and "every code line has a mark" in out
-    tokamax_reading.check_form({range(66, 200): "s"})
-    assert "not marked yet: 200, 204-210, 212-217, " in capsys.readouterr().out
+    assert out.startswith("✓ marks:") and "whether a mark is right is decided by the grade" in out
+    with pytest.raises(CheckFailure, match=r"not marked yet: 200, 204-210, 212-217, "):
+        tokamax_reading.check_form({range(66, 200): "s"})
+
+
+def test_check_form_reads_the_usual_abbreviations_and_says_what_is_missing(key: W.Walk) -> None:
+    """"algo"/"sched" (any case) read as the words; one kind of mark only, or an entry not understood, is said
+    before grading, with the counts per category, never which mark is right (issue 27, points 2 and 5)."""
+    margin = tokamax_reading.read_margin({66: "Algo", 67: "SCHED", 68: " alg ", 69: "Sch", 70: "maybe"})
+    assert margin.marks == {66: "algorithm", 67: "schedule", 68: "algorithm", 69: "schedule"}
+    assert margin.problems == ["70: 'maybe' is not a mark; use 'algorithm' or 'schedule'"]
+    with pytest.raises(CheckFailure) as e:
+        tokamax_reading.check_form({range(66, 341): "sched"})
+    text = str(e.value)
+    assert "194 of 194 code lines marked (0 algorithm, 194 schedule)" in text
+    assert "no line is marked algorithm" in text and "a margin of one kind earns 0" in text
+    with pytest.raises(CheckFailure, match=r"not understood: 70: 'maybe' is not a mark"):
+        tokamax_reading.check_form({range(66, 341): "algo", 70: "maybe", 71: "Sched"})
 
 
 # ------------------------------------------------------------------------------ the kernel, interpret mode
@@ -404,9 +422,9 @@ def test_what_a_student_can_call_gives_no_marks(key: W.Walk, capsys) -> None:
     assert all(line[len(str(student.last_line)) + 1:].startswith("  │") for line in rendered.split("\n")[3:]
                if "│" in line), "render shows a mark for the graded reading"
     tokamax_reading.show()
-    tokamax_reading.check_form({range(66, 341): "s"})
-    out = capsys.readouterr().out
-    assert "every code line has a mark" in out and "194 of 194 code lines marked (0 algorithm, 194 schedule)" in out
+    with pytest.raises(CheckFailure) as e:
+        tokamax_reading.check_form({range(66, 341): "s"})
+    assert "194 of 194 code lines marked (0 algorithm, 194 schedule)" in str(e.value)
 
 
 def test_nbgrader_autograde_gives_the_same_partial_credit(key: W.Walk, tmp_path: Path) -> None:

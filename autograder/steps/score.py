@@ -45,6 +45,17 @@ def _note(cell: NotebookNode) -> str:
     return ""
 
 
+def _tally(cell: NotebookNode, test_id: str) -> str:
+    """The line a test printed about its own credit ("margin_marks: algorithm lines marked algorithm 40/45 ..."),
+    which feedback shows beside a partial score (a hidden test's own print: autograder.labs.lab_1_5)."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream" and out.get("name") == "stdout":
+            for line in "".join(out.get("text", "")).splitlines():
+                if line.startswith(f"{test_id}: "):
+                    return line.strip()[len(test_id) + 2:][:600]
+    return ""
+
+
 def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, stopped_in: int | None = None,
                 replied: Iterable[int] | None = None) -> list[TestResult]:
     """One result per test in course.yml, in that order; a test missing from the run scores 0.
@@ -77,6 +88,8 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
         message = ("passed" + (f" · {_note(cell)}" if _note(cell) else "")) if passed else _reason(cell)
         if 0 < points < spec.points and message == "no credit":
             message = f"partial credit: {points:g} of {spec.points:g} points"
+        if not passed and _tally(cell, spec.id):     # LAB·1.5: the counts per category, on the feedback page too
+            message += f" · {_tally(cell, spec.id)}"
         results.append(TestResult(name=spec.id, points=points, max_points=spec.points, passed=passed,
                                   message=message))
     return results
