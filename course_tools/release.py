@@ -34,7 +34,9 @@ from autograder.course_manifest import REPO_ROOT, LabSpec, Manifest, load as loa
 
 WHEEL_NAME = "pallas-from-zero"
 # requirements.txt lines a student needs (by package name); the grading, test and site stacks stay out.
-STUDENT_PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "jupyterlab", "notebook", "ipykernel", "nbformat",
+# libtpu (Linux x86_64/aarch64 only, by its marker): the checks compile each kernel for the course's chips, as the
+# grade does; elsewhere they say once that nothing was compiled.
+STUDENT_PACKAGES = ("jax", "jaxlib", "libtpu", "numpy", "ml_dtypes", "jupyterlab", "notebook", "ipykernel", "nbformat",
                     "jsonschema", "PyYAML", "pydantic", "tokamax")
 NEVER_SHIPPED = ("nbgrader", "papermill", "dask", "distributed", "playwright", "pytest", "hypothesis")
 # course.yml's `release.github` as the course ships: the authors' repository. Until an instructor sets their own,
@@ -153,9 +155,9 @@ def release_notebook(lab: LabSpec, path: Path, wheel_url: str, colab_url: str) -
 def student_requirements(repo_requirements: str, wheel: str) -> str:
     keep = []
     for line in repo_requirements.splitlines():
-        name = line.split("#")[0].strip().split("==")[0].split("[")[0].strip()
+        name = line.split("#")[0].strip().split("==")[0].split("[")[0].split(";")[0].strip()
         if name in STUDENT_PACKAGES:
-            keep.append(line.strip())
+            keep.append(line.split(" #")[0].strip())
     missing = sorted(set(STUDENT_PACKAGES) - {l.split("==")[0] for l in keep})
     if missing:
         raise ReleaseError(f"requirements.txt pins no {', '.join(missing)}; the student requirements need them")
@@ -182,11 +184,18 @@ pip install -r requirements.txt        # jax, JupyterLab and the course helpers 
 jupyter lab labs/
 ```
 
+On Linux (x86_64 or aarch64) this also installs libtpu, the TPU compiler (~700 MB): the checks marked *as
+graded* then compile each kernel for the course's chips (v5e and v6e) exactly as the grade does, and a kernel
+the compiler refuses fails there first, with the grade's message. macOS and Windows have no libtpu: there the
+checks say once that nothing was compiled, judge the values, and the grade compiles.
+
 ## On Colab
 
 Click a lab's badge, then Runtime → Change runtime type → a TPU (v5e-1 or v6e-1) if you have one; kernels
-compile for real there. On CPU the set-up cell says so and runs them in TPU interpret mode. The set-up cell
-installs the course helpers and keeps Colab's own jax.
+compile for real there. On CPU the set-up cell says so and runs them in TPU interpret mode. The set-up cell,
+run first in a fresh session, installs the course's pinned jax (`jax[tpu]==0.10.2`, with the libtpu that
+matches it: Colab's own jax is older than the helpers need) and then the course helpers, before anything
+imports jax; if jax was imported before it, it asks you to restart the session.
 
 ## Working a lab
 

@@ -257,17 +257,23 @@ def _innermost(exc: BaseException) -> tuple[str, str]:
 
 def _student_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of the student's own code: a notebook cell, else any frame outside the libraries."""
-    frames: list[traceback.FrameSummary] = []
+    frames: list[tuple[traceback.FrameSummary, str]] = []     # with the module each frame runs in
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:      # the cause chain too: JAX re-raises with a filtered traceback
         seen.add(id(e))
-        frames = traceback.extract_tb(e.__traceback__) + frames
+        tb, modules = e.__traceback__, []
+        while tb is not None:
+            modules.append(str(tb.tb_frame.f_globals.get("__name__", "")))
+            tb = tb.tb_next
+        frames = list(zip(traceback.extract_tb(e.__traceback__), modules)) + frames
         e = e.__cause__ or e.__context__
-    cells = [f for f in frames if _CELL.search(f.filename or "")]
+    cells = [f for f, _ in frames if _CELL.search(f.filename or "")]
     if cells:
         return cells[-1]
-    own = [f for f in frames if not _LIBRARY.search(f.filename or "")]
+    # No notebook cell: a file of the student's own (a top-level module), never a frame of a package's module
+    # (the grader's rebuild of the computation, the course's helpers, a library): such a place is not theirs.
+    own = [f for f, module in frames if not _LIBRARY.search(f.filename or "") and "." not in module]
     return own[-1] if own else None
 
 

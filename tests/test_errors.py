@@ -179,3 +179,32 @@ def test_wider_ref_than_value_points_at_out_shape() -> None:
             jax.block_until_ready(_call(_kernel("o_ref[...] = x_ref[...].astype(jnp.bfloat16)"), X))
     pltpu.reset_tpu_interpret_mode_state()
     assert "give out_shape the input's dtype" in explain(failure.value).summary
+
+
+def test_an_error_raised_in_a_package_module_points_at_no_file_of_it(tmp_path, monkeypatch) -> None:
+    """Issue 27, point 6: a student's error met while the grader runs its rebuild of the computation (frames of
+    the grader's own modules, no notebook cell) names no grader file ("jail_session.py, line 179"), only the cause."""
+    import importlib
+    import sys
+
+    from pallas_course.errors import explain
+
+    pkg = tmp_path / "graderpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "jail_session.py").write_text("def run(f):\n    return f()\n")
+    (tmp_path / "student_helpers.py").write_text("def boom():\n    raise ValueError('bad block')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    session = importlib.import_module("graderpkg.jail_session")
+    try:
+        session.run(lambda: 1 / 0)
+    except ZeroDivisionError as e:
+        text = explain(e).summary
+    assert "jail_session.py" not in text and "ZeroDivisionError" in text
+    helpers = importlib.import_module("student_helpers")
+    try:
+        session.run(helpers.boom)
+    except ValueError as e:
+        text = explain(e).summary
+    assert "at student_helpers.py, line 2 (in boom)" in text and "jail_session.py" not in text
+    sys.modules.pop("graderpkg.jail_session", None)
