@@ -36,8 +36,9 @@ WHEEL_NAME = "pallas-from-zero"
 # requirements.txt lines a student needs (by package name); the grading, test and site stacks stay out.
 # libtpu (Linux x86_64/aarch64 only, by its marker): the checks compile each kernel for the course's chips, as the
 # grade does; elsewhere they say once that nothing was compiled.
+# No tokamax: the wheel ships the two files of it LAB·1.5 reads and runs (vendor_reading); they need jaxtyping.
 STUDENT_PACKAGES = ("jax", "jaxlib", "libtpu", "numpy", "ml_dtypes", "jupyterlab", "notebook", "ipykernel", "nbformat",
-                    "jsonschema", "PyYAML", "pydantic", "tokamax")
+                    "jsonschema", "PyYAML", "pydantic", "jaxtyping")
 NEVER_SHIPPED = ("nbgrader", "papermill", "dask", "distributed", "playwright", "pytest", "hypothesis")
 # course.yml's `release.github` as the course ships: the authors' repository. Until an instructor sets their own,
 # every Colab badge and set-up cell of their release sends students there.
@@ -97,6 +98,44 @@ def baked_walks(walks_raw: dict[str, Any], m: Manifest, today: dt.date, root: Pa
     return out
 
 
+def vendor_reading(stage: Path) -> dict[str, Any]:
+    """Copy the files LAB·1.5's reading reads and runs (pallas_course.tokamax_reading.VENDORED) verbatim from the
+    installed, pinned tokamax into the staged wheel's vendored/ folder, with tokamax's LICENSE and an index
+    (pallas_course.vendored reads it); the student install then needs no tokamax (nor flax, optax, orbax...)."""
+    import importlib.util
+    from importlib import metadata
+
+    from pallas_course import tokamax_reading
+
+    package, pin = tokamax_reading.PACKAGE, tokamax_reading.PIN
+    try:
+        version = metadata.version(package)
+    except metadata.PackageNotFoundError:
+        raise ReleaseError(f"{package} is not installed here: the release ships two of its files for LAB·1.5 "
+                           f"(pip install -r requirements.txt pins {package}=={pin})") from None
+    if version != pin:
+        raise ReleaseError(f"{package} {version} is installed, but LAB·1.5 reads {package}=={pin} (its key and notes "
+                           f"were written for it): install {package}=={pin}")
+    root = stage / "vendored" / f"{package}-{version}"
+    modules = {}
+    for name in tokamax_reading.VENDORED:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin:
+            raise ReleaseError(f"{name} is not in {package} {version}")
+        rel = Path(*name.split(".")).with_suffix(".py")
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(spec.origin, root / rel)
+        modules[name] = f"{package}-{version}/{rel.as_posix()}"
+    licences = [f for f in metadata.distribution(package).files or [] if f.name.upper().startswith("LICENSE")]
+    if not licences:
+        raise ReleaseError(f"{package} {version} carries no LICENSE file: the release ships its files only with it")
+    shutil.copy2(licences[0].locate(), root / "LICENSE")
+    entry = {"version": version, "license": "Apache-2.0 (LICENSE beside the files; headers kept)",
+             "modules": modules}
+    (stage / "vendored" / "index.json").write_text(json.dumps({package: entry}, indent=1) + "\n")
+    return entry
+
+
 def build_wheel(m: Manifest, raw_manifest: dict[str, Any], colab_pip: str, today: dt.date, root: Path,
                 dest: Path) -> Path:
     """Stage pallas_course/ with its public data and build the wheel into `dest`."""
@@ -106,6 +145,7 @@ def build_wheel(m: Manifest, raw_manifest: dict[str, Any], colab_pip: str, today
         stage.mkdir()
         for path in sorted(package.glob("*.py")):
             shutil.copy2(path, stage / path.name)
+        vendor_reading(stage)
         shutil.copy2(package / "pyproject.toml", stage / "pyproject.toml")
         (stage / "course.yml").write_text(yaml.safe_dump(public_manifest(raw_manifest, colab_pip), sort_keys=False,
                                                           allow_unicode=True, width=120))

@@ -1,7 +1,8 @@
 """LAB·1.5's reading: Tokamax's linear + softmax cross-entropy forward kernel, from the installed package.
 
-The code is read at run time with `inspect` from the pinned tokamax release (never copied into the
-course); its line numbers are the package file's. The walk data (`pallas_course.walks`, id
+The code is read at run time with `inspect` from the pinned tokamax release: the installed package in the course
+repository, the two files the release copies verbatim into the wheel for students (pallas_course.vendored: tokamax
+and what it pulls in stay out of the student install); its line numbers are the package file's. The walk data (`pallas_course.walks`, id
 `tokamax-lsce-forward`, `graded: true`) holds the notes. The instructor's marks are not in this package:
 they are LAB·1.5's key, grader-side only (read by autograder.labs.lab_1_5), so nothing here can tell a
 student whether a mark is right.
@@ -33,6 +34,10 @@ PACKAGE = "tokamax"
 PIN = "0.0.12"                      # requirements.txt pins the same release; so does the grader's key
 WALK_ID = "tokamax-lsce-forward"
 _OPS = "tokamax._src.ops.linear_softmax_cross_entropy_loss"
+KERNEL, REFERENCE = f"{_OPS}.pallas_mosaic_tpu_kernel", f"{_OPS}.reference"
+# The files the reading reads and runs; they import only jax and jaxtyping, so `course release` ships them in the
+# wheel (pallas_course.vendored) and a student installs no tokamax.
+VENDORED = (KERNEL, REFERENCE)
 # What a margin may say (case and surrounding blanks ignored): the words, and the usual abbreviations.
 _ALIASES = {"algorithm": "algorithm", "algo": "algorithm", "alg": "algorithm", "a": "algorithm",
             "schedule": "schedule", "sched": "schedule", "sch": "schedule", "s": "schedule"}
@@ -153,17 +158,17 @@ def check_form(marks: Any) -> None:
 def forward() -> Any:
     """tokamax's forward: linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu (the reading's last function)."""
     require()
-    import importlib
+    from pallas_course import vendored
 
-    return importlib.import_module(f"{_OPS}.pallas_mosaic_tpu_kernel").linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu
+    return vendored.import_module(KERNEL).linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu
 
 
 def reference() -> Any:
     """tokamax's reference.py: plain jnp, the whole (B, V) logits at once."""
     require()
-    import importlib
+    from pallas_course import vendored
 
-    return importlib.import_module(f"{_OPS}.reference").linear_softmax_cross_entropy_loss_fwd_reference
+    return vendored.import_module(REFERENCE).linear_softmax_cross_entropy_loss_fwd_reference
 
 
 @contextlib.contextmanager

@@ -206,7 +206,9 @@ def installed_version(package: str) -> str | None:
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
-        return None
+        from pallas_course import vendored
+
+        return vendored.version(package)      # the release ships the files a reading needs (vendored)
 
 
 def package_lines(module_name: str, functions: list[str]) -> tuple[int, list[str], str]:
@@ -215,7 +217,9 @@ def package_lines(module_name: str, functions: list[str]) -> tuple[int, list[str
     Read with `inspect` from what is installed: the span runs from the first function's first decorator to
     the last function's last line, numbered as in the module's file.
     """
-    module = importlib.import_module(module_name)
+    from pallas_course import vendored
+
+    module = vendored.import_module(module_name)
     file_lines = inspect.getsource(module).split("\n")
     spans = []
     for name in functions:
