@@ -157,7 +157,7 @@ def test_lab_1_5_feedback_shows_the_counts_per_category() -> None:
     """The feedback page of a partial LAB·1.5 margin says how many lines of each category were marked which way
     (the hidden test's own tally), not only "partial credit: X of 3" (issue 27, point 5)."""
     from autograder.course_manifest import REPO_ROOT, manifest
-    from autograder.score import score_tests
+    from autograder.steps.score import score_tests
 
     lab = manifest().lab("lab-1.5-reading-tokamax")
     nb = nbformat.read(REPO_ROOT / lab.source, as_version=4)
