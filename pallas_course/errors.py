@@ -100,14 +100,38 @@ def _vmem(m: re.Match[str]) -> str:
             "the compiler gives one kernel (the working set: every block x its buffers x bytes, plus scratch)")
 
 
+_BLOCK_DIM = re.compile(r"Squeezed\(\)|None|Blocked\(block_size=(?P<blocked>\d+)\)"
+                        r"|Element\(block_size=(?P<element>\d+)[^()]*(?:\([^()]*\))?[^()]*\)|(?P<int>\d+)")
+
+
+def block_as_written(text: str) -> str:
+    """A block shape as the student wrote it in the BlockSpec, from the lowering's rendering of it:
+    `(Squeezed(), Blocked(block_size=512))` -> `(None, 512)`, an Element dimension as pl.Element(n)."""
+    dims = []
+    for d in _BLOCK_DIM.finditer(text):
+        if d["blocked"] or d["int"]:
+            dims.append(d["blocked"] or d["int"])
+        elif d["element"]:
+            dims.append(f"pl.Element({d['element']})")
+        else:
+            dims.append("None")
+    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+
+
 def _tiling(m: re.Match[str]) -> str:
     if not m["block"]:
         return ("on a TPU the last two dimensions of a block must be multiples of (8, 128) (or the whole array "
                 "dimension), and this BlockSpec's are not")
-    block = tuple(int(b) for b in re.findall(r"(?:block_size=)?(\d+)", m["block"]))
-    return (f"block {block} of {m['arg']} (array {m['shape']}) breaks the TPU tiling rule: its last two sizes "
-            "must be multiples of (8, 128) for 32-bit types, (16, 128) for bf16, or equal the whole array dimension")
+    written = block_as_written(m["block"])
+    squeezed = (f"; a None (squeezed) dimension is a block size of 1, so {written} reads as "
+                f"{written.replace('None', '1')}" if "None" in written else "")
+    return (f"block {written} of {m['arg']} (array {m['shape']}) breaks the TPU tiling rule: its "
+            "last two sizes must be multiples of (8, 128) for 32-bit types, (16, 128) for bf16, or equal the whole "
+            f"array dimension{squeezed}")
 
+
+_MOSAIC_TYPES = {"i32": "int32", "i16": "int16", "i8": "int8", "f32": "float32", "bf16": "bfloat16", "f16": "float16",
+                 "f64": "float64", "i64": "int64", "i1": "bool"}
 
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "bfloat16": 16, "float16": 16, "int8": 8}
 
@@ -143,18 +167,69 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("tpu-vmem", re.compile(r"Scoped allocation with size (?P<need>[\d.]+[KMG]) and limit (?P<limit>[\d.]+[KMG])"
                                    r"|Used (?P<need2>[\d.]+[KMG]) of (?P<limit2>[\d.]+[KMG]) vmem"),
             _vmem,
-            "use smaller blocks (shrink bk first: it keeps the arithmetic intensity), or raise the limit with "
-            "compiler_params=pltpu.CompilerParams(vmem_limit_bytes=...) below the chip's physical VMEM",
+            "use smaller blocks (in a matmul shrink bk first: it keeps the arithmetic intensity) or smaller "
+            "scratch_shapes, or raise the limit with compiler_params=pltpu.CompilerParams(vmem_limit_bytes=...) below "
+            "the chip's physical VMEM",
             MATMUL_DOCS),
+    Pattern("tpu-vmem-scratch", re.compile(r"Allocation \(size=(?P<need>\d+)\) would exceed memory \(size=(?P<limit>\d+)\)"
+                                           r"[^\n]*?tag = 'scratch operand'"),
+            lambda m: (f"the TPU compiler refuses the kernel: its scratch buffers (scratch_shapes) need "
+                       f"{int(m['need']):,} bytes of VMEM, more than the chip's {int(m['limit']):,} bytes"),
+            "make the scratch_shapes smaller (a scratch holds what one grid step needs, e.g. an accumulator of one "
+            "(bm, bn) output block, not a whole array) and drop the scratch buffers the kernel does not use",
+            MATMUL_DOCS),
+    Pattern("tpu-vmem", re.compile(r"Allocation \(size=(?P<need3>\d+)\) would exceed memory \(size=(?P<limit3>\d+)\)"),
+            lambda m: (f"the TPU compiler refuses the kernel: it needs {int(m['need3']):,} bytes of VMEM, more than the "
+                       f"chip's {int(m['limit3']):,} bytes (every block x its buffers x bytes, plus scratch)"),
+            "use smaller blocks or scratch buffers", MATMUL_DOCS),
+    Pattern("tpu-dot-type", re.compile(r"Bad lhs/rhs type: '?vector<(?P<lhs>[\dx]+)x(?P<lt>\w+)>'? '?vector<"
+                                       r"(?P<rhs>[\dx]+)x(?P<rt>\w+)>|Bad lhs type|Bad rhs type"),
+            lambda m: ("the TPU compiler refuses a matrix product in the kernel: the TPU's matrix unit (MXU) multiplies "
+                       "floating-point blocks (bfloat16, float32)" + (
+                           f", and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
+                           f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
+                           f"({m['rhs'].replace('x', ' x ')})" if m["lt"] else ", and these operands are not")),
+            "cast both operands to float32 (or bfloat16) before the dot; to move values rather than multiply them "
+            "(a transpose by an identity matrix), write x_ref[...].T instead", TPU_DOCS),
+    Pattern("tpu-alignment", re.compile(r"cannot statically prove that index in dimension (?P<dim>\d+) is a multiple "
+                                        r"of (?P<n>\d+)|[Uu]naligned (?:load|store|slice|access)|not aligned to tile"),
+            lambda m: ("the TPU compiler refuses a slice of a ref: " + (
+                f"the start of a pl.ds in dimension {m['dim']} must be a multiple of {m['n']} (the "
+                f"{'lanes' if m['n'] == '128' else 'sublanes'} of a (8, 128) tile), and the compiler cannot prove "
+                "it is" if m["dim"] else "it does not start on a (8, 128) tile")),
+            lambda m: (f"start each pl.ds on that dimension at a multiple of {m['n'] or 128}, say so with "
+                       f"pl.multiple_of(start, {m['n'] or 128}), and take whole tiles (a lane slice of 128 or more); "
+                       "or give the BlockSpec the block each step needs, and no slice at all"), TPU_DOCS),
+    Pattern("tpu-vector-type", re.compile(r"Invalid vector type for (?P<op>load|store)"),
+            lambda m: (f"the TPU compiler refuses a {m['op']} in the kernel: its block's type has no TPU vector "
+                       "layout (float16 and 64-bit types; the TPU's vector unit holds float32, int32 and bfloat16)"),
+            "keep blocks in float32 or bfloat16: cast float16 data to bfloat16 (or float32) before the pallas_call",
+            TPU_DOCS),
+    Pattern("tpu-64bit", re.compile(r"64-bit types are not supported|^NotImplementedError: (?P<dt>float64|int64|uint64)$",
+                                    re.M),
+            lambda m: ("the TPU compiler refuses the kernel: it computes in 64-bit types (float64, int64), which a TPU "
+                       "kernel does not have"),
+            "compute in float32 (or int32) inside the kernel: drop the .astype(jnp.float64) and the jax_enable_x64 "
+            "setting from the kernel's path", TPU_DOCS),
+    Pattern("tpu-dtype", re.compile(r"^NotImplementedError: (?P<dt>float16|bfloat16|int8|int16|uint8|uint16|bool)$",
+                                    re.M),
+            lambda m: f"the TPU lowering has no {m['dt']} version of an operation in this kernel (a dot or a reduction)",
+            "cast to float32 (or bfloat16) before that operation", TPU_DOCS),
+    Pattern("tpu-element", re.compile(r"All block dimensions must be Elements or none of them can be Elements"),
+            lambda m: ("a BlockSpec mixes pl.Element dimensions with plain block sizes; the TPU lowering takes a block "
+                       "shape whose dimensions are all pl.Element or none"),
+            "give every dimension of that block shape as pl.Element(n), or none (plain sizes, with an index map in "
+            "block units)", GRID_DOCS),
     Pattern("tpu-verification", re.compile(r"internal verification error|Verification failed|failed to verify"),
             lambda m: ("the TPU compiler (Mosaic) refuses the kernel's body: an operation it cannot lay out on the "
                        "TPU, often a dot without preferred_element_type accumulated into an f32 scratch, or a "
                        "reshape of the last two dimensions"),
             "accumulate with jnp.dot(a, b, preferred_element_type=jnp.float32), and keep reshapes off the last "
             "two dimensions of a block", TPU_DOCS),
-    _p("not-implemented", r"^NotImplementedError\b",
-       "this function is still the stub: it raises NotImplementedError",
-       "replace `raise NotImplementedError` with your code", QUICKSTART),
+    _p("jax-not-implemented", r"^NotImplementedError: (?P<msg>.+)",
+       lambda m: f"JAX does not implement this for a TPU kernel: {_cap(m['msg'], 200)}",
+       "write it with the operations TPU kernels support (elementwise math, reductions, jnp.dot on float blocks), "
+       "or outside the kernel", TPU_DOCS),
     _p("index-map-arity", r"^TypeError: (?P<fn>\S*(?:<lambda>|map)\S*)\(\) (?:takes (?P<takes>\d+) positional "
                            r"arguments? but (?P<given>\d+) were given|missing (?P<missing>\d+) required positional)",
        _arity,
@@ -293,6 +368,23 @@ def _last_meaningful_line(type_name: str, message: str) -> str:
     return _cap(f"{type_name}: {lines[0]}" if lines else type_name)
 
 
+STUB = "this function is still the stub: it raises NotImplementedError"
+STUB_FIX = "replace `raise NotImplementedError` with your code"
+
+
+def is_stub(exc: BaseException) -> bool:
+    """The lab's stub, raised by the student's own code: a NotImplementedError whose raising frame is not in a
+    library (JAX's lowering raises NotImplementedError for what it does not support: that is no stub)."""
+    if not isinstance(exc, NotImplementedError):
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return not str(exc).strip()
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return not _LIBRARY.search(tb.tb_frame.f_code.co_filename or "")
+
+
 def explain(exc: BaseException, *, locate: bool = True) -> Explanation:
     """Two or three lines a student can act on; the full traceback stays in `raw`. locate=False: no "at your
     cell" line (a compile in the grader, of a computation rebuilt from data, has no student frame)."""
@@ -301,6 +393,9 @@ def explain(exc: BaseException, *, locate: bool = True) -> Explanation:
     subject = f"{type_name}: {message}" if message else type_name
     frame = _student_frame(exc) if locate else None
     where = _where(frame) if locate else ""
+    if is_stub(exc):
+        lines = [f"✗ {STUB}"] + ([where] if where else []) + [f"  fix: {STUB_FIX} · docs: {QUICKSTART}"]
+        return Explanation("not-implemented", "\n".join(lines), raw)
     for pattern in PATTERNS:
         m = pattern.regex.search(subject)
         if m:

@@ -29,6 +29,13 @@ def compile_verdict(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Sequ
     return CompileVerdict(tuple(tpu_compile.compile_chips(fn, in_avals, chips)))
 
 
+def for_compiler(computation: Any) -> Callable[..., Any]:
+    """What the compiler is handed: the rebuild with canonical names (autograder.judge.rebuild), so nothing a student
+    named reaches it."""
+    canonical = getattr(computation, "for_compiler", None)
+    return canonical() if canonical is not None else computation.fn
+
+
 class _Cache:
     """Verdicts by computation: by the digest of what it was rebuilt from where it has one (the same kernel at the
     same shapes, graded again by another test or notebook of this process), else by the object (the same inputs
@@ -47,7 +54,7 @@ class _Cache:
         if getattr(computation, "fn", None) is None:   # the judge's, in its box: the compile runs there
             verdict = CompileVerdict(tuple(computation.verdicts(list(chips), timeout_s)))
         else:
-            verdict = compile_verdict(computation.fn, computation.in_avals, chips)
+            verdict = compile_verdict(for_compiler(computation), computation.in_avals, chips)
         self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused
         while len(self._items) > CACHE_SIZE:
             self._items.popitem(last=False)

@@ -28,6 +28,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from autograder.jail.jail_agent import description as fmt
 from autograder.jail.jail_agent import wire
+from autograder.judge import vocabulary
 
 
 class Refused(ValueError):
@@ -35,49 +36,27 @@ class Refused(ValueError):
 
 
 def not_allowed(name: str) -> Refused:
-    return Refused(f"`{str(name)[:80]}` is not a JAX operation this lab allows")
+    return Refused(vocabulary.refusal(name))
 
 
-# ------------------------------------------------------------------------------------------- the allow-list
-# Plain lax primitives bound as they are: every one the solutions and mutants use, and the common alternatives
-# students write (jnp and jax.nn lower to these).
-_LAX = (
-    "abs add and argmax argmin broadcast_in_dim cbrt ceil clamp concatenate convert_element_type copy copy_p cos "
-    "cumsum cummax cummin cumprod div dot_general dynamic_slice dynamic_update_slice eq erf erfc erf_inv exp exp2 "
-    "expm1 floor ge gt integer_pow iota is_finite le log log1p logistic lt max min mul ne neg nextafter not or pad "
-    "pow reduce_and reduce_max reduce_min reduce_or reduce_prod reduce_sum rem reshape rev round rsqrt select_n "
-    "shift_left shift_right_arithmetic shift_right_logical sign sin sqrt square squeeze stop_gradient sub "
-    "tan tanh transpose xor expand_dims split sort population_count clz bitcast_convert_type"
-).split()
-
-
-def _lax_primitives() -> dict[str, Any]:
-    from jax.extend.core import primitives as prims
-
-    table = {}
-    for name in _LAX:
-        p = getattr(prims, f"{name}_p", None) or getattr(lax, f"{name}_p", None)
-        if p is not None:
-            table[p.name] = p
-    return table
-
-
-LAX_PRIMITIVES = _lax_primitives()
-# Calls whose body is evaluated in place (the structure checks look through them: kernel_trace.LAYOUT_PRIMITIVES),
-# but jit, which is rebuilt as a jit
-INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
-           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
-           "remat2": "jaxpr", "checkpoint": "jaxpr"}
-SPECIAL = {"pallas_call", "get", "swap", "addupdate", "program_id", "num_programs", "multiple_of", "cond", "while",
-           "scan"}
-ALLOWED = frozenset(LAX_PRIMITIVES) | frozenset(INLINED) | SPECIAL
+# ------------------------------------------------------------------------------------------- the vocabulary
+# Derived from what the installed JAX lowers (autograder.judge.vocabulary): bound as they are, or rebuilt by hand.
+LAX_PRIMITIVES = vocabulary.bound()
+INLINED = vocabulary.INLINED
+SPECIAL = vocabulary.SPECIAL
+ALLOWED = vocabulary.rebuilt()
 
 # Ops the rebuild itself adds, which the student's trace did not have: lax.switch clamps a cond's index.
 GLUE = frozenset({"clamp"})
 
 _ENUMS = {"Precision": lax.Precision, "RoundingMethod": lax.RoundingMethod,
-          "GatherScatterMode": lax.GatherScatterMode, "DotAlgorithmPreset": lax.DotAlgorithmPreset}
-_NAMED = {"GatherDimensionNumbers": lax.GatherDimensionNumbers, "ScatterDimensionNumbers": lax.ScatterDimensionNumbers}
+          "GatherScatterMode": lax.GatherScatterMode, "DotAlgorithmPreset": lax.DotAlgorithmPreset,
+          "FftType": lax.FftType, "RandomAlgorithm": lax.RandomAlgorithm}
+_NAMED = {"GatherDimensionNumbers": lax.GatherDimensionNumbers, "ScatterDimensionNumbers": lax.ScatterDimensionNumbers,
+          "ConvDimensionNumbers": lax.ConvDimensionNumbers}
+# A scatter's combining function, as the grader writes it (the description's copy is not read): lax.scatter_*.
+_SCATTER = {"scatter": None, "scatter-add": lax.add, "scatter-sub": lax.sub, "scatter-mul": lax.mul,
+            "scatter-min": lax.min, "scatter-max": lax.max}
 
 
 _WEAK_PYTHON = {"int32": int, "float32": float, "bool": bool}
@@ -131,19 +110,30 @@ class Computation:
     # computation (autograder.judge.compile_rule compiles it once per process)
     digest: str | None = None
 
+    def for_compiler(self) -> Callable[..., Any]:
+        """`fn` rebuilt with canonical names (kernel_0, in0_ref, fn_0): what the TPU compiler is handed. A new
+        function each time: JAX caches traces by function, not by the naming context."""
+        def canonical(*arrays: Any) -> Any:
+            with canonical_names():
+                return self.fn(*arrays)
+        return canonical
+
 
 class _Parser:
     def __init__(self, consts: Sequence[Any]) -> None:
         self.consts = consts
         self.equations = 0
         self.const_bytes = 0
+        self.wide = False        # a 64-bit dtype appears: rebuilt under jax.enable_x64, as the notebook traced it
 
     # ---- leaves
     def dtype(self, name: Any) -> np.dtype:
         try:
-            return wire.dtype_named(name)
+            dt = wire.dtype_named(name)
         except wire.WireError:
             raise Refused(f"dtype {str(name)[:40]!r} is not one this lab allows") from None
+        self.wide = self.wide or dt.itemsize == 8
+        return dt
 
     def aval(self, d: Any) -> Aval:
         if not isinstance(d, dict):
@@ -506,6 +496,14 @@ def _ref_target(ref: Any, transforms: list[list[Any]], leaves: list[Any]) -> tup
 def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
     p = e.params
     name = e.name
+    if name in _SCATTER:
+        combine = _SCATTER[name]
+        p = dict(p, update_jaxpr=None, update_consts=())
+        if combine is not None and ins:
+            from jax._src.lax import lax as lax_internal
+
+            jaxpr, consts = lax_internal._reduction_jaxpr(combine, jax.core.ShapedArray((), jnp.result_type(ins[0])))
+            p.update(update_jaxpr=jaxpr, update_consts=consts)
     if name in LAX_PRIMITIVES:
         prim = LAX_PRIMITIVES[name]
         try:
@@ -521,7 +519,7 @@ def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
         def jitted(*args: Any) -> list[Any]:
             return evaluate(body, args)
 
-        jitted.__name__ = jitted.__qualname__ = p["name"]
+        jitted.__name__ = jitted.__qualname__ = _canonical("fn") or p["name"]
         return list(jax.jit(jitted)(*ins))
     if name in INLINED:
         return evaluate(_jaxpr_param(p, INLINED[name]), ins)
@@ -620,6 +618,30 @@ class LoopLimit(RuntimeError):
 
 
 _GUARDED: contextvars.ContextVar[bool] = contextvars.ContextVar("guarded_loops", default=False)
+# While set: the names the rebuild gives kernels, their parameters and jitted functions are canonical (kernel_0,
+# in0_ref, fn_0, numbered in order), never the names the description carries (a student's choice).
+_CANONICAL: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("canonical_names", default=None)
+
+
+@contextlib.contextmanager
+def canonical_names() -> Iterator[None]:
+    """Rebuild with canonical names only: what the compiler is handed (a student's names never reach it, so no
+    name can change what its errors say)."""
+    token = _CANONICAL.set({})
+    try:
+        yield
+    finally:
+        _CANONICAL.reset(token)
+
+
+def _canonical(kind: str) -> str | None:
+    """The next canonical name of `kind` ("kernel", "fn") while canonical_names() holds, else None."""
+    counts = _CANONICAL.get()
+    if counts is None:
+        return None
+    n = counts.get(kind, 0)
+    counts[kind] = n + 1
+    return f"{kind}_{n}"
 
 
 @contextlib.contextmanager
@@ -661,12 +683,19 @@ def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
         if evaluate(kernel_j, refs):
             raise Refused("a kernel that returns values (kernels write their outputs to refs)")
 
-    if p["name"]:   # the name kernel_trace reads (from the function, as for the student's own kernel)
+    canonical = _canonical("kernel")
+    names = p["arg_names"]
+    if canonical is not None:     # for the compiler: nothing the student named
+        kernel.__name__ = kernel.__qualname__ = canonical
+        n_out, n_scratch = len(p["blocks"]) - n_in, len(p["scratch"])
+        names = ([f"in{i}_ref" for i in range(n_in)] + [f"out{i}_ref" for i in range(n_out)]
+                 + [f"scratch{i}_ref" for i in range(n_scratch)])
+    elif p["name"]:   # the name kernel_trace reads (from the function, as for the student's own kernel)
         kernel.__name__ = kernel.__qualname__ = p["name"]
-    if p["arg_names"] and len(p["arg_names"]) == len(kernel_j.inputs):
-        # the student's parameter names, which interpret mode's errors quote ("input b_ref")
+    if names and len(names) == len(kernel_j.inputs):
+        # the student's parameter names, which interpret mode's errors quote ("input b_ref"), or canonical ones
         kernel.__signature__ = inspect.Signature(   # type: ignore[attr-defined]
-            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in p["arg_names"]])
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
 
     def spec(b: dict[str, Any]) -> Any:
         imap: Jaxpr = b["index_map"]
@@ -731,15 +760,19 @@ def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.Shap
     if description.get("version") != fmt.FORMAT_VERSION:
         raise Refused(f"the description is of format {str(description.get('version'))[:20]}, not "
                       f"{fmt.FORMAT_VERSION} (the jail's helpers and the grader differ)")
-    top = _Parser(consts).jaxpr(description.get("jaxpr"), 0)
+    parser = _Parser(consts)
+    top = parser.jaxpr(description.get("jaxpr"), 0)
     _steps(top)
     want = tuple((tuple(a.shape), np.dtype(a.dtype), None) for a in in_avals)
     if tuple((a.shape, a.dtype, a.ref) for a in top.inputs) != want:
         raise Refused("the traced function takes other arrays than the ones the grader passed")
     unflatten = _out_tree(description.get("out_tree"), len(top.outputs))
 
+    # A notebook that enabled x64 traced 64-bit types: rebuilt with them (JAX would otherwise narrow them to 32
+    # bits and the rebuild would not be the student's computation); the compiler then says what a TPU says of them.
     def fn(*arrays: Any) -> Any:
-        return unflatten(evaluate(top, arrays))
+        with (jax.enable_x64(True) if parser.wide else contextlib.nullcontext()):
+            return unflatten(evaluate(top, arrays))
 
     return Computation(fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals), _has_while(top),
                        unflatten)

@@ -28,6 +28,8 @@ def families(test: str) -> frozenset[str]:
     """The families of this test's cases (rules.matmul_families): the notebook's visible checks must show each."""
     dtype = "bfloat16" if test.startswith("matmul_acc") else "float32"
     cases = [ACC_CASE] if test == "matmul_acc_f32_accumulator" else CASES
+    if test == "matmul_gelu_fused":
+        cases = [*cases, rules.GELU_PROBE]
     found: set[str] = set()
     for shape, bm, bn, bk in cases:
         found |= rules.matmul_families(shape, bm, bn, bk, dtype)
@@ -124,9 +126,19 @@ def matmul_gelu_values(matmul_gelu: Callable[..., Any]) -> None:
 
 
 def matmul_gelu_fused(matmul_gelu: Callable[..., Any]) -> None:
-    """One pallas_call; no GELU (or any other work) outside it; the GELU's tanh is inside the kernel."""
+    """One pallas_call; no GELU (or any other work) outside it; and its epilogue computes a GELU: judged by its values
+    with b the identity (rules.GELU_PROBE), so the tanh form, the exact form and any rewrite of either pass."""
     test = "matmul_gelu_fused"
-    for label, pc in _check_schedules(test, "matmul_gelu", matmul_gelu, "float32"):
-        # One rule everywhere: the tanh form (jax.nn.gelu's default) is asked for; the exact form
-        # (approximate=False: erfc, or erf by hand) is accepted too, and both are within the values' tolerance.
-        _fails(test, rules.gelu_in_kernel_problem(label, pc))
+    _check_schedules(test, "matmul_gelu", matmul_gelu, "float32")
+    seed = fresh_seed()
+    (m, k, n), bm, bn, bk = rules.GELU_PROBE
+    a, b = rules.gelu_probe_inputs(np.random.default_rng(seed))
+    label = f"matmul_gelu(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n} float32, b the identity"
+    import jax.numpy as jnp
+
+    args = (jnp.asarray(a), jnp.asarray(b))
+    one_pallas_call(test, label, matmul_gelu, *args, bm=bm, bn=bn, bk=bk)
+    out = call(test, label, matmul_gelu, *args, bm=bm, bn=bn, bk=bk)
+    problem = rules.gelu_epilogue_problem(label, a, out)
+    if problem:
+        raise TestFailure(f"{test}: {problem} [inputs from seed {seed}]")

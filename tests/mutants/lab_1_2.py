@@ -23,6 +23,7 @@ ACC_CALL = ("        matmul_acc_kernel,\n"
             "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n"
             "        interpret=INTERP,\n"
             "    )(a, b)")
+GELU_DEF = "def matmul_gelu_kernel(a_ref, b_ref, o_ref, acc_ref):"
 GELU_CALL = ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel")
 ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
 ACC_STORE = "    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n"
@@ -36,6 +37,11 @@ MUTANTS = [
            {"matmul_gelu_values": r"does not compile for v5e .*it must compile for v5e and v6e\):\n.*"
                                   r"gelu\(x, approximate=False\) computes erfc.*\n.*approximate=True"},
            others_pass=("matmul_gelu_fused",)),
+    Mutant("matmul_gelu_approx_reciprocal", "the tanh form through pl.reciprocal(approx=True): a GELU, fused, but off by "
+           "up to 4e-3 relative (a bf16 division off a TPU)",
+           {"jax.nn.gelu(acc_ref[...])": "(lambda x: x * pl.reciprocal(1 + jnp.exp(-2 * jnp.sqrt(2 / jnp.pi) * "
+            "(x + 0.044715 * x ** 3)), approx=True))(acc_ref[...])"},
+           {"matmul_gelu_values": "differ by more than"}, others_pass=("matmul_gelu_fused",)),
     Mutant("matmul_k_outermost", "K as the first grid axis, init on program_id(0) == 0",
            {MATMUL_INIT: MATMUL_INIT.replace("program_id(2)", "program_id(0)"),
             MATMUL_SPECS: MATMUL_SPECS.replace("grid=(m // bm, n // bn, k // bk)", "grid=(k // bk, m // bm, n // bn)")
@@ -114,8 +120,22 @@ ALTERNATIVES = [
     Alternative("matmul_acc_dot_general", "lax.dot_general with an f32 result",
                 {ACC_DOT + ACC_STORE: "    acc_ref[...] += jax.lax.dot_general(a_ref[...], b_ref[...], "
                  "(((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)\n" + ACC_STORE}),
+    # (each edit names the kernel's def line too: the corpus runs an alternative against the tests of the kernels
+    # its edits name)
     Alternative("matmul_gelu_in_o_ref", "GELU applied to o_ref after storing the sum, still on the last step",
-                {GELU_EPILOGUE: GELU_EPILOGUE.replace(
+                {GELU_DEF: GELU_DEF, GELU_EPILOGUE: GELU_EPILOGUE.replace(
                     "o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)",
                     "o_ref[...] = acc_ref[...].astype(o_ref.dtype)\n        o_ref[...] = jax.nn.gelu(o_ref[...])")}),
+    # issue 26: "computes a GELU" is judged by the epilogue's values, so any rewrite of either form keeps its marks
+    Alternative("matmul_gelu_tanh_via_sigmoid", "the tanh form written with tanh(z) = 2·sigmoid(2z) - 1 (no tanh)",
+                {GELU_DEF: GELU_DEF, "jax.nn.gelu(acc_ref[...])":
+                 "(lambda x: 0.5 * x * (2 * jax.nn.sigmoid(2 * jnp.sqrt(2 / jnp.pi) * (x + 0.044715 * x ** 3))))"
+                 "(acc_ref[...])"}),
+    Alternative("matmul_gelu_erf_written_out", "the exact form written out with lax.erf (which compiles)",
+                {GELU_DEF: GELU_DEF, "jax.nn.gelu(acc_ref[...])":
+                 "(lambda x: 0.5 * x * (1 + jax.lax.erf(x / jnp.sqrt(2.0))))(acc_ref[...])"}),
+    Alternative("matmul_gelu_reciprocal", "the tanh form through exp and pl.reciprocal (the TPU idiom)",
+                {GELU_DEF: GELU_DEF, "jax.nn.gelu(acc_ref[...])":
+                 "(lambda x: x * pl.reciprocal(1 + jnp.exp(-2 * jnp.sqrt(2 / jnp.pi) * (x + 0.044715 * x ** 3)), "
+                 "approx=False))(acc_ref[...])"}),
 ]

@@ -56,8 +56,10 @@ def describe_error(e: BaseException, phase: str) -> dict[str, Any]:
     info: dict[str, Any] = {"phase": phase, "ename": type(e).__name__[:100], "text": first_line(e)[:2000],
                             "not_implemented": isinstance(e, NotImplementedError)}
     try:   # the student helpers' translator, where this version of them has one
-        from pallas_course.errors import explain  # type: ignore[import-not-found]
+        from pallas_course.errors import explain, is_stub  # type: ignore[import-not-found]
 
+        # the stub is the student's own `raise NotImplementedError`, not JAX saying it lacks something
+        info["not_implemented"] = is_stub(e)
         info["explanation"] = str(explain(e).summary)[:2000]
     except Exception:  # noqa: BLE001 - an explanation is a courtesy; the first line always travels
         pass

@@ -1,0 +1,121 @@
+"""What the rebuild speaks: every primitive the installed JAX can lower for a TPU inside a Pallas kernel (the Mosaic
+lowering's rule table for the TensorCore, jax._src.pallas.mosaic.lowering.lowering_rules) or run outside one
+(primitives with a platform-independent, CPU or TPU lowering, jax._src.interpreters.mlir), less what cannot be plain
+data: each left out in EXCLUDED with the reason a student reads.
+
+Derived, not listed: a JAX upgrade that adds a primitive adds it here, and tests/test_vocabulary.py fails on a
+primitive of the derived set that the rebuild neither binds nor excludes with a reason. A legal operation is never
+refused as "not allowed": it reaches the values check and the compiler, whose refusal (erfc, sort, cumsum in a
+kernel) is translated (pallas_course.errors).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+# ------------------------------------------------------------------------------------------------ the reasons
+_CALLBACK = "it calls back into Python on the host (the student's code, which never runs in the grader)"
+_DEBUG = "it prints or inspects while running: debug output, not part of what the computation returns"
+_EFFECT = ("it has an effect outside its arrays (an ordering token, a semaphore, a DMA, a barrier, a pinned buffer): "
+           "not plain data; the course's kernels move data with BlockSpecs and scratch_shapes")
+_DEVICES = ("it is a collective or a sharding across devices: the grade runs and compiles one device, with no mesh")
+_KEYS = ("it works on PRNG key arrays, an extended dtype that does not travel as plain data: draw random numbers "
+         "outside the traced function, or pass raw uint32 bits")
+_OPAQUE = "it carries a compiled or serialized program (a custom call, an exported module) instead of equations"
+_AD = "it belongs to autodiff's or vmap's own rules and never appears in a traced forward computation"
+_SHAPES = "it is symbolic-shape machinery (shape polymorphism): the grade traces concrete shapes"
+_GPU = "it is a GPU (cuDNN) kernel, with no CPU or TPU lowering to run or compile"
+_SUB = ("it holds a sub-computation of a form the rebuild does not carry (it carries jit, cond, while_loop, "
+        "fori_loop, scan, custom_jvp/custom_vjp and checkpoint)")
+_MOSAIC = ("it is one of the Mosaic matmul unit's or the interpreter's own steps, which Pallas emits for itself "
+           "and a kernel does not write")
+_MASKED = ("pl.load/pl.store with a mask carries its index as a Python tree the description cannot hold: index the "
+           "ref (x_ref[...], x_ref[pl.ds(i, n)]) and select with jnp.where")
+
+EXCLUDED: dict[str, str] = {
+    **dict.fromkeys(["pure_callback", "io_callback", "debug_callback", "ffi_call", "custom_partitioning"],
+                    _CALLBACK),
+    **dict.fromkeys(["debug_print", "inspect_sharding", "trace_value", "name"], _DEBUG),
+    **dict.fromkeys(["create_token", "after_all", "dma_start", "dma_wait", "semaphore_read", "semaphore_signal",
+                     "semaphore_wait", "get_barrier_semaphore", "delay", "add_dependency", "empty_ref", "pin",
+                     "unpin", "run_state", "unreachable", "dce_sink", "tie", "empty", "empty2", "check",
+                     "shape_assertion"], _EFFECT),
+    **dict.fromkeys(["all_gather", "all_gather_done", "all_gather_invariant", "all_gather_reduced",
+                     "all_gather_reduced_start", "all_gather_start", "all_to_all", "all_to_all_done",
+                     "all_to_all_start", "axis_index", "device_put", "layout_constraint", "pbroadcast_done", "pmax",
+                     "pmin", "ppermute", "ppermute_done", "ppermute_start", "precv", "preduced", "psend", "psum",
+                     "psum_done", "psum_invariant", "psum_invariant_start", "psum_start", "pvary",
+                     "ragged_all_to_all", "reduce_scatter", "reduce_scatter_done", "reduce_scatter_start",
+                     "reduced_vary_cast_p", "reshard", "shard_map", "sharding_constraint", "unreduced_psum",
+                     "unreduced_psum_start", "unreduced_reduce_scatter", "unreduced_reduce_scatter_start",
+                     "vary_unreduced_cast_p", "with_memory_space_constraint", "core_map", "mpmd_map"], _DEVICES),
+    **dict.fromkeys(["random_seed", "random_wrap", "random_unwrap", "random_bits", "random_split", "random_fold_in",
+                     "random_clone", "random_gamma", "prng_seed", "prng_random_bits", "prng_split", "prng_join",
+                     "from_edtype", "to_edtype"], _KEYS),
+    **dict.fromkeys(["tpu_custom_call", "call_exported"], _OPAQUE),
+    **dict.fromkeys(["custom_lin", "linear_call", "custom_vmap_call", "remat_opt", "create_linear",
+                     "custom_linear_solve", "symmetric_product"], _AD),
+    **dict.fromkeys(["dim_as_value", "dimension_size"], _SHAPES),
+    **dict.fromkeys(["dot_product_attention_fwd_wrapper", "dot_product_attention_bwd_wrapper",
+                     "dot_product_attention_fp8_fwd_wrapper", "dot_product_attention_fp8_bwd_wrapper",
+                     "scaled_matmul_wrapper"], _GPU),
+    **dict.fromkeys(["call", "composite", "reduce", "reduce_window", "select_and_scatter", "select_and_gather_add",
+                     "run_scoped"], _SUB),
+    **dict.fromkeys(["matmul_push_rhs", "matmul_acc_lhs", "matmul_pop", "stage"], _MOSAIC),
+    **dict.fromkeys(["masked_load", "masked_swap"], _MASKED),
+}
+
+# Rebuilt by hand (autograder.judge.rebuild): their parameters hold sub-computations, refs or grid queries.
+SPECIAL = frozenset({"pallas_call", "get", "swap", "addupdate", "program_id", "num_programs", "multiple_of", "cond",
+                     "while", "scan"})
+# Calls whose body is evaluated in place (the structure checks look through them: kernel_trace.LAYOUT_PRIMITIVES),
+# but jit, which is rebuilt as a jit: {name: the parameter holding the body}
+INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+           "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+           "remat2": "jaxpr", "checkpoint": "jaxpr"}
+
+
+@functools.lru_cache(maxsize=1)
+def lowerable() -> dict[str, Any]:
+    """{name: primitive} of every primitive the installed JAX lowers inside a Pallas TPU kernel (TensorCore) or
+    outside one (platform-independent, CPU or TPU lowerings)."""
+    from jax.experimental import pallas  # noqa: F401 - registers the Pallas primitives and their lowerings
+    from jax.experimental.pallas import tpu  # noqa: F401
+    from jax._src.interpreters import mlir
+    from jax._src.pallas.mosaic import lowering as mosaic
+
+    tables: list[Any] = [rules for kind, rules in mosaic.lowering_rules.items() if getattr(kind, "name", "") == "TC"]
+    tables += [mlir._lowerings] + [mlir._platform_specific_lowerings.get(p, {}) for p in ("cpu", "tpu")]
+    found: dict[str, Any] = {}
+    for table in tables:
+        for prim in table:
+            found.setdefault(prim.name, prim)
+    found.setdefault("addupdate", _addupdate())    # `ref[...] += x`: discharged before lowering, hence in no table
+    return found
+
+
+def _addupdate() -> Any:
+    from jax._src.state import primitives as state
+
+    return state.addupdate_p
+
+
+@functools.lru_cache(maxsize=1)
+def bound() -> dict[str, Any]:
+    """{name: primitive} the rebuild binds as it is (parameters parsed, then `primitive.bind`): the lowerable set
+    less EXCLUDED, less the ones rebuilt by hand."""
+    return {n: p for n, p in lowerable().items() if n not in EXCLUDED and n not in SPECIAL and n not in INLINED}
+
+
+def rebuilt() -> frozenset[str]:
+    """Every primitive name the rebuild takes."""
+    return frozenset(bound()) | SPECIAL | frozenset(INLINED)
+
+
+def refusal(name: str) -> str:
+    """Why `name` is not rebuilt, in a student's words."""
+    shown = f"`{str(name)[:80]}`"
+    if name in EXCLUDED:
+        return f"{shown} is not rebuilt by the grader: {EXCLUDED[name]}"
+    return (f"{shown} is no operation the installed JAX can lower for a TPU (in a Pallas kernel or around one) or run "
+            "on the CPU")

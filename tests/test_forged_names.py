@@ -1,0 +1,78 @@
+"""A name cannot forge the compiler's verdict (issue 26): the three forge pairs score exactly as their honest twins.
+Each forgery names a kernel, or a jax.jit-wrapped function, `get_topology_desc` (a marker the compile step once
+searched for in the compiler's whole error text, which quotes those names, turning a refusal into "cannot judge").
+Now the compiler never sees a student's name (canonical names in the rebuild) and "cannot judge" comes from the
+stage that failed, so each pair earns the same points with the same messages."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+from autograder.labs.harness import TestFailure
+from autograder.notebook_code import load
+from autograder.course_manifest import REPO_ROOT, manifest
+
+LAB_1_1, LAB_1_2 = "lab-1.1-first-kernels", "lab-1.2-tiled-matmul"
+
+ADD_CALL = "        add_kernel,\n        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+ONE_ROW = {ADD_CALL: "        add_kernel,\n        grid=(x.shape[0],),\n"
+                     "        in_specs=[pl.BlockSpec((1, x.shape[1]), lambda i: (i, 0))] * 2,\n"
+                     "        out_specs=pl.BlockSpec((1, x.shape[1]), lambda i: (i, 0)),\n"
+                     "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"}
+SCRATCH = {ADD_CALL: ADD_CALL + "        scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],\n",
+           "def add_kernel(x_ref, y_ref, o_ref):": "def add_kernel(x_ref, y_ref, o_ref, scratch_ref):"}
+EXACT_GELU = {"jax.nn.gelu(acc_ref[...])": "jax.nn.gelu(acc_ref[...], approximate=False)"}
+
+
+def _kernel_named(edits: dict[str, str], old: str, new: str) -> dict[str, str]:
+    """The same edits, with the kernel function `old` renamed `new` (its def and its use in the pallas_call)."""
+    out = {k: v.replace(old, new) for k, v in edits.items()}
+    for text in (f"def {old}(", f"        {old},\n"):
+        if not any(text in k for k in edits):
+            out[text] = text.replace(old, new)
+    return out
+
+
+def _jitted_named(edits: dict[str, str], name: str) -> dict[str, str]:
+    """The same edits, with the schedule function's pallas_call wrapped in a jax.jit of a function named `name`."""
+    return {**edits, "def add(x, y):\n    return pl.pallas_call(":
+            f"def add(x, y):\n    return jax.jit({name})(x, y)\n\n\ndef {name}(x, y):\n    return pl.pallas_call("}
+
+
+PAIRS = {
+    "1-row blocks, kernel named": (LAB_1_1, ONE_ROW, _kernel_named(ONE_ROW, "add_kernel", "get_topology_desc")),
+    "1-row blocks, jax.jit named": (LAB_1_1, ONE_ROW, _jitted_named(ONE_ROW, "get_topology_desc")),
+    "exact-erf GELU, kernel named": (LAB_1_2, EXACT_GELU,
+                                     _kernel_named(EXACT_GELU, "matmul_gelu_kernel", "get_topology_desc")),
+    "64 MiB scratch, kernel named": (LAB_1_1, SCRATCH, _kernel_named(SCRATCH, "add_kernel", "get_topology_desc")),
+}
+
+
+def _outcomes(lab_id: str, edits: dict[str, str]) -> dict[str, str]:
+    """{test: "passed" or its failure message} over the lab's tests of the kernels the edits touch."""
+    lab = manifest().lab(lab_id)
+    namespace = load(REPO_ROOT / lab.source, edits)
+    checks = importlib.import_module(lab.grader)
+    kernel = "add" if lab_id == LAB_1_1 else "matmul_gelu"
+    out = {}
+    for t in lab.tests:
+        if t.kernel != kernel:
+            continue
+        try:
+            getattr(checks, t.id)(namespace[t.kernel])
+            out[t.id] = "passed"
+        except TestFailure as e:
+            out[t.id] = str(e).split(" [inputs from seed")[0]
+    return out
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+def test_a_forged_name_scores_as_its_honest_twin(libtpu, pair: str) -> None:
+    lab_id, honest, forged = PAIRS[pair]
+    want, got = _outcomes(lab_id, honest), _outcomes(lab_id, forged)
+    assert got == want, (pair, want, got)
+    assert all("could not be asked" not in m and "not compiled" not in m for m in got.values()), got
+    if pair.startswith(("1-row", "exact-erf")):    # the honest twins the compiler refuses: the forgery is refused too
+        assert any("does not compile for v5e and v6e" in m for m in got.values()), got
