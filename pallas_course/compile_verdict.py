@@ -61,8 +61,12 @@ def predicted_vmem(structure: Any, chip: str) -> str:
         budget = check_pallas_call(calls[0], chip).budget
     except Exception:  # noqa: BLE001 - the model's opinion is an aside; the compiler's verdict stands alone
         return ""
-    return (f"\n  predicted working set {budget.working_set_bytes:,} bytes (blocks x buffers x bytes) vs the "
-            f"default scoped limit {budget.limit_bytes:,} bytes on {chip}")
+    scratch = sum(e.bytes for e in budget.entries if e.name.startswith("scratch"))
+    # where the scratch is most of it, say so: shrinking blocks (bk) would not help
+    of_it = (f", of which scratch_shapes hold {scratch:,} bytes: shrink the scratch first"
+             if scratch * 2 > budget.working_set_bytes else "")
+    return (f"\n  predicted working set {budget.working_set_bytes:,} bytes (blocks x buffers x bytes, plus scratch) vs "
+            f"the default scoped limit {budget.limit_bytes:,} bytes on {chip}{of_it}")
 
 
 def rejection_message(label: str, chips: Sequence[str], rejected: CompileResult | Sequence[CompileResult],

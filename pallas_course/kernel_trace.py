@@ -279,8 +279,13 @@ def stores(pc: PallasCallInfo) -> bool:
     return bool({"swap", "addupdate"} & pc.kernel_primitives())
 
 
+# What reads only part of its operand: the work it does is the size of what it returns (x[0, 0] reads one value).
+_READS_PART = frozenset({"slice", "dynamic_slice", "gather", "squeeze"})
+
+
 def _largest(eqn: Any) -> int:
-    shapes = [getattr(getattr(v, "aval", None), "shape", ()) for v in list(eqn.invars) + list(eqn.outvars)]
+    operands = [] if eqn.primitive.name in _READS_PART else list(eqn.invars)
+    shapes = [getattr(getattr(v, "aval", None), "shape", ()) for v in operands + list(eqn.outvars)]
     return max((int(np.prod(s)) if s else 1 for s in shapes), default=1)
 
 

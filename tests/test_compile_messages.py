@@ -129,7 +129,7 @@ def test_a_refusal_reads_as_cause_and_fix(libtpu, name) -> None:
     fn, args, kind, words, never = CASES[name]
     answer = LocalFunction(fn).invoke(tuple(jax.numpy.asarray(a) for a in args), {}, run=True)
     assert answer.error is None, answer.error       # correct in TPU interpret mode
-    verdict = compile_rule.compile_verdict(compile_rule._for_compiler(answer.computation),
+    verdict = compile_rule.compile_verdict(compile_rule.for_compiler(answer.computation),
                                            answer.computation.in_avals, ["v5e", "v6e"])
     assert len(verdict.rejections) == 2, verdict
     for r in verdict.rejections:
@@ -175,7 +175,7 @@ def test_the_stub_message_is_for_the_stub_only(libtpu) -> None:
         plain = pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * 2), grid=(32,),
                                in_specs=[pl.BlockSpec((pl.Element(8), 512), lambda i: (i * 8, 0))],
                                out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)), out_shape=S((256, 512), F32))
-        with jax.default_device(device):
+        with pltpu.force_tpu_interpret_mode(None), jax.default_device(device):   # whatever a set-up switched on
             jax.jit(plain).trace(S((256, 512), F32, sharding=sharding)).lower()
     assert not errors.is_stub(lowering.value)
     summary = errors.explain(lowering.value, locate=False).summary

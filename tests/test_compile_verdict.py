@@ -117,3 +117,24 @@ def test_course_grade_warns_once_without_libtpu(monkeypatch, tmp_path) -> None:
 def test_the_grader_says_what_the_wheel_says(name) -> None:
     """One message, two sides: autograder.judge.compile_rule uses the wheel's functions, not copies."""
     assert getattr(compile_rule, name) is getattr(compile_verdict, name)
+
+
+def test_a_vmem_refusal_that_is_mostly_scratch_says_so() -> None:
+    """The legality model's working set beside a VMEM refusal names the scratch when the scratch is most of it (the
+    fix is not a smaller bk then)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from pallas_course import kernel_trace
+
+    def big_scratch(x):
+        spec = pl.BlockSpec((8, 512), lambda i: (i, 0))
+        return pl.pallas_call(lambda x_ref, o_ref, s_ref: o_ref.__setitem__(..., x_ref[...]), grid=(32,),
+                              in_specs=[spec], out_specs=spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)])(x)
+
+    structure = kernel_trace.trace(big_scratch, jax.ShapeDtypeStruct((256, 512), jnp.float32))
+    text = rejection_message("copy(x)", ["v5e"], _refused("v5e", "✗ it needs VMEM", "tpu-vmem"), structure)
+    assert "of which scratch_shapes hold 67,108,864 bytes: shrink the scratch first" in text, text

@@ -322,7 +322,7 @@ def test_our_kernel_is_rebuilt_runs_and_reaches_the_compiler(libtpu, name) -> No
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-6, atol=1e-6)
-    (result,) = compile_rule.compile_verdict(compile_rule._for_compiler(answer.computation),
+    (result,) = compile_rule.compile_verdict(compile_rule.for_compiler(answer.computation),
                                              answer.computation.in_avals, ["v5e"]).results
     assert not result.skipped, result.message        # it reached the compiler, which judged it
     if verdict == "ok":
@@ -338,7 +338,7 @@ def test_sort_and_cumsum_are_named_for_what_they_are(libtpu) -> None:
                         ("jnp.cumsum in the kernel", r"cumulative sum \(jnp\.cumsum\)")):
         fn, args, _ = KERNELS[name]
         answer = LocalFunction(fn).invoke(tuple(jnp.asarray(a) for a in args), {}, run=True)
-        (r,) = compile_rule.compile_verdict(compile_rule._for_compiler(answer.computation),
+        (r,) = compile_rule.compile_verdict(compile_rule.for_compiler(answer.computation),
                                             answer.computation.in_avals, ["v5e"]).results
         assert re.search(words, r.explanation), r.explanation
 
@@ -355,6 +355,23 @@ def test_the_compiler_sees_canonical_names_only(libtpu) -> None:
 
     assert "name=fn_0" in str(canonical) and [pc.name for pc in trace_jaxpr(canonical).pallas_calls] == ["kernel_0"]
     assert [pc.name for pc in trace_jaxpr(student).pallas_calls] == ["kernel"]
-    (r,) = compile_rule.compile_verdict(compile_rule._for_compiler(answer.computation),
+    (r,) = compile_rule.compile_verdict(compile_rule.for_compiler(answer.computation),
                                         answer.computation.in_avals, ["v5e"]).results
     assert "get_topology_desc" not in r.message + r.explanation
+
+
+def test_a_static_slice_outside_counts_what_it_reads() -> None:
+    """x[0, 0] outside the kernel reads one value: no pass over x (rules.one_kernel_problem with LAB·1.3's allowance
+    for small operands); b[:256, :256] of a larger b still copies an array the kernel's size, which is work outside."""
+    from pallas_course import kernel_trace, rules
+
+    def scaled(x):
+        spec = pl.BlockSpec((8, 512), lambda i: (i, 0))
+        return pl.pallas_call(lambda x_ref, s_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * s_ref[0]),
+                              grid=(32,), in_specs=[spec, pl.BlockSpec(memory_space=pltpu.SMEM)], out_specs=spec,
+                              out_shape=S(x.shape, x.dtype))(x, x[0, 0].reshape(1))
+
+    x = S((256, 512), F32)
+    assert rules.one_kernel_problem("scaled(x)", kernel_trace.trace(scaled, x), 256 * 512) is None
+    t = kernel_trace.trace(sliced_outside, S((512, 512), F32))
+    assert "computes outside its kernel (slice)" in rules.one_kernel_problem("f(b)", t, 256 * 256)

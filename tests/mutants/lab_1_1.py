@@ -8,7 +8,8 @@ TRANSPOSE_OUT = "out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),"
 
 # An operation the TPU lowering has no rule for, added with no effect on the values (0 * erfc(x) is 0): interpret
 # mode runs it, the real TPU compiler refuses it (the compile rule of course.yml).
-NOT_COMPILED = r"does not compile for v5e \(the real TPU compiler, v5e:2x2; it must compile for v5e and v6e\):\n.*erfc"
+NOT_COMPILED = (r"does not compile for v5e and v6e \(the real TPU compiler, v5e:2x2 and v6e:2x2; it must compile for "
+                r"v5e and v6e\):\n.*erfc")
 
 MUTANTS = [
     Mutant("add_not_compilable", "uses an operation with no TPU lowering (erfc): runs in interpret mode, refused by "
