@@ -84,8 +84,12 @@ def lowerable() -> dict[str, Any]:
     from jax._src.interpreters import mlir
     from jax._src.pallas.mosaic import lowering as mosaic
 
-    tables: list[Any] = [rules for kind, rules in mosaic.lowering_rules.items() if getattr(kind, "name", "") == "TC"]
-    tables += [mlir._lowerings] + [mlir._platform_specific_lowerings.get(p, {}) for p in ("cpu", "tpu")]
+    # private tables: read defensively, so a JAX that moved one still imports (tests/test_vocabulary.py then fails
+    # on the primitives it no longer finds)
+    mosaic_rules = getattr(mosaic, "lowering_rules", {})
+    tables: list[Any] = [rules for kind, rules in mosaic_rules.items() if getattr(kind, "name", "") == "TC"]
+    platforms = getattr(mlir, "_platform_specific_lowerings", {})
+    tables += [getattr(mlir, "_lowerings", {})] + [platforms.get(p, {}) for p in ("cpu", "tpu")]
     found: dict[str, Any] = {}
     for table in tables:
         for prim in table:
