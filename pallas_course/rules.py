@@ -280,13 +280,14 @@ def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm
 # mistake is the values test's to catch); square, so b can be the identity.
 GELU_PROBE = ((256, 256, 256), 128, 128, 256)
 GELU_PROBE_RANGE = 6.0     # a spans [-6, 6]: both tails and the bend, where the tanh and erf forms differ most
-# What makes a GELU is its shape, not its last digits (those are matmul_gelu_values's to judge, at 1e-3): either
-# form in f32 is within 1.7e-7 of 1 + |x| of its float64 value (measured: jax.nn.gelu both ways, the sigmoid and
-# the written-out erf forms, XLA on the CPU); an approximate reciprocal (pl.reciprocal(approx=True), a bf16 division
-# off a TPU: <= 2^-8 relative) keeps it within 3e-3; x * sigmoid(1.702 x) within 6.3e-3. 2^-6 of 1 + |x| accepts
-# them all, and refuses what is no GELU: a left unchanged is off by up to 6 (at x = -6), a ReLU by 0.10 of 1 + |x|
-# (near x = -0.75), zero by up to 0.86 of it (at x = 6).
-GELU_PROBE_TOL = 2.0**-6
+# What makes a GELU here is its shape, not its digits: how close to either form is matmul_gelu_values's to judge
+# (at 1e-3), with its own diagnosis (a mistyped constant, a GELU on the inputs). So the probe asks only whether the
+# kernel's epilogue computes a GELU-shaped function of the product, measured against the nearer form, in units of
+# 1 + |x| on a in [-6, 6]: either form in f32 is within 1.7e-7 (jax.nn.gelu both ways, the sigmoid and erf
+# rewrites, XLA on the CPU), pl.reciprocal(approx=True) within 3e-3, 0.44715 typed for 0.044715 within 0.041,
+# x * sigmoid(x) within 0.070, a ReLU within 0.10; what is no GELU is far: a @ b unchanged (no epilogue) and zero
+# are off by 0.86, tanh by 0.71. 0.25 lies between.
+GELU_PROBE_TOL = 0.25
 
 
 def gelu_exact(x: np.ndarray) -> np.ndarray:
@@ -316,7 +317,7 @@ def gelu_epilogue_problem(label: str, a: Any, out: Any) -> str | None:
     if not np.isfinite(got).all():
         return (f"the kernel of {label} computes no GELU: {int((~np.isfinite(got)).sum())} of its outputs are NaN or "
                 "inf where gelu(a) is finite")
-    bound = GELU_PROBE_TOL * (1.0 + np.abs(x))
+    bound = GELU_PROBE_TOL * (1.0 + np.abs(x))     # a GELU's shape (the values test judges its digits)
     refs = {"the tanh form": gelu(x), "the exact (erf) form": gelu_exact(x)}
     if any((np.abs(got - ref) <= bound).all() for ref in refs.values()):
         return None
@@ -325,8 +326,8 @@ def gelu_epilogue_problem(label: str, a: Any, out: Any) -> str | None:
                 "unchanged); apply jax.nn.gelu to the accumulator on the last K step")
     name, ref = min(refs.items(), key=lambda kv: float(np.max(np.abs(got - kv[1]) - bound)))
     i = np.unravel_index(int(np.argmax(np.abs(got - ref) - bound)), x.shape)
-    return (f"the kernel of {label} computes no GELU: with b the identity matrix its output should be gelu(a) (the "
-            f"tanh form or the exact one, within {GELU_PROBE_TOL:g} of 1 + |a|), but at a = {x[i]:.4g} it is "
+    return (f"the kernel of {label} computes no GELU: with b the identity matrix its output should be gelu(a) (either "
+            f"form, within {GELU_PROBE_TOL:g} of 1 + |a|), but at a = {x[i]:.4g} it is "
             f"{got[i]:.6g} where {name} gives {ref[i]:.6g}; apply jax.nn.gelu to the accumulator on the last K step")
 
 
