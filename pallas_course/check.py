@@ -839,6 +839,10 @@ def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
         return failure
 
     compiled: list[str] = []
+    graded_compile.prefetch([(functools.partial(matmul_pipeline_off, bm=bm, bn=bn, bk=bk),
+                              [jax.ShapeDtypeStruct((m, k), jnp.float32), jax.ShapeDtypeStruct((k, n), jnp.float32)],
+                              graded_compile.rule_chips(["pipeline_off"]))
+                             for m, k, n, bm, bn, bk in PIPELINE_OFF_CASES])
     for m, k, n, bm, bn, bk in PIPELINE_OFF_CASES:
         label = pipeline_off_label(m, k, n, bm, bn, bk)
         rng = np.random.default_rng([20, m, k, n])

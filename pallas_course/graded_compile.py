@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -46,6 +47,10 @@ class Compiled:
 SWITCH_ENV = "PALLAS_COURSE_CHECK_COMPILE"
 
 _CACHE: dict[tuple[str, str], CompileResult] = {}
+# Compiles started ahead (prefetch) by a check about to run its cases: one worker thread compiles while the check
+# runs the cases in interpret mode (the compiler releases the GIL; the interpret mode switch is thread-local).
+_PENDING: dict[tuple[str, str], Future[CompileResult]] = {}
+_POOL: ThreadPoolExecutor | None = None
 _SAID: set[str] = set()     # what has been said once in this process
 
 
@@ -96,14 +101,34 @@ def compile_case(fn: Callable[..., Any], avals: Sequence[Any], chips: Sequence[s
     results = []
     for chip in chips:
         result = _CACHE.get((key, chip)) if key else None
+        if result is None and key and (key, chip) in _PENDING:
+            result = _PENDING.pop((key, chip)).result()
         if result is None:
             result = tpu_compile.compile_avals(fn, avals, chip)
-            if key:
-                _CACHE[(key, chip)] = result
+        if key:
+            _CACHE[(key, chip)] = result
         results.append(result)
     verdict = CompileVerdict(tuple(results))
     why = "; ".join(f"{r.chip}: {r.message}" for r in verdict.unjudged)
     return Compiled(chips, verdict, not_here=why)
+
+
+def prefetch(jobs: Sequence[tuple[Callable[..., Any], Sequence[Any], Sequence[str]]]) -> None:
+    """Start compiling these (fn, avals, chips) in the background, so that compile_case finds them done."""
+    global _POOL
+    if os.environ.get(SWITCH_ENV) == "0" or not tpu_compile.available():
+        return
+    for fn, avals, chips in jobs:
+        try:
+            key = _key(fn, avals)
+        except Exception:  # noqa: BLE001 - the case's own trace will say what is wrong
+            continue
+        for chip in chips:
+            if (key, chip) in _CACHE or (key, chip) in _PENDING:
+                continue
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pallas-course-compile")
+            _PENDING[(key, chip)] = _POOL.submit(tpu_compile.compile_avals, fn, list(avals), chip)
 
 
 def refusal(label: str, compiled: Compiled, structure: Any = None) -> str:

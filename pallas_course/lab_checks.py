@@ -288,6 +288,9 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
 
 def check_kernel(kernel: str, fn: Callable[..., Any], *, name: str | None = None) -> None:
     """Every visible case of `kernel` through the grade's rules: one ✓ line per case, or the first failure."""
+    # the compiles start now, beside the interpret-mode runs of the cases (graded_compile.prefetch)
+    graded_compile.prefetch([(functools.partial(fn, **case.kwargs), _structure_args(kernel, case),
+                              graded_compile.rule_chips(case.tests)) for case in CASES[kernel] if case.run])
     lines = [run_case(kernel, fn, case, name=name) for case in CASES[kernel]]
     print(f"✓ {name or kernel}: {len(lines)} cases as graded, one of each kind the grade runs; {PASSED}")
     for line in lines:
