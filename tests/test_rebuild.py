@@ -23,7 +23,8 @@ from autograder.labs.harness import TestFailure, call, traced
 from autograder.jail.jail_agent import description as fmt
 from autograder.jail.jail_agent.calls import invoke
 from autograder.notebook_code import load
-from autograder.judge.rebuild import Refused, rebuild, structure_data
+from autograder.judge.rebuild import Refused, rebuild
+from autograder.judge.structure import structure_data
 from autograder.jail.session import LocalFunction, _rebuilt
 from pallas_course.kernel_trace import trace_jaxpr
 from autograder.course_manifest import REPO_ROOT, manifest

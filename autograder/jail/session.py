@@ -235,7 +235,7 @@ class LocalFunction(StudentFunction):
         """The round trip holds: what the grader reads of its judge's rebuild (the structure as data, viewed) is
         what it reads of the direct trace (so the mutant corpus, run through this class, proves describe ->
         rebuild -> structure data -> view on every kernel in it)."""
-        from autograder.judge.rebuild import structure_data
+        from autograder.judge.structure import structure_data
         from pallas_course.kernel_trace import trace_jaxpr
 
         direct, self._direct = self._direct, None

@@ -35,7 +35,7 @@ class BadStructure(ValueError):
 
 def structure(trace: Trace) -> dict[str, Any]:
     """A Trace as STRUCTURE (the child's side)."""
-    from autograder.judge.rebuild import _trace_data   # the round-trip check's own data form (structure_data)
+    from autograder.judge.structure import _trace_data   # the round-trip check's own data form (structure_data)
 
     return _trace_data(trace)
 

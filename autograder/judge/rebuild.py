@@ -8,13 +8,14 @@ is refused. A pallas_call is rebuilt through the public API (pl.pallas_call, pl.
 kernel and index maps are grader functions that evaluate the rebuilt jaxprs. The result is a plain JAX
 function of arrays: the grader traces it for the structure, runs it for the values and hands it to the TPU
 compiler. Anything it cannot rebuild is refused with a sentence the student can act on (`Refused`).
+
+The parsing of the description is autograder.judge.parse's; the structure as data, autograder.judge.structure's.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import inspect
-import keyword
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -27,74 +28,24 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from autograder.jail.jail_agent import description as fmt
-from autograder.jail.jail_agent import wire
 from autograder.judge import vocabulary
+# The parsed form and the refusals live in autograder.judge.parse; named here too, where callers import them.
+from autograder.judge.parse import (ALLOWED, INLINED, MEMORY_SPACES, Aval, Eqn, Jaxpr, Literal, Parser, Refused,
+                                    not_allowed)
 
-
-class Refused(ValueError):
-    """A description the grader will not rebuild; the message is for the student."""
-
-
-def not_allowed(name: str) -> Refused:
-    return Refused(vocabulary.refusal(name))
-
+__all__ = ["ALLOWED", "GLUE", "INLINED", "LAX_PRIMITIVES", "SPECIAL", "Computation", "LoopLimit", "Refused",
+           "canonical_names", "evaluate", "guarded_loops", "not_allowed", "rebuild"]
 
 # ------------------------------------------------------------------------------------------- the vocabulary
 # Derived from what the installed JAX lowers (autograder.judge.vocabulary): bound as they are, or rebuilt by hand.
 LAX_PRIMITIVES = vocabulary.bound()
-INLINED = vocabulary.INLINED
 SPECIAL = vocabulary.SPECIAL
-ALLOWED = vocabulary.rebuilt()
 
 # Ops the rebuild itself adds, which the student's trace did not have: lax.switch clamps a cond's index.
 GLUE = frozenset({"clamp"})
-
-_ENUMS = {"Precision": lax.Precision, "RoundingMethod": lax.RoundingMethod,
-          "GatherScatterMode": lax.GatherScatterMode, "DotAlgorithmPreset": lax.DotAlgorithmPreset,
-          "FftType": lax.FftType, "RandomAlgorithm": lax.RandomAlgorithm}
-_NAMED = {"GatherDimensionNumbers": lax.GatherDimensionNumbers, "ScatterDimensionNumbers": lax.ScatterDimensionNumbers,
-          "ConvDimensionNumbers": lax.ConvDimensionNumbers}
 # A scatter's combining function, as the grader writes it (the description's copy is not read): lax.scatter_*.
 _SCATTER = {"scatter": None, "scatter-add": lax.add, "scatter-sub": lax.sub, "scatter-mul": lax.mul,
             "scatter-min": lax.min, "scatter-max": lax.max}
-
-
-_WEAK_PYTHON = {"int32": int, "float32": float, "bool": bool}
-_MEMORY_SPACES = {None: None, "default": None, "vmem": pltpu.VMEM, "smem": pltpu.SMEM, "any": pl.ANY}
-
-# ------------------------------------------------------------------------------------------- parsed form
-
-@dataclass(frozen=True)
-class Aval:
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    ref: str | None = None      # the memory space of a Ref ("" for the default), None for an array
-    weak: bool = False
-
-    @property
-    def struct(self) -> jax.ShapeDtypeStruct:
-        return jax.ShapeDtypeStruct(self.shape, self.dtype)
-
-
-@dataclass(frozen=True)
-class Literal:
-    value: Any                       # a numpy scalar, or a Python one where the original was weakly typed
-
-
-@dataclass(frozen=True)
-class Eqn:
-    name: str
-    inputs: tuple[Any, ...]          # int: a variable, or a Literal
-    outputs: tuple[Aval, ...]
-    params: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Jaxpr:
-    inputs: tuple[Aval, ...]
-    consts: tuple[np.ndarray, ...]
-    eqns: tuple[Eqn, ...]
-    outputs: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -117,279 +68,6 @@ class Computation:
             with canonical_names():
                 return self.fn(*arrays)
         return canonical
-
-
-class _Parser:
-    def __init__(self, consts: Sequence[Any]) -> None:
-        self.consts = consts
-        self.equations = 0
-        self.const_bytes = 0
-        self.wide = False        # a 64-bit dtype appears: rebuilt under jax.enable_x64, as the notebook traced it
-
-    # ---- leaves
-    def dtype(self, name: Any) -> np.dtype:
-        try:
-            dt = wire.dtype_named(name)
-        except wire.WireError:
-            raise Refused(f"dtype {str(name)[:40]!r} is not one this lab allows") from None
-        self.wide = self.wide or dt.itemsize == 8
-        return dt
-
-    def aval(self, d: Any) -> Aval:
-        if not isinstance(d, dict):
-            raise Refused("a malformed value type")
-        if "ref" in d:
-            inner = self.aval(d["ref"])
-            space = d.get("space")
-            if space is not None and not isinstance(space, str):
-                raise Refused("a malformed memory space")
-            return Aval(inner.shape, inner.dtype, (space or "").lower()[: fmt.MAX_TEXT])
-        if "opaque" in d:
-            raise Refused(f"a value of type `{str(d['opaque'])[:80]}` is not one this lab allows")
-        shape = d.get("shape")
-        if (not isinstance(shape, list) or len(shape) > fmt.MAX_RANK
-                or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in shape)):
-            raise Refused("a malformed array shape")
-        if math.prod(shape) > fmt.MAX_ELEMENTS:
-            raise Refused(f"an array of shape {tuple(shape)} is over the grader's limit of {fmt.MAX_ELEMENTS:,} "
-                          "elements")
-        return Aval(tuple(shape), self.dtype(d.get("dtype")), weak=d.get("weak") is True)
-
-    def literal(self, d: dict[str, Any]) -> np.ndarray:
-        a = self.aval(d.get("aval"))
-        if a.shape or a.ref is not None:
-            raise Refused("a literal that is not a scalar")
-        v = d.get("lit")
-        if isinstance(v, str) and v in ("nan", "inf", "-inf"):
-            v = float(v)
-        if not isinstance(v, (bool, int, float)):
-            raise Refused("a malformed literal")
-        try:
-            value = np.asarray(v).astype(a.dtype)
-        except (OverflowError, ValueError):
-            raise Refused("a literal out of its dtype's range") from None
-        if a.weak and a.dtype.name in _WEAK_PYTHON:
-            # a Python scalar binds weakly typed, as the original literal did: JAX forwards a conversion of a
-            # strongly typed value to its own dtype instead of recording it, which would change the structure
-            return _WEAK_PYTHON[a.dtype.name](value)
-        return value
-
-    # ---- parameters
-    def param(self, v: Any, depth: int) -> Any:
-        if v is None or isinstance(v, (bool, int, float, str)):
-            return v
-        if isinstance(v, list):
-            return [self.param(x, depth) for x in v[:10_000]]
-        if not isinstance(v, dict) or len(v) != 1:
-            raise Refused("a malformed parameter")
-        (tag, body), = v.items()
-        if tag == "tuple" and isinstance(body, list):
-            return tuple(self.param(x, depth) for x in body[:10_000])
-        if tag == "dtype":
-            return self.dtype(body)
-        if tag == "float" and body in ("nan", "inf", "-inf"):
-            return float(body)
-        if tag == "enum" and isinstance(body, list) and len(body) == 2 and body[0] in _ENUMS:
-            try:
-                return _ENUMS[body[0]][str(body[1])]
-            except KeyError:
-                raise Refused(f"{body[0]}.{str(body[1])[:40]} is not a known value") from None
-        if tag == "named" and isinstance(body, list) and len(body) == 2 and body[0] in _NAMED and isinstance(body[1], dict):
-            cls = _NAMED[body[0]]
-            fields = {k: self.param(x, depth) for k, x in body[1].items()}
-            if set(fields) != set(cls._fields):
-                raise Refused(f"malformed {body[0]}")
-            return cls(**fields)
-        if tag in ("jaxpr", "closed"):
-            return self.jaxpr(body, depth + 1)
-        if tag == "opaque":
-            raise Refused(f"a parameter of type `{str(body)[:80]}` is not one this lab allows")
-        raise Refused(f"a parameter tagged {str(tag)[:40]!r} is not one this lab allows")
-
-    # ---- jaxprs
-    def jaxpr(self, d: Any, depth: int) -> Jaxpr:
-        if depth > fmt.MAX_DEPTH:
-            raise Refused(f"the computation nests deeper than {fmt.MAX_DEPTH} levels")
-        if not isinstance(d, dict) or not all(isinstance(d.get(k), list) for k in ("in", "consts", "eqns", "out")):
-            raise Refused("a malformed jaxpr")
-        inputs = tuple(self.aval(a) for a in d["in"][:10_000])
-        consts = []
-        for item in d["consts"][:10_000]:
-            if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], int):
-                raise Refused("a malformed constant")
-            k, a = item[0], self.aval(item[1])
-            if not 0 <= k < len(self.consts) or not isinstance(self.consts[k], np.ndarray):
-                raise Refused("a constant that did not travel")
-            value = self.consts[k]
-            if value.shape != a.shape or value.dtype != a.dtype:
-                raise Refused("a constant whose value does not match its type")
-            self.const_bytes += value.nbytes
-            if self.const_bytes > fmt.MAX_CONST_BYTES:
-                raise Refused(f"constants over the grader's limit of {fmt.MAX_CONST_BYTES:,} bytes")
-            consts.append(value)
-        defined = len(inputs) + len(consts)
-        eqns = []
-        for e in d["eqns"]:
-            self.equations += 1
-            if self.equations > fmt.MAX_EQUATIONS:
-                raise Refused(f"more than {fmt.MAX_EQUATIONS:,} operations")
-            eqn = self.eqn(e, defined, depth)
-            eqns.append(eqn)
-            defined += len(eqn.outputs)
-        outputs = tuple(self.atom(a, defined) for a in d["out"][:10_000])
-        return Jaxpr(inputs, tuple(consts), tuple(eqns), outputs)
-
-    def atom(self, a: Any, defined: int) -> Any:
-        if isinstance(a, dict) and "v" in a:
-            k = a["v"]
-            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < defined:
-                raise Refused("a variable used before it is defined")
-            return k
-        if isinstance(a, dict) and "lit" in a:
-            return Literal(self.literal(a))
-        raise Refused("a malformed operand")
-
-    def eqn(self, e: Any, defined: int, depth: int) -> Eqn:
-        if not isinstance(e, dict) or not isinstance(e.get("p"), str):
-            raise Refused("a malformed operation")
-        name = e["p"]
-        if name not in ALLOWED:
-            raise not_allowed(name)
-        if not isinstance(e.get("in"), list) or not isinstance(e.get("out"), list) or not isinstance(e.get("params"), dict):
-            raise Refused(f"a malformed `{name[:80]}`")
-        inputs = tuple(self.atom(a, defined) for a in e["in"][:100_000])
-        outputs = tuple(self.aval(a) for a in e["out"][:10_000])
-        raw = e["params"]
-        if name == "pallas_call":
-            params = self.pallas_call(raw, depth)
-        elif name in ("get", "swap", "addupdate"):
-            params = {"transforms": self.transforms(raw.get("transforms"))}
-        elif name in INLINED:
-            key = INLINED[name]
-            if key not in raw:
-                raise Refused(f"`{name}` without its body")
-            params = {key: self.param(raw[key], depth)}
-            if name in ("jit", "pjit"):
-                fname = raw.get("name")
-                params["name"] = fname if isinstance(fname, str) and fname.isidentifier() else "jitted"
-        else:
-            params = {str(k): self.param(v, depth) for k, v in raw.items()}
-        return Eqn(name, inputs, outputs, params)
-
-    def transforms(self, raw: Any) -> list[list[Any]]:
-        if not isinstance(raw, list) or len(raw) > 8:
-            raise Refused("a malformed ref index")
-        out = []
-        for t in raw:
-            if not isinstance(t, dict) or not isinstance(t.get("index"), list) or len(t["index"]) > fmt.MAX_RANK:
-                raise Refused("only indexing (`ref[...]`, `ref[pl.ds(...)]`, `ref.at[...]`) of refs is allowed")
-            index = []
-            for ix in t["index"]:
-                if not isinstance(ix, dict) or len(ix) != 1:
-                    raise Refused("a malformed ref index")
-                (kind, body), = ix.items()
-                if kind == "slice" and isinstance(body, list) and len(body) == 3:
-                    index.append(("slice", *(self.start(b) for b in body)))
-                elif kind in ("int", "leaf") and isinstance(body, int) and not isinstance(body, bool):
-                    index.append((kind, body))
-                else:
-                    raise Refused("this way of indexing a ref is not one this lab allows")
-            out.append(index)
-        return out
-
-    @staticmethod
-    def start(b: Any) -> Any:
-        if isinstance(b, int) and not isinstance(b, bool):
-            return b
-        if isinstance(b, dict) and set(b) == {"leaf"} and isinstance(b["leaf"], int):
-            return ("leaf", b["leaf"])
-        raise Refused("a malformed ref slice")
-
-    def pallas_call(self, raw: dict[str, Any], depth: int) -> dict[str, Any]:
-        grid = raw.get("grid")
-        if (not isinstance(grid, list) or len(grid) > 6
-                or not all(isinstance(g, int) and not isinstance(g, bool) and 0 <= g for g in grid)):
-            raise Refused("a pallas_call grid that is not a tuple of sizes")
-        if math.prod(grid) > fmt.MAX_GRID_POINTS:
-            raise Refused(f"a grid of {math.prod(grid):,} steps is over the grader's limit of "
-                          f"{fmt.MAX_GRID_POINTS:,}")
-        if raw.get("num_scalar_prefetch") or raw.get("mesh") is not None:
-            raise Refused("scalar prefetch and meshes are not used in this lab")
-        blocks = []
-        raw_blocks = raw.get("blocks")
-        if not isinstance(raw_blocks, list) or len(raw_blocks) > 64:
-            raise Refused("malformed BlockSpecs")
-        for b in raw_blocks:
-            if not isinstance(b, dict):
-                raise Refused("a malformed BlockSpec")
-            space = b.get("memory_space")
-            if space not in _MEMORY_SPACES or b.get("transforms") or b.get("lookahead"):
-                raise Refused("a BlockSpec with this memory space, transforms or lookahead is not used in this lab")
-            dims = []
-            for dim in b.get("block_shape") or []:
-                if not isinstance(dim, dict) or len(dim) != 1:
-                    raise Refused("a malformed block shape")
-                (kind, body), = dim.items()
-                if kind == "blocked" and isinstance(body, int) and 0 < body < 2**31:
-                    dims.append(body)
-                elif kind == "squeezed":
-                    dims.append(None)
-                elif (kind == "element" and isinstance(body, list) and len(body) == 3
-                      and all(isinstance(x, int) and 0 <= x < 2**31 for x in body)):
-                    dims.append(pl.Element(body[0], (body[1], body[2])))
-                else:
-                    raise Refused(f"a block dimension of kind {str(kind)[:40]!r} is not one this lab allows")
-            count = b.get("buffer_count")
-            if count is not None and (not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 8):
-                raise Refused("pl.Buffered takes a buffer count from 1 to 8")
-            array = self.aval(b.get("array"))
-            if array.ref is not None or len(dims) != len(array.shape):
-                raise Refused("a BlockSpec whose block shape does not match its array")
-            blocks.append({"array": array, "block_shape": tuple(dims), "buffer_count": count, "memory_space": space,
-                           "index_map": self.jaxpr(b.get("index_map"), depth + 1)})
-        n_in = raw.get("num_inputs")
-        if not isinstance(n_in, int) or not 0 <= n_in <= len(blocks):
-            raise Refused("a malformed pallas_call")
-        scratch = []
-        for s in raw.get("scratch") or []:
-            a = self.aval(s)
-            if a.ref not in ("vmem", "smem"):
-                raise Refused("scratch other than pltpu.VMEM or pltpu.SMEM is not used in this lab")
-            scratch.append(a)
-        cp = raw.get("compiler_params")
-        compiler_params = None
-        if cp is not None:
-            if not isinstance(cp, dict):
-                raise Refused("malformed compiler parameters")
-            fields = {k: self.param(v, depth) for k, v in cp.items()}
-            unknown = set(fields) - {"dimension_semantics", "vmem_limit_bytes"}
-            if unknown:
-                raise Refused(f"compiler parameter `{sorted(unknown)[0][:40]}` is not used in this lab")
-            sem = fields.get("dimension_semantics")
-            if sem is not None:
-                if (not isinstance(sem, tuple) or len(sem) != len(grid)
-                        or not all(s in ("parallel", "arbitrary") for s in sem)):
-                    raise Refused("dimension_semantics takes one of 'parallel' or 'arbitrary' per grid axis")
-            limit = fields.get("vmem_limit_bytes")
-            if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < 2**40):
-                raise Refused("a malformed vmem_limit_bytes")
-            compiler_params = fields
-        aliases = raw.get("input_output_aliases") or []
-        if not isinstance(aliases, list) or not all(
-                isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
-                for p in aliases):
-            raise Refused("malformed input_output_aliases")
-        name = raw.get("name")
-        arg_names = raw.get("arg_names")
-        if not (isinstance(arg_names, list) and len(arg_names) <= 256 and all(
-                isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n) for n in arg_names)
-                and len(set(arg_names)) == len(arg_names)):
-            arg_names = None    # the kernel's parameters get names of the grader's
-        return {"name": name[:100] if isinstance(name, str) and name.isprintable() else None, "grid": tuple(grid),
-                "arg_names": arg_names,
-                "blocks": blocks, "num_inputs": n_in, "kernel": self.jaxpr(raw.get("kernel"), depth + 1),
-                "scratch": scratch, "compiler_params": compiler_params,
-                "input_output_aliases": {int(i): int(o) for i, o in aliases}}
 
 
 # ------------------------------------------------------------------------------------------- loops and steps
@@ -704,7 +382,7 @@ def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
             return tuple(evaluate(imap, point))
 
         mode = None if b["buffer_count"] is None else pl.Buffered(b["buffer_count"])
-        space = _MEMORY_SPACES[b["memory_space"]]
+        space = MEMORY_SPACES[b["memory_space"]]
         return pl.BlockSpec(b["block_shape"], index_map, pipeline_mode=mode,
                             **({} if space is None else {"memory_space": space}))
 
@@ -760,7 +438,7 @@ def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.Shap
     if description.get("version") != fmt.FORMAT_VERSION:
         raise Refused(f"the description is of format {str(description.get('version'))[:20]}, not "
                       f"{fmt.FORMAT_VERSION} (the jail's helpers and the grader differ)")
-    parser = _Parser(consts)
+    parser = Parser(consts)
     top = parser.jaxpr(description.get("jaxpr"), 0)
     _steps(top)
     want = tuple((tuple(a.shape), np.dtype(a.dtype), None) for a in in_avals)
@@ -776,42 +454,3 @@ def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.Shap
 
     return Computation(fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals), _has_while(top),
                        unflatten)
-
-
-MAX_GRID_POINTS = 65_536   # larger grids are compared without their index tables (no lab grid comes near)
-
-
-def _block_data(b: Any, points: list[tuple[int, ...]] | None) -> dict[str, Any]:
-    return {"role": b.role, "position": b.position, "array_shape": list(b.array_shape), "dtype": b.dtype.name,
-            "block_shape": list(b.block_shape), "buffer_count": b.buffer_count,
-            "block_indices": None if points is None else [list(b.block_index(*p)) for p in points]}
-
-
-def _trace_data(t: Any) -> dict[str, Any]:
-    """What the structural checks read of a Trace (pallas_course.kernel_trace), as plain data: each call's grid,
-    blocks with their index maps evaluated at every grid point, scratch, primitives, and what runs outside."""
-    from pallas_course.kernel_trace import read_before_written
-
-    calls = []
-    for pc in t.pallas_calls:
-        points = list(pc.grid_points()) if math.prod(pc.grid) <= MAX_GRID_POINTS else None
-        calls.append({"name": pc.name, "grid": list(pc.grid),
-                      "inputs": [_block_data(b, points) for b in pc.inputs],
-                      "outputs": [_block_data(b, points) for b in pc.outputs],
-                      "scratch": [[list(shape), dt.name, space] for shape, dt, space in pc.scratch],
-                      "dimension_semantics": list(pc.dimension_semantics) if pc.dimension_semantics else None,
-                      "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()},
-                      "unread": read_before_written(pc)})
-    return {"pallas_calls": calls, "outside": list(t.outside), "outside_sizes": list(t.outside_sizes)}
-
-
-def structure_data(trace: Any) -> dict[str, Any]:
-    """What the structural checks read of a Trace, as data, less the calls the rebuild evaluates in place and the
-    glue it adds: a direct trace and the trace of its rebuild must give the same (the round-trip check)."""
-    data = _trace_data(trace)
-    skip = GLUE | frozenset(INLINED)
-    for call in data["pallas_calls"]:
-        call["kernel_ops"] = {k: v for k, v in call["kernel_ops"].items() if k not in skip}
-    kept = [(o, n) for o, n in zip(data["outside"], data["outside_sizes"]) if o not in skip]
-    data["outside"], data["outside_sizes"] = [o for o, _ in kept], [n for _, n in kept]
-    return data
