@@ -49,7 +49,8 @@ BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
 
 
 def visible_cases(test: str) -> tuple[tuple[Any, ...], ...]:
-    """The cases the notebook's visible check of LAB·1.4's graded test `test` runs (each check_* of pallas_course.lab_1_4_checks)."""
+    """The cases the notebook's visible check of LAB·1.4's graded test `test` runs (each check_* of
+    pallas_course.lab_1_4_checks)."""
     return {"pipeline_off": PIPELINE_OFF_CASES, "step_time_model": STEP_CASES, "working_set": WORKING_SET_CASES,
             "fed_block": FED_BLOCK_CASES, "budget_line": BUDGET_LINE_CASES,
             "block_choice": BLOCK_CHOICE_CASES}.get(test, ())
