@@ -415,14 +415,11 @@ DOOR_ATTACKS = {
                   "    return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
                   "                          interpret=INTERP)(x, y)\n",
                   "FLOPs outside its kernels"),
-    # right values, 16,384 grid steps each redoing the whole sum: ~1 min of interpret mode per call
-    "slow-grid": ("def add(x, y):\n"
-                  "    spec = pl.BlockSpec(x.shape, lambda i: (0, 0))\n"
-                  "    return pl.pallas_call(add_kernel, grid=(16_384,), in_specs=[spec, spec], out_specs=spec,\n"
-                  "                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)\n",
-                  "the grader's run of your kernel took more than 30 s (the grader's limit for its run)"),
+    # (No door attack aims at the box's wall clock: within the static budgets (65,536 grid steps, 3.4e10 FLOPs) a
+    # run takes ~0.5-1 ms a step, so a slow grid's verdict would depend on the machine's speed and load; the wall
+    # clock's own tests above give it hours of work against seconds.)
 }
-CELL_S = 30      # per hidden test and cell; the slow grid needs twice that per call
+CELL_S = 30      # per hidden test and cell
 
 
 def _door_class(submitted: Path) -> None:
@@ -437,7 +434,7 @@ def _door_class(submitted: Path) -> None:
         if source:
             (cell,) = [c for c in nb.cells if c.cell_type == "code" and ADD_CELL in c.source]
             cell.source = source
-            for c in nb.cells:    # the notebook's own check of add (it would run the slow grid in the jail)
+            for c in nb.cells:    # the notebook's own check of add (it would run the attack in the jail too)
                 if c.cell_type == "code" and 'check("add"' in c.source:
                     c.source = ""
         path = submitted / student / stage / f"{lab}.ipynb"
