@@ -36,7 +36,7 @@ def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> N
     lab_1_4.fed_block(ns["smallest_fed_block"])
     lab_1_4.budget_line(ns["largest_square_block"])
     lab_1_4.block_choice(ns["choose_blocks"])
-    assert len(sent) == len(lab_1_4.chips()) + 1 + len(lab_1_4.BUDGET_CASES) + len(lab_1_4.BLOCK_CHOICE_CASES)
+    assert len(sent) == len(lab_1_4.FED_BLOCK_CASES) + len(lab_1_4.BUDGET_LINE_CASES) + len(lab_1_4.BLOCK_CHOICE_CASES)
     for request in sent:
         assert '"step_times", "vmem_working_set"' in request
         assert not re.search(r"\d\.\d|e-\d", request), request     # no float: no step time, no reference value
