@@ -506,13 +506,7 @@ def test_nbgrader_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------- any description at all
 
-def _paths(x: Any, here: tuple = ()) -> list[tuple]:
-    out = [here]
-    if isinstance(x, dict):
-        out += [p for k, v in x.items() for p in _paths(v, here + (k,))]
-    elif isinstance(x, list):
-        out += [p for i, v in enumerate(x) for p in _paths(v, here + (i,))]
-    return out
+from tests.test_rebuild import _paths  # noqa: E402 - every path into a description, as the rebuild's tests walk it
 
 
 def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
