@@ -348,6 +348,52 @@ def test_one_compile_per_computation_and_chip_across_submissions(libtpu, monkeyp
     assert asked == ["v5e", "v6e"]
 
 
+def add_one_row_blocks(x, y):
+    """A right add on (1, 128) f32 blocks: interpret mode runs it, the TPU compiler refuses the 1-row block."""
+    spec = pl.BlockSpec((1, x.shape[1]), lambda i: (i, 0))
+    return pl.pallas_call(_kernel, grid=(x.shape[0],), in_specs=[spec, spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+
+def _verdicts_by_request(fn: Any) -> list[tuple[bool, str | None, str]]:
+    judge = _judge()
+    try:
+        return [(r.ok, r.error_kind, r.message) for r in _trace(judge, fn).computation.verdicts(["v5e", "v6e"], 300)]
+    finally:
+        judge.close()
+
+
+@pytest.mark.parametrize("fn", [add, add_one_row_blocks], ids=["accepted", "refused"])
+def test_compiles_started_ahead_give_the_verdicts_of_compiles_on_request(libtpu, fn: Any) -> None:
+    """The judge compiles beside the run when asked ahead (autograder.judge.server.Judge): same verdicts, the run
+    in between unchanged."""
+    judge = _judge()
+    try:
+        traced = _trace(judge, fn)
+        judge.compile_ahead(traced.computation.digest, ["v5e", "v6e"])
+        out, error = judge.run(traced, [X, X])
+        assert error is None and np.array_equal(out, X + X)
+        ahead = [(r.ok, r.error_kind, r.message) for r in traced.computation.verdicts(["v5e", "v6e"], 300)]
+    finally:
+        judge.close()
+    assert ahead == _verdicts_by_request(fn)
+    assert [ok for ok, *_ in ahead] == ([True, True] if fn is add else [False, False])
+
+
+@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+def test_a_compile_started_ahead_is_held_to_the_limit_of_its_request(libtpu) -> None:
+    judge = _judge()
+    try:
+        traced = _trace(judge, stalling_add)
+        judge.compile_ahead(traced.computation.digest, ["v5e", "v6e"])
+        v5e, v6e = traced.computation.verdicts(["v5e", "v6e"], 1)
+        assert v5e.error_kind == "tpu-timeout" and "did not finish within 1 s for v5e" in v5e.message, v5e
+        assert v6e.skipped
+        _still_serves(judge)    # a fresh child: nothing of the stalled compile is left in it
+    finally:
+        judge.close()
+
+
 # --------------------------------------------------------------------------------------- a killed grader
 
 GRADER = """

@@ -138,7 +138,7 @@ class StudentFunction:
         """Called with each new rebuild (LocalFunction checks it against the direct trace)."""
 
     def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool,
-               stand_in: list[str] | None = None) -> Invocation:
+               stand_in: list[str] | None = None, ahead: Callable[[Any], None] | None = None) -> Invocation:
         """Trace (and if `run`, execute) the function on these inputs.
 
         With arrays among the arguments, the jail is sent only their shapes and dtypes; it describes what the
@@ -147,7 +147,8 @@ class StudentFunction:
         inputs: the structure check and the value check of one case see one computation. Without arrays it is a
         plain call in the jail. `stand_in`: helpers the function calls that answer as the course's model of the
         notebook's own matmul (jail_agent.calls.stand_ins); what they answered comes back in `own`. Only names
-        travel in, never a value of the grader's."""
+        travel in, never a value of the grader's. `ahead(computation)`, called once the computation is rebuilt and
+        before it runs, lets the grader start work on it beside the run (the compile rule's compiles)."""
         names = [str(n) for n in stand_in] if stand_in else None
         positions = [i for i, a in enumerate(args) if _is_array(a)]
         if not positions:
@@ -173,6 +174,8 @@ class StudentFunction:
             raise traced.error
         if not run or any(type(args[i]).__name__ == "ShapeDtypeStruct" for i in positions):
             return Invocation(traced.structure, None, computation=traced.computation)
+        if ahead is not None and traced.computation is not None:
+            ahead(traced.computation)
         enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
         key = _key([enc_args, names], enc_kwargs, blobs)
         if key not in self._cache:

@@ -38,7 +38,7 @@ class BoxLimits:
     cpu_s: int = 900           # CPU seconds (RLIMIT_CPU), a backstop: the wall clock of each request comes first
     pids: int = 256            # threads count: XLA's and libtpu's pools
     file_mb: int = 64
-    cpus: float = 1.0
+    cpus: float = 2.0          # the compiles started ahead (autograder.judge.server) run beside the runs
 
     def jail_limits(self, *, cgroups: bool) -> jail.JailLimits:
         # Without a cgroup the memory bound is the address space, of which libtpu alone maps ~1.3 GB.

@@ -100,6 +100,7 @@ class _Judge:
     def __init__(self) -> None:
         self._sent: dict[str, tuple[dict[str, Any], list[bytes]]] = {}   # key -> its trace request, to re-send
         self._here: set[str] = set()                                       # keys the current child holds
+        self._ahead: set[str] = set()                                      # keys whose compiles were started
 
     def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
                  what: str) -> tuple[dict[str, Any], list[bytes]]:
@@ -183,6 +184,19 @@ class _Judge:
         except wire.WireError as e:
             raise BadAnswer(f"the judge's values are malformed ({e})") from None
 
+    def compile_ahead(self, key: str, chips: list[str]) -> None:
+        """Have the judge start compiling `key` for `chips` now, beside the run asked for next (its verdicts are
+        collected by `compile`). Once per computation; a refusal or a stopped judge is met again by `compile`."""
+        if key in self._ahead or not chips:
+            return
+        self._ahead.add(key)
+        try:
+            self._asked(key, {"op": "compile_ahead", "key": key, "chips": list(chips)}, [],
+                        timeout=self._call_timeout(), what="compile")
+        except Overrun:
+            if self._past_deadline():
+                raise
+
     def compile(self, key: str, chips: list[str], timeout_s: float) -> list[Any]:
         """One verdict per chip; a compile past `timeout_s` is the kernel's (see docs/grader.md: the limit is
         ~100x what the labs' own kernels take), and the chips after it are not tried."""
@@ -261,6 +275,7 @@ class BoxedJudge(_Judge):
         self.reader = wire.Reader(self.box.process.stdout.fileno())
         self._ready = False
         self._here = set()
+        self._ahead = set()
 
     def _left(self) -> float:
         return self.deadline - time.monotonic()

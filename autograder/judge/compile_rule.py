@@ -44,6 +44,10 @@ class _Cache:
     def __init__(self) -> None:
         self._items: OrderedDict[Any, tuple[Any, tuple[str, ...], CompileVerdict]] = OrderedDict()
 
+    def known(self, digest: str, chips: Sequence[str]) -> bool:
+        hit = self._items.get(("digest", digest))
+        return hit is not None and hit[1] == tuple(chips)
+
     def verdict(self, computation: Any, chips: Sequence[str], timeout_s: float = 60.0) -> CompileVerdict:
         digest = getattr(computation, "digest", None)
         key = ("digest", digest) if digest else ("object", id(computation))
@@ -62,6 +66,26 @@ class _Cache:
 
 
 _CACHE = _Cache()
+
+
+def ahead(test: str) -> Callable[[Any], None] | None:
+    """For `test`'s invocations: start the compile rule's compiles of a rebuilt computation in the judge, beside
+    its run (`check` then collects them), unless the rule does not list `test`, there is no compiler, or this
+    process already has the verdict."""
+    from autograder.course_manifest import manifest
+
+    rule = manifest().compile_rule(test)
+    if rule is None or not tpu_compile.available():
+        return None
+
+    def start(computation: Any) -> None:
+        digest, judge = getattr(computation, "digest", None), getattr(computation, "judge", None)
+        # a computation with its fn here (the tests' LocalJudge) is compiled in this process by `check`
+        if digest and judge is not None and getattr(computation, "fn", None) is None \
+                and not _CACHE.known(digest, rule.chips):
+            judge.compile_ahead(digest, list(rule.chips))
+
+    return start
 
 
 def check(test: str, label: str, invocation: Any) -> str | None:

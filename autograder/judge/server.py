@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,11 +122,34 @@ def _failed(error: StudentError) -> tuple[dict[str, Any], list[bytes]]:
     return {"ok": False, "error": dataclasses.asdict(error)}, []
 
 
+def _compile(traced: Traced, chip: str) -> Any:
+    from pallas_course import tpu_compile
+
+    comp = traced.computation
+    # canonical names only (autograder.judge.rebuild): nothing a student named reaches the compiler
+    return tpu_compile.compile_avals(comp.for_compiler(), comp.in_avals, chip)
+
+
+def _compile_ahead(traced: Traced, chip: str) -> Any:
+    from autograder import timeline
+    from autograder.jail.jail_agent.calls import quiet
+
+    with timeline.span("judge compiles ahead"), quiet():
+        return _compile(traced, chip)
+
+
 class Judge:
-    """What the child holds: the computations it rebuilt, by the grader's key, and the answers to requests."""
+    """What the child holds: the computations it rebuilt, by the grader's key, and the answers to requests.
+
+    `compile_ahead` starts a computation's compiles on a thread of their own, so the compiler (which releases the
+    GIL) works beside the interpret-mode run the grader asks for next; `compile` then takes the verdict started
+    ahead, or compiles now. The grader's wall clock on each compile request is unchanged (a compile started ahead
+    only had a head start), and the box's limits bound both threads."""
 
     def __init__(self) -> None:
         self.traced: dict[str, Traced] = {}
+        self._ahead: dict[tuple[str, str], Future[Any]] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     def handle(self, header: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
         from autograder.judge import protocol
@@ -140,6 +164,8 @@ class Judge:
             return {"ok": True, "structure": protocol.structure(traced.structure)}, []
         if op == "forget":
             self.traced.pop(key, None)
+            for k in [k for k in self._ahead if k[0] == key]:
+                self._ahead.pop(k).cancel()
             return {"ok": True}, []
         traced = self.traced.get(key)
         if traced is None:
@@ -151,12 +177,18 @@ class Judge:
                 return _failed(error)
             out: list[bytes] = []
             return {"ok": True, "result": wire.encode(result, out)}, out
+        if op == "compile_ahead":
+            chips = header.get("chips")
+            for chip in chips if isinstance(chips, list) else []:
+                if (key, str(chip)) not in self._ahead:
+                    if self._pool is None:
+                        self._pool = ThreadPoolExecutor(1, thread_name_prefix="compile-ahead")
+                    self._ahead[(key, str(chip))] = self._pool.submit(_compile_ahead, traced, str(chip))
+            return {"ok": True}, []
         if op == "compile":
-            from pallas_course import tpu_compile
-
-            comp = traced.computation
-            # canonical names only (autograder.judge.rebuild): nothing a student named reaches the compiler
-            verdict = tpu_compile.compile_avals(comp.for_compiler(), comp.in_avals, str(header.get("chip")))
+            chip = str(header.get("chip"))
+            ahead = self._ahead.pop((key, chip), None)
+            verdict = ahead.result() if ahead is not None and not ahead.cancelled() else _compile(traced, chip)
             return {"ok": True, "result": protocol.compile_result(verdict)}, []
         return {"ok": False, "bad": f"no such request: {str(op)[:40]}"}, []
 

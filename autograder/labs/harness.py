@@ -69,7 +69,8 @@ def _runnable(args: Sequence[Any]) -> bool:
 def _answer(test: str, label: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
             stand_in: list[str] | None = None) -> Any:
     try:
-        answer = student_function(fn).invoke(tuple(args), kwargs, run=True, stand_in=stand_in)
+        answer = student_function(fn).invoke(tuple(args), kwargs, run=True, stand_in=stand_in,
+                                              ahead=compile_rule.ahead(test))
     except StudentError as e:
         raise _failure(test, label, e) from None
     if answer.error is not None:
@@ -104,7 +105,8 @@ def traced(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: 
     """What the student's `fn` launches for these inputs, traced once; with concrete inputs the same traced
     computation is also run, and `call` with the same inputs returns its values."""
     try:
-        answer = student_function(fn).invoke(args, kwargs, run=_runnable(args))
+        # a test the compile rule lists compiles what it runs (`call`, next): the compiles start beside this run
+        answer = student_function(fn).invoke(args, kwargs, run=_runnable(args), ahead=compile_rule.ahead(test))
     except StudentError as e:
         raise _failure(test, label, e) from None
     if answer.structure is None:
