@@ -138,15 +138,10 @@ def _blocks_phrase(blocks: list[tuple[int, ...]], shape: tuple[int, ...], block:
             f"{tuple(blocks[0])}")
 
 
-def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int] | None = None,
-            name: str = "output", atol: float | None = None, kernel: Any = None) -> Mismatch | None:
-    """None when `actual` matches `expected` within `tol` (absolute and relative), else a diagnosis.
-
-    `atol`, when given, replaces `tol` as the absolute part: |actual - expected| <= atol + tol * |expected|
-    (for outputs far below 1, such as softmax probabilities, where an absolute `tol` would accept anything).
-    `kernel`, the traced pallas_call that produced `actual` (kernel_trace.PallasCallInfo), tells an output never
-    stored from an accumulator never zeroed when every value is NaN; without it the message names both.
-    """
+def form_mismatch(actual: Any, expected: Any, *, name: str = "output") -> Mismatch | None:
+    """`compare`'s first half: None when `actual` is an array of `expected`'s shape and dtype, else the mismatch
+    ("type", "shape" or "dtype"). The values are not looked at (an output checked in its own dtype here, in
+    float64 by `compare` after)."""
     if not hasattr(actual, "shape") or not hasattr(actual, "dtype"):
         return Mismatch("type", f"{name}: got a {type(actual).__name__}, expected an array "
                                  f"of shape {tuple(np.shape(expected))}; did the function return its result?")
@@ -157,6 +152,22 @@ def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int
     if a_dtype != e_dtype:
         return Mismatch("dtype", f"{name}: dtype {a_dtype}, expected {e_dtype}; out_shape should carry the "
                                  f"input's dtype, and the kernel should cast back with .astype(o_ref.dtype)")
+    return None
+
+
+def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int] | None = None,
+            name: str = "output", atol: float | None = None, kernel: Any = None) -> Mismatch | None:
+    """None when `actual` matches `expected` within `tol` (absolute and relative), else a diagnosis.
+
+    `atol`, when given, replaces `tol` as the absolute part: |actual - expected| <= atol + tol * |expected|
+    (for outputs far below 1, such as softmax probabilities, where an absolute `tol` would accept anything).
+    `kernel`, the traced pallas_call that produced `actual` (kernel_trace.PallasCallInfo), tells an output never
+    stored from an accumulator never zeroed when every value is NaN; without it the message names both.
+    """
+    form = form_mismatch(actual, expected, name=name)
+    if form is not None:
+        return form
+    a_shape = tuple(actual.shape)
     a, e = as_f64(actual), as_f64(expected)
     blk = _block_grid(a_shape, block)
     nan = np.isnan(a) & ~np.isnan(e)

@@ -15,7 +15,7 @@ import numpy as np
 
 from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_call
 from pallas_course import rules
-from pallas_course.check import compare, explained
+from pallas_course.check import compare, explained, form_mismatch
 from pallas_course.kernel_trace import PallasCallInfo
 
 BF16 = ml_dtypes.bfloat16
@@ -114,10 +114,8 @@ def _expect(test: str, label: str, x: Any, out: Any, expected: np.ndarray, r: in
             hint: Callable[[], str | None], pc: PallasCallInfo) -> None:
     """Shape and dtype first (in x's dtype), then values in float64 against `tols`; `hint()` names the likely
     cause when values are wrong (pallas_course.check.explained decides which text leads)."""
-    shape_dtype = compare(out, expected.astype(np.dtype(x.dtype)), tol=np.inf, name=label)
-    if shape_dtype is not None and shape_dtype.kind in ("type", "shape", "dtype"):
-        mismatch = shape_dtype
-    else:
+    mismatch = form_mismatch(out, expected.astype(np.dtype(x.dtype)), name=label)
+    if mismatch is None:
         mismatch = compare(rules.as_f64(out), expected, name=label, block=(r, x.shape[1]), kernel=pc, **tols)
     if mismatch is None:
         return
