@@ -20,6 +20,8 @@ from typing import Any, Iterator
 import jax
 from jax.experimental.pallas import tpu as pltpu
 
+from pallas_course.xla_flags import fast_compile_xla_flags
+
 # Set by the grader (and by anyone who wants CPU semantics on a TPU): "tpu-interpret" forces TPU
 # interpret mode even on a TPU; "auto" (the default) compiles where the chip can.
 MODE_ENV = "PALLAS_COURSE_MODE"
@@ -46,6 +48,33 @@ def interpret_params() -> pltpu.InterpretParams:
     return pltpu.InterpretParams(uninitialized_memory="nan")
 
 
+def _fast_interpreter_compiles(mode: str) -> None:
+    """Where kernels will be interpreted on the CPU, compile them as the grade does (fast_compile_xla_flags), set
+    before JAX starts its backends (a flag set later is ignored). An XLA_FLAGS of the student's own wins, and a
+    machine that may have a TPU keeps XLA's defaults: the flags would reach the TPU compiler too."""
+    from jax._src import xla_bridge
+
+    flags = fast_compile_xla_flags()
+    if not flags or "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
+        return
+    if mode == "tpu-interpret" or _cpu_only():
+        os.environ["XLA_FLAGS"] = flags
+
+
+def _cpu_only() -> bool:
+    """No accelerator JAX could start: JAX_PLATFORMS names the CPU alone (set by _cpu_where_libtpu_has_no_tpu where
+    libtpu finds no chip), or there is neither libtpu nor any JAX plugin (CUDA, ROCm, ...) installed."""
+    import importlib.metadata
+    import importlib.util
+
+    platforms = jax.config.jax_platforms or os.environ.get("JAX_PLATFORMS", "")
+    if platforms:
+        return platforms == "cpu"
+    if importlib.util.find_spec("libtpu") is not None or importlib.util.find_spec("jax_plugins") is not None:
+        return False
+    return not importlib.metadata.entry_points(group="jax_plugins")
+
+
 def _cpu_where_libtpu_has_no_tpu() -> None:
     """libtpu installed (an instructor's requirements.txt, the [tpu] extra) on a machine with no TPU chip: JAX would
     first try to start a TPU runtime and print its failure. Ask for the CPU instead; a chosen platform stays."""
@@ -69,6 +98,7 @@ def detect(mode: str | None = None) -> Runtime:
     if mode not in MODES:
         raise ValueError(f"{MODE_ENV}={mode!r} is not a mode; expected one of {MODES}")
     _cpu_where_libtpu_has_no_tpu()
+    _fast_interpreter_compiles(mode)
     backend = jax.default_backend()
     kind = jax.devices()[0].device_kind
     if mode == "tpu-interpret":

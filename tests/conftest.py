@@ -5,9 +5,9 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["PALLAS_COURSE_MODE"] = "tpu-interpret"
-# Compile kernels' interpreters as the jail does (autograder.jail.session.FAST_COMPILE_XLA_FLAGS: same results, about
+# Compile kernels' interpreters as the jail does (pallas_course.xla_flags.FAST_COMPILE_XLA_FLAGS: same results, about
 # a third less time); set before anything starts XLA. Notebooks and commands the tests start inherit it.
-from autograder.jail.session import fast_compile_xla_flags  # noqa: E402
+from pallas_course.xla_flags import fast_compile_xla_flags  # noqa: E402
 
 if fast_compile_xla_flags() and "XLA_FLAGS" not in os.environ:
     os.environ["XLA_FLAGS"] = fast_compile_xla_flags()

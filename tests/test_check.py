@@ -415,3 +415,37 @@ def test_without_libtpu_the_checks_say_once_that_nothing_was_compiled(monkeypatc
     assert "compiled for" not in out.replace("not compiled here", "")
     monkeypatch.setattr(graded_compile.platform, "system", lambda: "Darwin")
     assert graded_compile.not_installed_reason().startswith("Darwin has no build of libtpu")
+
+
+SET_UP_AND_SAY = """
+import os, sys
+if sys.argv[1] == "backend first":
+    import jax; jax.devices()
+from pallas_course.runtime import setup
+setup(sys.argv[2], quiet=True)
+print(os.environ.get("XLA_FLAGS", "<none>"))
+"""
+
+
+@pytest.mark.parametrize("first,mode,env,expected", [
+    ("", "tpu-interpret", {}, "fast"),
+    ("", "auto", {"JAX_PLATFORMS": "cpu"}, "fast"),
+    ("", "tpu-interpret", {"XLA_FLAGS": "--xla_dump_to=/tmp/mine"}, "--xla_dump_to=/tmp/mine"),
+    ("backend first", "tpu-interpret", {}, "<none>"),
+], ids=["interpret", "auto on a CPU", "the student's own flags", "after the backend started"])
+def test_the_set_up_cell_compiles_interpreted_kernels_as_the_grade_does(first: str, mode: str, env: dict,
+                                                                        expected: str) -> None:
+    """Issue 29.4: where kernels are interpreted on a CPU, setup() gives XLA the grade's fast-compile flags before
+    JAX starts its backend (the check cells' interpret-mode runs compile about 3x faster); never over a student's
+    own XLA_FLAGS, and never once the backend is up (too late: XLA would ignore them)."""
+    import os
+    import subprocess
+    import sys
+
+    from pallas_course.xla_flags import fast_compile_xla_flags
+
+    clean = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS", "PALLAS_COURSE_MODE")}
+    done = subprocess.run([sys.executable, "-c", SET_UP_AND_SAY, first, mode], env={**clean, **env},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == (fast_compile_xla_flags() if expected == "fast" else expected)

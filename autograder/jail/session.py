@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from pallas_course.xla_flags import fast_compile_xla_flags
+
 from autograder import timeline
 from autograder.jail.jail_agent import wire
 if TYPE_CHECKING:
@@ -269,26 +271,8 @@ class RemoteFunction(StudentFunction):
 
 # ------------------------------------------------------------------------------------------- the session
 
-# XLA flags that make the jail compile faster, by the jaxlib release they were measured on. Grading in interpret
-# mode is mostly XLA compiling each call's kernel interpreter (one compile per distinct call): the loop emitters
-# and LLVM -O0 compile it about 3x faster (LAB·1.1's transpose_values: 2.9 s -> 0.9 s of XLA compilation; the jail
-# of a whole LAB·1.1 notebook 12.8 -> 8.8 CPU s, LAB·1.2 23.0 -> 15.0, jaxlib 0.10.2 on 2 cores). Neither changes
-# what is computed: no fast-math either way. XLA aborts on a flag it does not know (jaxlib 0.12 has no
-# xla_cpu_use_fusion_emitters), so a release not listed gets none of them.
-FAST_COMPILE_XLA_FLAGS = {"0.10.2": "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"}
-
-
-@functools.lru_cache(maxsize=1)
-def fast_compile_xla_flags() -> str:
-    """FAST_COMPILE_XLA_FLAGS for the installed jaxlib, or "" (the tests run under them too: tests/conftest.py)."""
-    import importlib.metadata
-
-    try:
-        return FAST_COMPILE_XLA_FLAGS.get(importlib.metadata.version("jaxlib"), "")
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
+# The jail and the judge compile interpret-mode kernels with pallas_course.xla_flags' fast_compile_xla_flags (one
+# home for them: the student's own kernel runs under them too where it interprets on a CPU).
 def _jail_xla_flags() -> str:
     # One thread per jail: interpret-mode kernels gain nothing from XLA's thread pools, and jails graded side by
     # side (--jobs) would only fight over the cores with them.
