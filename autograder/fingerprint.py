@@ -27,6 +27,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
+from pallas_course import pyparse
 
 PACKAGES = ("autograder", "pallas_course")   # where modules that decide a score can live
 # The grading steps and the agent in the jail: where the walk of imports starts.
@@ -109,7 +110,7 @@ def _notebook_imports_at(path: Path, mtime_ns: int, size: int) -> frozenset[str]
             continue
         source = "\n".join(line for line in str(cell.source).split("\n") if not line.lstrip().startswith(("%", "!")))
         try:
-            names |= _imported(ast.parse(source), [])
+            names |= _imported(pyparse.parse(source), [])
         except SyntaxError:
             continue
     return frozenset(names)
@@ -119,7 +120,7 @@ def _notebook_imports_at(path: Path, mtime_ns: int, size: int) -> frozenset[str]
 def _module_imports_at(path: Path, root: Path, mtime_ns: int, size: int) -> frozenset[str]:
     """What the module at `path` imports (with the packages above each), read once per version of the file."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = pyparse.parse(path.read_text(encoding="utf-8"), str(path))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return frozenset()   # hashed as it is (see _file_hash); it imports nothing we can read
     package = list(path.relative_to(root).parent.parts)
@@ -190,7 +191,7 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
 def _code_hash(path: Path, mtime_ns: int, size: int) -> str:
     """A Python file's meaning: its syntax tree less docstrings (comments and layout are not in the tree)."""
     try:
-        tree = ast.parse(path.read_bytes(), str(path))
+        tree = pyparse.parse(path.read_bytes(), str(path))
     except (OSError, SyntaxError, ValueError):
         return sha256_file(path)
     return hashlib.sha256(ast.dump(_without_docstrings(tree)).encode()).hexdigest()

@@ -16,6 +16,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Callable
 
+from pallas_course import pyparse
+
 
 @dataclass(frozen=True)
 class _When:
@@ -51,7 +53,7 @@ class CodeMap:
 
 def _source(fn: Callable) -> tuple[list[str], ast.Module]:
     text = textwrap.dedent(inspect.getsource(fn)).rstrip("\n")
-    return text.split("\n"), ast.parse(text)
+    return text.split("\n"), pyparse.parse(text)
 
 
 def _program_id_axis(node: ast.AST) -> int | None:

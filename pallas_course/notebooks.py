@@ -14,6 +14,8 @@ from typing import Any, Mapping
 import nbformat
 from nbformat import NotebookNode
 
+from pallas_course import pyparse
+
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 SHOW_TAG = "site:show"
 
@@ -56,7 +58,7 @@ def shown_sources(nb: NotebookNode) -> list[str]:
 
 def def_text(source: str, name: str) -> str | None:
     """`def name` in `source`, from its first decorator to its last line, or None."""
-    tree = ast.parse(source)
+    tree = pyparse.parse(source)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])

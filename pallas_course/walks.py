@@ -66,6 +66,8 @@ from typing import Any, Literal
 
 import yaml
 
+from pallas_course import pyparse
+
 
 DATA_PATH = Path(__file__).with_name("walks.yml")
 Mark = Literal["algorithm", "schedule", "blank"]
@@ -182,7 +184,7 @@ def code_line_numbers(lines: list[str], first_line: int = 1) -> list[int]:
     """Numbers of the lines that carry code: not empty, not only a comment, not part of a docstring."""
     docstring: set[int] = set()
     try:
-        tree = ast.parse("\n".join(lines))
+        tree = pyparse.parse("\n".join(lines))
     except SyntaxError:
         tree = None
     if tree is not None:

@@ -274,3 +274,35 @@ def test_the_folder_check_finds_a_back_edge(tmp_path: Path) -> None:
         "autograder)",
         "autograder/steps/x.py:2 imports autograder.doors (autograder/steps may import jail, jail_agent, judge, "
         "labs, top)"]
+
+
+def test_every_parse_of_python_source_is_one_at_a_time(monkeypatch) -> None:
+    """CPython 3.11's AST converter is not safe on two threads at once (pallas_course.pyparse): the grader parses
+    on two (its fingerprint meanwhile), so no module calls ast.parse but pyparse, and pyparse serializes."""
+    import threading
+    import time
+
+    from pallas_course import pyparse
+
+    direct = [f"{p.relative_to(ROOT)}:{n}" for pkg in ("autograder", "pallas_course", "course_tools")
+              for p in sorted((ROOT / pkg).rglob("*.py")) if p.name != "pyparse.py"
+              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+              if re.search(r"\bast\.parse\(", line)]
+    assert not direct, direct
+
+    inside, overlaps, real = [0], [], ast.parse
+
+    def slow_parse(source, filename="<unknown>"):
+        inside[0] += 1
+        overlaps.append(inside[0])
+        time.sleep(0.01)
+        inside[0] -= 1
+        return real(source, filename)
+
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    threads = [threading.Thread(target=lambda: [pyparse.parse("x = 1") for _ in range(20)]) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(overlaps) == 60 and max(overlaps) == 1

@@ -30,6 +30,7 @@ from autograder.labs.harness import TestFailure
 from autograder.jail.limits import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.jail.session import BadAnswer, Session, StudentGone
 from autograder.course_manifest import REPO_ROOT, LabSpec
+from pallas_course import pyparse
 
 MAX_TEXT = 100_000        # characters of one output field kept from the jail
 # Characters of all the notebook's cell outputs kept, together: the caps per field and per cell (the agent's)
@@ -64,7 +65,7 @@ class BadHiddenTest(ValueError):
 
 def parse_hidden_test(grade_id: str, source: str) -> HiddenTest:
     """`from autograder.labs import lab_1_1` then `lab_1_1.add_f32(add)`: nothing else is allowed."""
-    body = [n for n in ast.parse(source).body]
+    body = [n for n in pyparse.parse(source).body]
     imports = {a.asname or a.name: f"{n.module}.{a.name}" for n in body if isinstance(n, ast.ImportFrom)
                for a in n.names if n.module}
     calls = [n.value for n in body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]

@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal
 
 import nbformat
 
+from pallas_course import pyparse
 from pallas_course.notebooks import SHOW_TAG, shown_code
 
 Mark = Literal["alg", "sch", "plain"]
@@ -87,6 +88,6 @@ def listing_marks(kernel: ShownCell, wrapper: ShownCell, listing: tuple[str, ...
 
 def _def_length(source: str) -> int:
     """Lines of the first function definition in `source` (what inspect.getsource returns for it)."""
-    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
+    fn = next(n for n in pyparse.parse(source).body if isinstance(n, ast.FunctionDef))
     start = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
     return (fn.end_lineno or fn.lineno) - start + 1

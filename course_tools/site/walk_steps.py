@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .content import WalkSpec
+
+from pallas_course import pyparse
 from .notebook_cells import Mark, cell_defining, listing_marks, shown_cells
 
 
@@ -39,7 +41,7 @@ class Walk:
 
 def _def_text(source: str, name: str) -> str:
     """The text of `def name` in `source`, from its first decorator to its last line."""
-    tree = ast.parse(source)
+    tree = pyparse.parse(source)
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
     start = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
     return "\n".join(source.split("\n")[start - 1:fn.end_lineno])
@@ -52,7 +54,7 @@ def _span(node: ast.AST, offset: int = 0) -> tuple[int, ...]:
 
 def statement_steps(listing: tuple[str, ...]) -> tuple[WalkStep, ...]:
     """One step per statement: kernel signature, kernel statements, wrapper set-up, pallas_call arguments."""
-    tree = ast.parse("\n".join(listing))
+    tree = pyparse.parse("\n".join(listing))
     steps: list[tuple[int, ...]] = []
     kernel, wrapper = (n for n in tree.body if isinstance(n, ast.FunctionDef))
     steps.append((kernel.lineno,))
