@@ -48,16 +48,17 @@ def interpret_params() -> pltpu.InterpretParams:
     return pltpu.InterpretParams(uninitialized_memory="nan")
 
 
-def _fast_interpreter_compiles(mode: str) -> None:
+def _fast_interpreter_compiles() -> None:
     """Where kernels will be interpreted on the CPU, compile them as the grade does (fast_compile_xla_flags), set
     before JAX starts its backends (a flag set later is ignored). An XLA_FLAGS of the student's own wins, and a
-    machine that may have a TPU keeps XLA's defaults: the flags would reach the TPU compiler too."""
+    machine that may have a TPU keeps XLA's defaults, "tpu-interpret" asked for or not: the flags would reach the
+    TPU compiler too."""
     from jax._src import xla_bridge
 
     flags = fast_compile_xla_flags()
     if not flags or "XLA_FLAGS" in os.environ or xla_bridge.backends_are_initialized():
         return
-    if mode == "tpu-interpret" or _cpu_only():
+    if _cpu_only():
         os.environ["XLA_FLAGS"] = flags
 
 
@@ -98,7 +99,7 @@ def detect(mode: str | None = None) -> Runtime:
     if mode not in MODES:
         raise ValueError(f"{MODE_ENV}={mode!r} is not a mode; expected one of {MODES}")
     _cpu_where_libtpu_has_no_tpu()
-    _fast_interpreter_compiles(mode)
+    _fast_interpreter_compiles()
     backend = jax.default_backend()
     kind = jax.devices()[0].device_kind
     if mode == "tpu-interpret":

@@ -12,9 +12,10 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from .content import WalkSpec
-
 from pallas_course import pyparse
+from pallas_course.notebooks import def_text
+
+from .content import WalkSpec
 from .notebook_cells import Mark, cell_defining, listing_marks, shown_cells
 
 
@@ -41,10 +42,10 @@ class Walk:
 
 def _def_text(source: str, name: str) -> str:
     """The text of `def name` in `source`, from its first decorator to its last line."""
-    tree = pyparse.parse(source)
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    start = min([fn.lineno] + [d.lineno for d in fn.decorator_list])
-    return "\n".join(source.split("\n")[start - 1:fn.end_lineno])
+    text = def_text(source, name)
+    if text is None:
+        raise LookupError(f"no `def {name}` in the cell the walk names")
+    return text
 
 
 def _span(node: ast.AST, offset: int = 0) -> tuple[int, ...]:
