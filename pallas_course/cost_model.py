@@ -8,7 +8,6 @@ the closed forms below are that same arithmetic for the lab's matmul, with no tr
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable
 
 import numpy as np
@@ -38,7 +37,7 @@ def step_seconds(moved_bytes: float, flops: float, chip: Chip | str) -> tuple[fl
 
 def matmul_step(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int]:
     """(bytes, FLOPs) of one steady matmul step: one (bm, bk) A and one (bk, bn) B block stream in (C stays in
-    VMEM across K); the dot is 2·bm·bn·bk. What `steady_step` and `dot_flops` read off a traced matmul."""
+    VMEM across K); the dot is 2·bm·bn·bk. What `steady_step` and `steady_flops` read off a traced matmul."""
     return (bm * bk + bk * bn) * _itemsize(dtype), 2 * bm * bn * bk
 
 
@@ -47,20 +46,18 @@ def matmul_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: Chip | str) -
     return step_seconds(*matmul_step(bm, bn, bk, dtype), chip)
 
 
-def dot_flops(jaxpr: Any) -> int:
-    """FLOPs of every dot_general in a kernel body, nested ones included: 2 x output size x contracted size."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    flops = 0
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
-            lhs = eqn.invars[0].aval.shape
-            flops += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[d] for d in lhs_contract)
-        for v in eqn.params.values():
-            for sub in v if isinstance(v, (tuple, list)) else (v,):
-                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
-                    flops += dot_flops(sub)
-    return flops
+STEADY_POINT = (0, 0, 1)    # the steady-state step of a (1, 1, >= 3) matmul grid: one in the middle of K
+
+
+def steady_flops(info: Any) -> tuple[int, bool]:
+    """(FLOPs, exact) of the dots the steady-state grid step (0, 0, 1) of a traced matmul pallas_call runs, as it
+    runs them (pallas_course.step_work): the `pl.when` branch that step takes (the add after the first K step, not
+    the first step's assignment), each loop its trip count. `exact` is False where a branch or a trip count
+    depended on data: then the most expensive branch and the loop body once."""
+    from pallas_course.step_work import step_work
+
+    work = step_work(info.kernel_jaxpr, info.grid, STEADY_POINT)
+    return work.flops, work.exact
 
 
 def steady_step(info: Any) -> tuple[int, str]:
@@ -68,7 +65,7 @@ def steady_step(info: Any) -> tuple[int, str]:
     (1, 1, >= 3), read off its depth-2 schedule: the blocks whose copies start there."""
     from pallas_course.schedule import schedule
 
-    frame = next(f for f in schedule(info, 2).frames if f.grid_point == (0, 0, 1))
+    frame = next(f for f in schedule(info, 2).frames if f.grid_point == STEADY_POINT)
     blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
     started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
     what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"

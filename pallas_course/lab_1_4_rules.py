@@ -189,13 +189,13 @@ class YourMatmul:
 
     def step_detail(self, bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
         """(bytes, FLOPs, what moves) of one steady step, read off the schedule and the dot of `matmul`."""
-        from pallas_course.cost_model import dot_flops, steady_step
+        from pallas_course.cost_model import steady_flops, steady_step
 
         info = self.info(bm, bn, bk, dtype)
         moved, what = steady_step(info)
-        b_m, b_n, b_k = self.BASE       # the dot of the traced step, its (bm, bk) x (bk, bn) renamed like the blocks
-        flops = dot_flops(self._base[dtype_name(dtype)].kernel_jaxpr) * (bm * bn * bk) // (b_m * b_n * b_k)
-        return moved, flops, what
+        b_m, b_n, b_k = self.BASE       # the dots of the traced steady step, (bm, bk) x (bk, bn) renamed like the blocks
+        flops, _ = steady_flops(self._base[dtype_name(dtype)])
+        return moved, flops * (bm * bn * bk) // (b_m * b_n * b_k), what
 
     def budget(self, bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
                acc_scratch: bool = False) -> Any:
@@ -288,8 +288,9 @@ def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str
                 "is the bf16 peak for every dtype (course.yml's bf16_flops_per_s, one number per chip), so a "
                 f"{dtype_name(dtype)} step is timed at it too")
     return (f"gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s {c.bf16_flops_per_s:.3g} bf16 "
-            f"FLOP/s), expected {_ns(want_mxu)}: the step's dot is 2·bm·bn·bk = {flops:,} FLOPs (a multiply and an add "
-            f"each){hint}")
+            f"FLOP/s), expected {_ns(want_mxu)}: a steady-state step (one in the middle of K, where a pl.when that runs "
+            f"only on the first or last K step does not run) computes one dot, 2·bm·bn·bk = {flops:,} FLOPs (a "
+            f"multiply and an add each){hint}")
 
 
 def working_set_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool,

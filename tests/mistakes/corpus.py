@@ -325,7 +325,7 @@ MISTAKES: dict[str, list[Mistake]] = {
                 ("fed_block", "block_choice")),   # graded on reference step times: one bug, one test
         Mistake("step_times_no_factor_2", "one FLOP per term, not a multiply and an add",
                 {"    flops = 2 * bm * bn * bk": "    flops = bm * bn * bk"},
-                r"gives MXU .* the step's dot is 2·bm·bn·bk = 4,194,304 FLOPs", ("step_time_model",)),
+                r"gives MXU .* one dot, 2·bm·bn·bk = 4,194,304 FLOPs", ("step_time_model",)),
         Mistake("working_set_no_buffers", "forgets that each block is held `buffers` times",
                 {"    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize * buffers":
                  "    blocks = (bm * bk + bk * bn + bm * bn) * np.dtype(dtype).itemsize"},
