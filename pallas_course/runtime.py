@@ -131,6 +131,24 @@ def course_mode() -> Iterator[None]:
             raise
 
 
+@contextlib.contextmanager
+def plain_interpret() -> Iterator[None]:
+    """Step out of the TPU interpret mode `setup()` made the default, so `interpret=True` means plain interpret
+    mode (the HLO interpreter) again: for LAB·1.2's demo of what plain interpret mode hides."""
+    from jax._src import config     # jax 0.10.2 has no public switch back; force_tpu_interpret_mode swaps the same
+
+    previous = config.pallas_tpu_interpret_mode_context_manager.swap_local(None)
+    try:
+        yield
+    finally:
+        config.pallas_tpu_interpret_mode_context_manager.set_local(previous)
+
+
+def being_graded() -> bool:
+    """True in the grader's kernel (and the course's tests): demo cells that grade nothing skip there."""
+    return bool(os.environ.get(MODE_ENV))
+
+
 class _DropCallbackTraceback(logging.Filter):
     """Interpret mode logs a 14-line traceback to stderr for every error raised inside a kernel, before the
     error itself arrives; the error is explained where it is raised, so that log line is noise here."""
