@@ -394,6 +394,85 @@ def test_a_compile_started_ahead_is_held_to_the_limit_of_its_request(libtpu) -> 
         judge.close()
 
 
+# ------------------------------------------------------------------- a verdict depends on its submission alone
+
+@dataclasses.dataclass(frozen=True)
+class _Judged:
+    """A computation as the box's parent holds it (no fn here): its verdicts come from `answers`, in turn."""
+
+    digest: str
+    answers: list
+    in_avals: tuple = AVALS
+    fn: Any = None
+
+    def verdicts(self, chips: list[str], timeout_s: float) -> list[Any]:
+        return self.answers.pop(0)
+
+
+def test_only_verdicts_of_the_computation_are_kept_for_another_submission(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compile stopped at its limit (by what else ran in its submission's judge) is never handed to another
+    submission with the same kernel; an accepted or refused kernel is (the compiler's verdict on it)."""
+    from autograder.judge import compile_rule
+    from pallas_course.tpu_compile import CompileResult
+
+    monkeypatch.setattr(compile_rule, "_CACHE", compile_rule._Cache())
+    ok = [CompileResult("v5e", "t", True), CompileResult("v6e", "t", True)]
+    stopped = [CompileResult("v5e", "t", False, error_kind="tpu-timeout", message="did not finish within 60 s"),
+               CompileResult("v6e", "t", False, skipped=True, error_kind="cannot-judge", message="not tried")]
+    refused = [CompileResult("v5e", "t", False, error_kind="tpu-tiling", message="1-row block")] * 2
+    answers = [stopped, ok]
+    first, second, third = (_Judged("model", answers) for _ in range(3))
+    assert compile_rule._CACHE.verdict(first, ["v5e", "v6e"]).rejection.error_kind == "tpu-timeout"
+    assert compile_rule._CACHE.verdict(second, ["v5e", "v6e"]).compiled == ("v5e", "v6e")   # compiled again
+    assert compile_rule._CACHE.verdict(third, ["v5e", "v6e"]).compiled == ("v5e", "v6e")    # kept: not asked
+    assert answers == []
+    answers += [refused]
+    assert compile_rule._CACHE.verdict(_Judged("one-row", answers), ["v5e", "v6e"]).rejection.message == "1-row block"
+    assert compile_rule._CACHE.known("one-row", ["v5e", "v6e"]) and not compile_rule._CACHE.known("model", ["v5e"])
+
+
+def _threads_beyond(before: set[str]) -> set[str]:
+    """This process's threads that `before` did not name, once those ending have ended (within 5 s)."""
+    import threading
+
+    deadline = time.monotonic() + 5
+    while (left := {t.name for t in threading.enumerate()} - before) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
+@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+def test_a_slow_compile_started_ahead_changes_no_other_verdict(libtpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33's attack, in the judge: one submission's `add` traces, on one case, to a kernel the compiler takes
+    minutes on (by what it is given: stalling_add), started ahead and never asked for. Its other kernel (the
+    model's add) still gets its own compile within the rule's limit, and the next submission graded by the same
+    process gets the model's verdict; the first submission's pending compile, threads and temp folder end with it."""
+    from autograder.judge import compile_rule
+
+    monkeypatch.setattr(compile_rule, "_CACHE", compile_rule._Cache())
+    import threading
+
+    before = {t.name for t in threading.enumerate()}
+    attack = _judge()
+    try:
+        stall, honest = _trace(attack, stalling_add), _trace(attack, add)
+        attack.compile_ahead(stall.computation.digest, ["v5e", "v6e"])
+        attack.compile_ahead(honest.computation.digest, ["v5e", "v6e"])
+        assert compile_rule._CACHE.verdict(honest.computation, ["v5e", "v6e"], 60).rejection is None
+        child = attack.box
+    finally:
+        attack.close()          # the submission ends while its stalled compile runs
+    assert box.wait_gone(child.process.pid) and not Path(child.tmp).exists()
+    _no_leftovers(child)
+    assert not _threads_beyond(before)
+    model = _judge()
+    try:
+        traced = _trace(model, add)
+        assert compile_rule._CACHE.verdict(traced.computation, ["v5e", "v6e"], 60).compiled == ("v5e", "v6e")
+    finally:
+        model.close()
+
+
 # --------------------------------------------------------------------------------------- a killed grader
 
 GRADER = """

@@ -36,10 +36,19 @@ def for_compiler(computation: Any) -> Callable[..., Any]:
     return canonical() if canonical is not None else computation.fn
 
 
+def of_the_computation(verdict: CompileVerdict) -> bool:
+    """True when `verdict` is a function of the computation alone: every chip compiled, or was refused in the
+    compiler's own words. A compile stopped at its limit, a judge that crashed or ran out of memory (error_kind
+    "tpu-timeout": autograder.judge.client) or a compiler that could not be asked depend on what else ran
+    then (another submission's compile started ahead, the machine's load): they are never kept for another."""
+    return all(r.ok or (r.rejected and r.error_kind != "tpu-timeout") for r in verdict.results)
+
+
 class _Cache:
     """Verdicts by computation: by the digest of what it was rebuilt from where it has one (the same kernel at the
     same shapes, graded again by another test or notebook of this process), else by the object (the same inputs
-    give the same Invocation, hence the same computation object)."""
+    give the same Invocation, hence the same computation object). Only verdicts `of_the_computation` are kept:
+    a timeout met in one submission is met again, or not, by the next on its own."""
 
     def __init__(self) -> None:
         self._items: OrderedDict[Any, tuple[Any, tuple[str, ...], CompileVerdict]] = OrderedDict()
@@ -59,9 +68,10 @@ class _Cache:
             verdict = CompileVerdict(tuple(computation.verdicts(list(chips), timeout_s)))
         else:
             verdict = compile_verdict(for_compiler(computation), computation.in_avals, chips)
-        self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused
-        while len(self._items) > CACHE_SIZE:
-            self._items.popitem(last=False)
+        if of_the_computation(verdict):
+            self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused
+            while len(self._items) > CACHE_SIZE:
+                self._items.popitem(last=False)
         return verdict
 
 

@@ -188,6 +188,10 @@ class Judge:
         if op == "compile":
             chip = str(header.get("chip"))
             ahead = self._ahead.pop((key, chip), None)
+            # One compile-ahead thread: a compile still queued behind another computation's (a slow one, started
+            # ahead and never asked for) is done now instead, so this request's limit is spent on its own compile.
+            if ahead is not None and ahead.cancel():
+                ahead = None
             verdict = ahead.result() if ahead is not None else _compile(traced, chip)   # forget pops what it cancels
             return {"ok": True, "result": protocol.compile_result(verdict)}, []
         return {"ok": False, "bad": f"no such request: {str(op)[:40]}"}, []
