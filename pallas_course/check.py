@@ -51,8 +51,13 @@ NEVER_WRITTEN_AT_ALL = ("no value of the output was ever written: the kernel nev
                         "Store with o_ref[...] = value; `o_ref = value` only rebinds the name (and writes nothing)")
 NEVER_INITIALISED = ("the kernel reads {ref} (+=) before anything is stored there: it accumulates into memory it "
                      "never zeroed. Under TPU interpret mode memory nobody wrote reads as NaN, and NaN + x stays NaN "
-                     "through every K step. Zero it on the first K step: @pl.when(pl.program_id(2) == 0) then "
+                     "through every K step. Zero it on the first K step: @pl.when(pl.program_id({axis}) == 0) then "
                      "{store} = jnp.zeros_like(...)")
+# The same read in a kernel whose grid revisits no output block: there is no K to accumulate over.
+NOTHING_TO_ACCUMULATE = ("the kernel reads {ref} (+=) before anything is stored there: it adds into memory nobody "
+                         "wrote, and under TPU interpret mode that memory reads as NaN. Each grid step of this kernel "
+                         "writes its own output block once, with nothing to accumulate over: store the value, "
+                         "{store} = ... (=, not +=)")
 # Where the trace cannot be read: both causes of an output that is NaN everywhere, neither guessed.
 ALL_NAN_UNKNOWN = ("nothing written into the output survived. Either the kernel never stores into o_ref (store with "
                    "o_ref[...] = value; `o_ref = value` only rebinds the name), or it accumulates (+=) into o_ref or "
@@ -89,12 +94,33 @@ def _all_nan_cause(kernel: Any) -> tuple[str, str]:
     if unread:
         ref = unread[0]
         store = "o_ref[...]" if ref == "o_ref" else ("acc_ref[...]" if "scratch" in ref else f"{ref}[...]")
-        return "never-initialised", NEVER_INITIALISED.format(ref=ref, store=store)
+        axis = _revisit_axis(kernel)
+        if axis is None:        # nothing to accumulate over (add, a transpose): each step writes its block once
+            return "never-initialised", NOTHING_TO_ACCUMULATE.format(ref=ref, store=store)
+        return "never-initialised", NEVER_INITIALISED.format(ref=ref, store=store, axis=axis)
     if not stores(kernel):
         return "never-written-at-all", NEVER_WRITTEN_AT_ALL
     if unread is None:
         return "never-written-unknown", ALL_NAN_UNKNOWN
     return "never-written-unknown", STORES_NEVER_RUN
+
+
+def _revisit_axis(kernel: Any) -> int | None:
+    """The grid axis along which the first output's block stays put (a reduction axis, such as a matmul's K), if
+    the grid has one of more than one step; None when every step writes a block of its own."""
+    outputs, grid = getattr(kernel, "outputs", ()), tuple(getattr(kernel, "grid", ()))
+    if not outputs:
+        return None
+    origin = (0,) * len(grid)
+    for axis, size in reversed(list(enumerate(grid))):
+        if size > 1:
+            step = tuple(1 if a == axis else 0 for a in range(len(grid)))
+            try:
+                if outputs[0].block_index(*step) == outputs[0].block_index(*origin):
+                    return axis
+            except Exception:   # noqa: BLE001 - an index map that fails here is judged elsewhere
+                return None
+    return None
 
 
 def _nan_message(name: str, a: np.ndarray, nan: np.ndarray, blocks: list[tuple[int, ...]], shape: tuple[int, ...],

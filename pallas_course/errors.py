@@ -136,6 +136,31 @@ _MOSAIC_TYPES = {"i32": "int32", "i16": "int16", "i8": "int8", "f32": "float32",
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "bfloat16": 16, "float16": 16, "int8": 8}
 
 
+def _dims(text: str) -> tuple[str, ...]:
+    return tuple(d.strip() for d in text.strip("()").split(",") if d.strip())
+
+
+def _untransposed(m: re.Match[str]) -> bool:
+    """A 2-D value stored into a block of its shape reversed (not square): the block as read, its transpose never
+    taken (LAB·1.1's transpose without its .T)."""
+    val, ref = _dims(m["val"]), _dims(m["ref"])
+    return len(val) == 2 and val[::-1] == ref and val != ref
+
+
+def _store_shape(m: re.Match[str]) -> str:
+    if _untransposed(m):
+        return (f"the kernel stores a {m['val']} value into a {m['ref']} block: the block as it was read, its "
+                "transpose never taken; the blocks move, their values do not")
+    return (f"the kernel stores a {m['val']} value into a {m['ref']} block; the kernel line is where it shows, but the "
+            "usual bug is a BlockSpec: the in and out block shapes disagree")
+
+
+def _store_shape_fix(m: re.Match[str], line: str) -> str:
+    if _untransposed(m):
+        return "store the block's transpose, o_ref[...] = x_ref[...].T"
+    return "compare the block shapes of in_specs and out_specs (and the transpose of a block, if you take one)"
+
+
 def _store_dtype_fix(m: re.Match[str], line: str) -> str:
     """A narrower ref than the value: an accumulator (+=) needs an f32 scratch, a plain store a cast. A wider ref
     than the value: usually an out_shape whose dtype was typed in instead of taken from the input."""
@@ -272,10 +297,7 @@ PATTERNS: tuple[Pattern, ...] = (
     _p("store-dtype", r"Invalid dtype for `swap`\. Ref dtype: (?P<ref>\w+)\. Value dtype: (?P<val>\w+)",
        "the kernel stores a {val} value into a {ref} ref", _store_dtype_fix, QUICKSTART),
     _p("store-shape", r"Invalid shape for `swap`\. Ref shape: (?P<ref>\(.*?\))\..*?Value shape: (?P<val>\(.*?\))",
-       "the kernel stores a {val} value into a {ref} block; the kernel line is where it shows, but the "
-       "usual bug is a BlockSpec: the in and out block shapes disagree",
-       "compare the block shapes of in_specs and out_specs (and the transpose of a block, if you take one)",
-       GRID_DOCS),
+       _store_shape, _store_shape_fix, GRID_DOCS),
     _p("ref-as-array", r"TransformedRefs cannot be abstractified|'AbstractRef' object has no attribute|"
                         r"requires ndarray or scalar arguments, got <class '[\w.]*Tracer'>|"
                         r"a Ref can't be passed where an array is expected",
@@ -309,7 +331,10 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 _CELL = re.compile(r"^<ipython-input-|/ipykernel_\d+/|\.ipynb$")
-_LIBRARY = re.compile(r"[\\/](site-packages|dist-packages|pallas_course|lib[\\/]python\d[\d.]*)[\\/]|^<frozen ")
+# Frames that are never the student's: the libraries, the course's helpers, and the grader (its judge runs as
+# `python -m autograder.judge.server`, a __main__ module whose frames would otherwise read as the student's file).
+_LIBRARY = re.compile(r"[\\/](site-packages|dist-packages|pallas_course|lib[\\/]python\d[\d.]*)[\\/]|^<frozen |"
+                      r"[\\/]autograder[\\/](judge|jail|labs|steps)[\\/]")
 
 
 def _cap(text: str, limit: int = MAX_LINE) -> str:

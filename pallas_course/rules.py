@@ -198,6 +198,14 @@ def transpose_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: 
     """Grid (m/bm, n/bn); in block (bm, bn) at (i, j); out block (bn, bm) at (j, i)."""
     m, n = shape
     grid = (m // bm, n // bn)
+    if _walks_in_the_other_order(pc, grid, bm, bn):
+        # on a square grid the same kernel reads as both index maps swapped: name both readings
+        what = ("its axes are in the other order (its steps are (j, i))" if pc.grid != grid else
+                "its step (i, j) reads block (j, i) of x and writes block (i, j): the grid's axes are in the other "
+                "order from its index maps (steps (j, i)), or both index maps are swapped")
+        return (f"the grid of {label} is {pc.grid}; {what}. Each step still transposes one block, but the lab's "
+                "schedule walks x's blocks row by row: grid (m // bm, n // bn), and step (i, j) reads block (i, j), "
+                "lambda i, j: (i, j), and writes block (j, i), lambda i, j: (j, i)")
     if pc.grid == grid[::-1] != grid:
         return (f"the grid of {label} is {pc.grid}, expected {grid}: its axes are swapped. One grid step per "
                 "(bm, bn) block of x, so the grid is (m // bm, n // bn), and step (i, j) reads block (i, j)")
@@ -229,6 +237,21 @@ def transpose_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: 
             return (f"{label}: the output index map sends grid point {point} to block {got_out}; the transpose of "
                     f"block (i, j) lands at block ({j}, {i}), so the out index map must swap its indices")
     return None
+
+
+def _walks_in_the_other_order(pc: Any, grid: tuple[int, int], bm: int, bn: int) -> bool:
+    """A transpose whose grid is (n // bn, m // bm) and whose step (j, i) reads block (i, j) and writes block
+    (j, i): right values, the other schedule (the axes in the other order; on a square grid the maps read swapped)."""
+    if pc.grid != grid[::-1] or len(pc.inputs) != 1 or len(pc.outputs) != 1:
+        return False
+    src, dst = pc.inputs[0], pc.outputs[0]
+    if tuple(src.block_shape) != (bm, bn) or tuple(dst.block_shape) != (bn, bm) or grid[0] == grid[1] == 1:
+        return False
+    try:
+        return all(src.block_index(j, i) == (i, j) and dst.block_index(j, i) == (j, i)
+                   for j, i in pc.grid_points())
+    except Exception:   # noqa: BLE001 - an index map that fails is named by the checks below
+        return False
 
 
 def out_dtype_problem(label: str, pc: Any, dtype: Any) -> str | None:

@@ -208,3 +208,17 @@ def test_an_error_raised_in_a_package_module_points_at_no_file_of_it(tmp_path, m
         text = explain(e).summary
     assert "at student_helpers.py, line 2 (in boom)" in text and "jail_session.py" not in text
     sys.modules.pop("graderpkg.jail_session", None)
+
+
+def test_the_judge_run_as_main_is_no_file_of_the_student_s(tmp_path) -> None:
+    """Issue 37, point 3: the judge runs as `python -m autograder.judge.server`, a __main__ module; an error met in
+    its run of the rebuilt computation named "at server.py, line …" as if it were the student's file."""
+    server = tmp_path / "autograder" / "judge" / "server.py"
+    server.parent.mkdir(parents=True)
+    source = "def run(f):\n    return f()\n\nrun(lambda: [][1])\n"
+    server.write_text(source)
+    try:
+        exec(compile(source, str(server), "exec"), {"__name__": "__main__"})   # noqa: S102 - as `python -m` runs it
+    except IndexError as e:
+        text = explain(e).summary
+    assert "server.py" not in text and "IndexError" in text

@@ -92,6 +92,21 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref[...].reshape(o_ref.shape)"},
                 r"(?s)^(?!.*no usual mistake).*reshape.*x_ref\[\.\.\.\]\.T", ("transpose_values",), ("transpose_schedule",),
                 graded=r"reshape.*x_ref\[\.\.\.\]\.T"),
+        # issue 37: each named in the lab's words, in the notebook and in the grade
+        Mistake("add_accumulates", "o_ref[...] += in add: nothing to accumulate over, not matmul's K-step fix",
+                {ADD: "o_ref[...] += x_ref[...] + y_ref[...]"},
+                r"(?s)^(?!.*program_id).*reads o_ref \(\+=\) before anything is stored.*nothing to accumulate over",
+                ("add_f32", "add_bf16"), graded=r"(?s)^(?!.*program_id).*nothing to accumulate over.*=, not \+="),
+        Mistake("transpose_missing_T", "stores the block as read: no .T (the grade's non-square blocks fail to trace)",
+                {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref[...]"},
+                r"stored as they were read.*o_ref\[\.\.\.\] = x_ref\[\.\.\.\]\.T", ("transpose_schedule", "transpose_values"),
+                graded=r"(?s)^(?!.*usual bug is a BlockSpec).*(transpose never taken|stored as they were read).*"
+                       r"x_ref\[\.\.\.\]\.T"),
+        Mistake("transpose_grid_other_order", "grid (n // bn, m // bm), steps (j, i): right values, the other schedule",
+                {T_GRID: "grid=(n // bn, m // bm),", T_IN: "in_specs=[pl.BlockSpec((bm, bn), lambda j, i: (i, j))],",
+                 T_OUT: "out_specs=pl.BlockSpec((bn, bm), lambda j, i: (j, i)),"},
+                r"axes are in the other order", ("transpose_schedule",),
+                ("transpose_values",), graded=r"axes are in the other order"),
         Mistake("add_bf16_out_f32_everywhere", "add computes and returns float32 whatever the inputs",
                 {"out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x, y)":
                  "out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32),\n        interpret=INTERP,\n    )(x.astype(jnp.float32), y.astype(jnp.float32))"},
