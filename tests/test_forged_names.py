@@ -6,6 +6,7 @@ stage that failed, so each pair earns the same points with the same messages."""
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 import pytest
@@ -76,3 +77,45 @@ def test_a_forged_name_scores_as_its_honest_twin(libtpu, pair: str) -> None:
     assert all("could not be asked" not in m and "not compiled" not in m for m in got.values()), got
     if pair.startswith(("1-row", "exact-erf")):    # the honest twins the compiler refuses: the forgery is refused too
         assert any("does not compile for v5e and v6e" in m for m in got.values()), got
+
+
+# ------------------------------------------------------------------------------------------ issue 33: the platform
+# `lax.platform_dependent` with the right body for the CPU (where the grader runs interpret mode) and zeros for every
+# other platform (the TPU the compiler lowers for): the run and the compile both take the TPU's branch, so the
+# notebook scores exactly as the zeros kernel it is on a TPU.
+ADD_BODY = "    o_ref[...] = x_ref[...] + y_ref[...]"
+TRANSPOSE_BODY = "    o_ref[...] = x_ref[...].T"
+ZEROS = "    o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)"
+ZEROS_KERNELS = {ADD_BODY: ZEROS, TRANSPOSE_BODY: ZEROS}
+PLATFORM_BRANCHES = {
+    ADD_BODY: ("    jax.lax.platform_dependent(\n"
+               "        cpu=lambda: o_ref.__setitem__(..., x_ref[...] + y_ref[...]),\n"
+               "        default=lambda: o_ref.__setitem__(..., jnp.zeros(o_ref.shape, o_ref.dtype)))"),
+    TRANSPOSE_BODY: ("    jax.lax.platform_dependent(\n"
+                     "        cpu=lambda: o_ref.__setitem__(..., x_ref[...].T),\n"
+                     "        default=lambda: o_ref.__setitem__(..., jnp.zeros(o_ref.shape, o_ref.dtype)))"),
+}
+
+
+def _all_outcomes(edits: dict[str, str]) -> dict[str, str]:
+    lab = manifest().lab(LAB_1_1)
+    namespace = load(REPO_ROOT / lab.source, edits)
+    checks = importlib.import_module(lab.grader)
+    out = {}
+    for t in lab.tests:
+        try:
+            getattr(checks, t.id)(namespace[t.kernel])
+            out[t.id] = "passed"
+        except TestFailure as e:
+            # counts and errors depend on the random inputs: the rest of the message must agree
+            out[t.id] = re.sub(r"\d+ of (\d+) values|the largest error .*?;", r"_ of \1",
+                               str(e).split(" [inputs from seed")[0])
+    return out
+
+
+def test_a_platform_branch_scores_as_the_tpus_branch(libtpu) -> None:
+    """Issue 33: the CPU branch right, the TPU's zeros: graded as the zeros kernel, test by test (the visible checks
+    in the notebook, run by the student on a CPU, would pass it: they are not the grade)."""
+    want, got = _all_outcomes(ZEROS_KERNELS), _all_outcomes(PLATFORM_BRANCHES)
+    assert got == want, (want, got)
+    assert sum(m == "passed" for m in got.values()) == 1, got

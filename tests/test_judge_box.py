@@ -8,6 +8,7 @@ loaded the machine is: each attack needs many times its limit.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -98,6 +99,17 @@ def add_many_intermediates(x, y):
     return add(x, y)
 
 
+def add_index_map_matmul(x, y):
+    """A correct add whose index maps each compute a 2048^2 matmul from an iota at every grid step (its result times
+    0): 1.7e10 FLOPs per evaluation, that the kernel's body does not show (issue 33)."""
+    def index(i):
+        a = lax.broadcasted_iota(F32, (2048, 2048), 0)
+        return (i + (a @ a)[0, 0].astype(jnp.int32) * 0, 0)
+    spec = pl.BlockSpec((8, 128), index)
+    return pl.pallas_call(_kernel, grid=(x.shape[0] // 8,), in_specs=[spec, spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+
 def _described(fn: Any, avals: tuple = AVALS) -> tuple[dict[str, Any], list[bytes]]:
     header, blobs = reply(invoke(fn, [np.zeros(a.shape, a.dtype) for a in avals], {}))
     return json.loads(json.dumps(header)), blobs
@@ -120,6 +132,7 @@ ATTACKS = {
     "8 XLA matmuls of 4096^2": (add_beside_matmuls, "max_flops_outside", "FLOPs outside its kernels"),
     "fori_loop of 4096 matmuls": (add_fori_matmuls(256), "max_flops_outside", "FLOPs outside its kernels"),
     "512^2 dots in 512 grid steps": (add_big_kernel_dots, "max_flops_inside", "its kernels compute about"),
+    "a 2048^2 matmul in each index map": (add_index_map_matmul, "max_flops_inside", "body and index maps x grid"),
     "65,537 grid steps and loop trips": (add_many_steps, "max_trips", "grid steps and loop iterations"),
 }
 
@@ -142,6 +155,55 @@ def test_each_bound_is_what_refuses_its_attack(attack: str) -> None:
         budgets.check(header["description"], sum(map(len, blobs)), 2 * X.nbytes, lifted)
     except OverBudget as e:
         assert words not in str(e)
+
+
+def _jaxprs(node: Any, path: tuple = ()) -> Iterator[tuple]:
+    """The path of every jaxpr in a description (a mapping with in, consts, eqns and out), however it is nested."""
+    if isinstance(node, dict):
+        if {"in", "consts", "eqns", "out"} <= set(node):
+            yield path
+        for k, v in node.items():
+            yield from _jaxprs(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _jaxprs(v, (*path, i))
+
+
+def everywhere(x, y):
+    """Every place a description holds a jaxpr: a jit, a fori_loop, a while loop, a cond, a kernel, its pl.when,
+    its index maps."""
+    def kernel(x_ref, y_ref, o_ref):
+        @pl.when(pl.program_id(0) >= 0)
+        def _():
+            o_ref[...] = lax.fori_loop(0, 2, lambda i, v: v + 0.0, x_ref[...] + y_ref[...])
+    spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    out = pl.pallas_call(kernel, grid=(2,), in_specs=[spec, spec], out_specs=spec,
+                         out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+    out = jax.jit(lambda o: lax.while_loop(lambda c: c[0] < 1, lambda c: (c[0] + 1, c[1]), (0, o))[1])(out)
+    return lax.cond(out[0, 0] > 0, lambda o: o, lambda o: o * 1.0, out)
+
+
+def test_the_budgets_walk_every_jaxpr_the_description_carries() -> None:
+    """Issue 33: a 4096^3 product (1.4e11 FLOPs, over both FLOP budgets run once) added to any one jaxpr of the
+    description, wherever it is nested, is counted and refused; the description without it passes."""
+    header, blobs = _described(everywhere)
+    desc = header["description"]
+    budgets.check(desc, sum(map(len, blobs)), 2 * X.nbytes)
+    big = {"shape": [4096, 4096], "dtype": "float32", "weak": False}
+    dot = {"p": "dot_general", "in": [{"lit": 0, "aval": big}] * 2, "out": [big],
+           "params": {"dimension_numbers": {"tuple": [{"tuple": [{"tuple": [1]}, {"tuple": [0]}]},
+                                                      {"tuple": [{"tuple": []}, {"tuple": []}]}]}}}
+    paths = list(_jaxprs(desc))
+    kinds = {"index_map", "kernel", "branches", "body_jaxpr", "cond_jaxpr", "jaxpr"}
+    assert kinds <= {str(k) for p in paths for k in p}, paths
+    for path in paths:
+        forged = copy.deepcopy(desc)
+        node = forged
+        for k in path:
+            node = node[k]
+        node["eqns"].append(dot)
+        with pytest.raises(OverBudget, match="FLOPs"):
+            budgets.check(forged, sum(map(len, blobs)), 2 * X.nbytes)
 
 
 def test_the_lab_kernels_are_far_inside_every_budget() -> None:

@@ -61,6 +61,108 @@ def test_a_debug_print_is_refused_with_its_reason() -> None:
     assert "not a JAX operation this lab allows" not in refused.value.text
 
 
+def _lowered_per_platform() -> set[str]:
+    """Every primitive of the installed JAX whose lowering differs by platform: a CPU and a TPU rule that differ, or a
+    rule that picks per platform (mlir.lower_per_platform, platform_index, platform_dependent) in its own source."""
+    import functools
+    import inspect
+
+    from jax._src.interpreters import mlir
+
+    def sources(rule: Any) -> str:
+        text, todo, seen = "", [rule], set()
+        while todo:
+            r = todo.pop()
+            r = getattr(r, "rule", r)          # mlir's LoweringRuleEntry
+            if id(r) in seen:
+                continue
+            seen.add(id(r))
+            if isinstance(r, functools.partial):
+                todo += [r.func, *[a for a in (*r.args, *r.keywords.values()) if callable(a)]]
+                continue
+            try:
+                text += inspect.getsource(r)
+            except (TypeError, OSError):
+                pass
+            for cell in getattr(r, "__closure__", None) or ():
+                try:
+                    if callable(cell.cell_contents):
+                        todo.append(cell.cell_contents)
+                except ValueError:
+                    pass
+        return text
+
+    specific = getattr(mlir, "_platform_specific_lowerings", {})
+    found = set()
+    for name, prim in vocabulary.lowerable().items():
+        cpu, tpu = specific.get("cpu", {}).get(prim), specific.get("tpu", {}).get(prim)
+        rules = [r for r in (mlir._lowerings.get(prim), cpu, tpu) if r is not None]
+        if cpu is not tpu or any(re.search(r"lower_per_platform|platform_index|platform_dependent", sources(r))
+                                 for r in rules):
+            found.add(name)
+    return found
+
+
+def test_every_primitive_whose_meaning_depends_on_the_platform_is_decided() -> None:
+    """Issue 33: the grader runs a computation on the CPU for its values and compiles it for a TPU, so a primitive the
+    two lower differently (lax.platform_dependent's platform_index and cond, approx_top_k, a default-algorithm
+    rng_bit_generator) could make the run and the compile different computations. Each one the rebuild takes is
+    decided in vocabulary.PLATFORM_DEPENDENT (resolved to the TPU's meaning, or the same operation) or left out with
+    the reason."""
+    found = _lowered_per_platform()
+    assert {"platform_index", "cond", "pallas_call", "approx_top_k", "dot_general", "lu"} <= found, found
+    undecided = sorted(n for n in found & rebuild.ALLOWED if n not in vocabulary.PLATFORM_DEPENDENT)
+    assert undecided == [], f"rebuilt, lowered per platform, and not decided: {undecided}"
+    assert set(vocabulary.PLATFORM_DEPENDENT) <= rebuild.ALLOWED
+    assert {"platform_index", "rng_bit_generator"} <= set(vocabulary.PLATFORM_DEPENDENT)  # not found by the walk
+    for name in ("approx_top_k", "rng_uniform"):
+        assert "depends on the platform" in vocabulary.refusal(name)
+
+
+def _tpu_branch_of(fn: Callable[..., Any], *args: Any) -> np.ndarray:
+    import json
+
+    from autograder.jail.jail_agent.calls import invoke
+
+    answer = invoke(fn, list(args), {})
+    computation = rebuild.rebuild(json.loads(json.dumps(answer["description"])), answer["consts"],
+                                  [S(a.shape, a.dtype) for a in args])
+    with pltpu.force_tpu_interpret_mode(IP):
+        return np.asarray(computation.fn(*args))
+
+
+def test_platform_dependent_code_runs_the_tpus_branch_inside_and_outside_a_kernel() -> None:
+    x = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    ones, twos = (lambda v: v * 0 + 1), (lambda v: v * 0 + 2)
+
+    def outside(v):
+        return lax.platform_dependent(v, cpu=ones, tpu=twos, default=lambda v: v * 0)
+
+    def outside_default(v):
+        return lax.platform_dependent(v, cpu=ones, default=twos)
+
+    def inside(v):    # Mosaic takes the `mosaic=` branch, else the default, never `tpu=`
+        def kernel(x_ref, o_ref):
+            o_ref[...] = lax.platform_dependent(x_ref[...], cpu=ones, tpu=ones, default=twos)
+        return pl.pallas_call(kernel, out_shape=S(v.shape, v.dtype), interpret=IP)(v)
+
+    for fn in (outside, outside_default, inside):
+        assert (_tpu_branch_of(fn, x) == 2).all(), fn.__name__
+
+    def no_tpu_branch(v):
+        return lax.platform_dependent(v, cpu=ones)
+
+    with pytest.raises(rebuild.Refused, match=r"no branch a TPU takes outside a kernel \(`tpu=` or `default=`\)"):
+        _tpu_branch_of(no_tpu_branch, x)
+
+    def default_bits(v):
+        bits = lax.rng_bit_generator(jnp.zeros((4,), jnp.uint32), v.shape, dtype=jnp.uint32)[1]
+        return v + (bits & 0).astype(v.dtype)
+
+    with pytest.raises(rebuild.Refused, match="RNG_THREE_FRY"):
+        _tpu_branch_of(default_bits, x)
+
+
 def test_a_name_jax_does_not_have_says_so() -> None:
     assert "no operation the installed JAX can lower" in vocabulary.refusal("frobnicate")
 

@@ -241,10 +241,12 @@ class LocalFunction(StudentFunction):
         what it reads of the direct trace (so the mutant corpus, run through this class, proves describe ->
         rebuild -> structure data -> view on every kernel in it)."""
         from autograder.judge.structure import structure_data
-        from pallas_course.kernel_trace import trace_jaxpr
+        from pallas_course.kernel_trace import primitive_names, trace_jaxpr
 
         direct, self._direct = self._direct, None
         if direct is None or traced.structure is None:
+            return
+        if "platform_index" in primitive_names(direct):   # the rebuild keeps the TPU's branch alone, by design
             return
         want, got = structure_data(trace_jaxpr(direct)), structure_data(traced.structure)
         if want != got:

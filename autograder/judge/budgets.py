@@ -7,7 +7,8 @@ bound is an upper estimate, so an honest lab kernel is far inside every one (the
 
 - bytes: operands, constants, every equation's results (as if all were live at once) and scratch together;
 - scratch: per pallas_call, no more than the largest VMEM of a TensorCore of any course chip (no TPU holds more);
-- FLOPs outside the kernels (XLA work beside them) and inside them (kernel body x grid steps), loops multiplied;
+- FLOPs outside the kernels (XLA work beside them) and inside them (kernel body and index maps x grid steps), loops
+  multiplied;
 - trips: grid steps and loop iterations, nested ones multiplied, all of them together.
 
 The box (autograder.judge.box) bounds what these cannot foresee: memory, CPU time, wall clock.
@@ -23,6 +24,7 @@ import numpy as np
 from autograder.jail.jail_agent import description as fmt
 
 LARGEST_LAB_MATMUL_FLOPS = 2 * 1024**3      # 1024 x 1024 x 1024: the labs' largest graded product
+INDEX_MAP_PASSES = 2     # the judge evaluates each index map per grid step for the run, and again for the structure
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ def _dot_flops(eqn: dict[str, Any], avals: dict[int, Any]) -> float:
 
 
 def _walk(j: Any, cost: _Cost, times: float, inside: bool) -> None:
-    """Add `j`'s costs to `cost`, run `times` times (its enclosing grids and loops), `inside` a kernel."""
+    """Add `j`'s costs to `cost`, run `times` times (its enclosing grids and loops), `inside` a kernel. Every jaxpr the
+    description carries is walked: nested ones (`_subs`), a pallas_call's kernel and its index maps."""
     if not isinstance(j, dict):
         return
     avals: dict[int, Any] = {}
@@ -145,6 +148,10 @@ def _walk(j: Any, cost: _Cost, times: float, inside: bool) -> None:
             cost.scratch = max(cost.scratch, scratch)
             cost.bytes += scratch
             _walk(params.get("kernel"), cost, times * steps, True)
+            # index maps run at every grid step, in the run and again for the structure (every grid point)
+            for block in params.get("blocks") or []:
+                if isinstance(block, dict):
+                    _walk(block.get("index_map"), cost, INDEX_MAP_PASSES * times * steps, True)
             continue
         if name == "scan":
             length = params.get("length")
@@ -205,5 +212,6 @@ def check(description: Any, const_bytes: int, in_bytes: int, budgets: Budgets = 
                          f"over the grader's limit of {budgets.max_flops_outside:.2g} (16 of the labs' largest "
                          "matmuls)")
     if c.flops_inside > budgets.max_flops_inside:
-        raise OverBudget(f"its kernels compute about {c.flops_inside:.2g} FLOPs (body x grid steps x loops), over "
-                         f"the grader's limit of {budgets.max_flops_inside:.2g} (16 of the labs' largest matmuls)")
+        raise OverBudget(f"its kernels compute about {c.flops_inside:.2g} FLOPs (body and index maps x grid steps x "
+                         f"loops), over the grader's limit of {budgets.max_flops_inside:.2g} (16 of the labs' largest "
+                         "matmuls)")

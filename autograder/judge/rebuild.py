@@ -43,6 +43,9 @@ SPECIAL = vocabulary.SPECIAL
 
 # Ops the rebuild itself adds, which the student's trace did not have: lax.switch clamps a cond's index.
 GLUE = frozenset({"clamp"})
+# rng_bit_generator's algorithms that draw the same bits on every platform (as the enum, or its value as described)
+_SAME_BITS_EVERYWHERE = [a for alg in (lax.RandomAlgorithm.RNG_THREE_FRY, lax.RandomAlgorithm.RNG_PHILOX)
+                         for a in (alg, alg.value)]
 # A scatter's combining function, as the grader writes it (the description's copy is not read): lax.scatter_*.
 _SCATTER = {"scatter": None, "scatter-add": lax.add, "scatter-sub": lax.sub, "scatter-mul": lax.mul,
             "scatter-min": lax.min, "scatter-max": lax.max}
@@ -174,6 +177,8 @@ def _ref_target(ref: Any, transforms: list[list[Any]], leaves: list[Any]) -> tup
 def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
     p = e.params
     name = e.name
+    if name == "rng_bit_generator" and p.get("algorithm") not in _SAME_BITS_EVERYWHERE:
+        raise Refused(vocabulary.PLATFORM_DEPENDENT["rng_bit_generator"])
     if name in _SCATTER:
         combine = _SCATTER[name]
         p = dict(p, update_jaxpr=None, update_consts=())
@@ -221,6 +226,10 @@ def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
         if set(p) != {"values"} or len(ins) != 1:
             raise Refused("a malformed `multiple_of`")
         return [pl.multiple_of(ins[0], list(values) if isinstance(values, tuple) else values)]
+    if name == "platform_index":
+        if set(p) != {"platforms"} or ins:
+            raise Refused("a malformed `platform_index`")
+        return [np.int32(tpu_branch(p["platforms"]))]
     if name == "cond":
         return _cond(p, ins)
     if name == "while":
@@ -256,7 +265,36 @@ def _cond(p: dict[str, Any], ins: list[Any]) -> list[Any]:
 
     if len(branches) == 1:
         return branch(branches[0])(*plain)
+    if p.get("branches_platforms") is not None:
+        # lax.platform_dependent: the TPU's branch alone, for the run and the compile alike (interpret mode on the
+        # CPU would otherwise run the CPU's branch while the TPU compiler lowers another)
+        chosen = tpu_branch(p["branches_platforms"])
+        if chosen >= len(branches):
+            raise Refused("a malformed `cond`")
+        return branch(branches[chosen])(*plain)
     return list(lax.switch(index, [branch(b) for b in branches], *plain))
+
+
+def tpu_branch(platforms: Any) -> int:
+    """The branch of a `lax.platform_dependent` (its `platforms`: a tuple of platform names or None, the default,
+    per branch) that a TPU takes: inside a Pallas kernel Mosaic's rule (the first branch naming "mosaic", else the
+    default), outside one XLA's (the branch naming "tpu", else the default). The grader's run and compile both take
+    it, so what is run for values is what the TPU compiler lowers."""
+    if not isinstance(platforms, tuple) or not platforms or not all(
+            ps is None or (isinstance(ps, tuple) and all(isinstance(n, str) for n in ps)) for ps in platforms):
+        raise Refused("a malformed `platform_dependent`")
+    want = "mosaic" if _IN_KERNEL.get() else "tpu"
+    named = [i for i, ps in enumerate(platforms) if ps is not None and want in ps]
+    default = [i for i, ps in enumerate(platforms) if ps is None]
+    if _IN_KERNEL.get():      # Mosaic takes the first of either
+        found = sorted(named[:1] + default[:1])
+    else:
+        found = named[:1] or default[:1]
+    if not found:
+        where = "inside a Pallas kernel (`mosaic=`" if _IN_KERNEL.get() else "outside a kernel (`tpu=`"
+        raise Refused(f"`lax.platform_dependent` has no branch a TPU takes {where} or `default=`): a TPU cannot "
+                      "run it")
+    return found[0]
 
 
 def _while(p: dict[str, Any], ins: list[Any]) -> list[Any]:
@@ -296,6 +334,8 @@ class LoopLimit(RuntimeError):
 
 
 _GUARDED: contextvars.ContextVar[bool] = contextvars.ContextVar("guarded_loops", default=False)
+# While set: evaluating a Pallas kernel or index map, which Mosaic lowers on a TPU (tpu_branch)
+_IN_KERNEL: contextvars.ContextVar[bool] = contextvars.ContextVar("in_kernel", default=False)
 # While set: the names the rebuild gives kernels, their parameters and jitted functions are canonical (kernel_0,
 # in0_ref, fn_0, numbered in order), never the names the description carries (a student's choice).
 _CANONICAL: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("canonical_names", default=None)
@@ -333,6 +373,15 @@ def guarded_loops() -> Iterator[None]:
         _GUARDED.reset(token)
 
 
+@contextlib.contextmanager
+def _in_kernel() -> Iterator[None]:
+    token = _IN_KERNEL.set(True)
+    try:
+        yield
+    finally:
+        _IN_KERNEL.reset(token)
+
+
 def _scan(p: dict[str, Any], ins: list[Any]) -> list[Any]:
     j = _jaxpr_param(p, "jaxpr")
     nconsts, ncarry, length = p.get("num_consts"), p.get("num_carry"), p.get("length")
@@ -358,8 +407,9 @@ def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
         raise Refused("a pallas_call with the wrong number of operands")
 
     def kernel(*refs: Any) -> None:
-        if evaluate(kernel_j, refs):
-            raise Refused("a kernel that returns values (kernels write their outputs to refs)")
+        with _in_kernel():
+            if evaluate(kernel_j, refs):
+                raise Refused("a kernel that returns values (kernels write their outputs to refs)")
 
     canonical = _canonical("kernel")
     names = p["arg_names"]
@@ -379,7 +429,8 @@ def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
         imap: Jaxpr = b["index_map"]
 
         def index_map(*point: Any) -> tuple[Any, ...]:
-            return tuple(evaluate(imap, point))
+            with _in_kernel():
+                return tuple(evaluate(imap, point))
 
         mode = None if b["buffer_count"] is None else pl.Buffered(b["buffer_count"])
         space = MEMORY_SPACES[b["memory_space"]]

@@ -29,6 +29,8 @@ _SUB = ("it holds a sub-computation of a form the rebuild does not carry (it car
         "fori_loop, scan, custom_jvp/custom_vjp and checkpoint)")
 _MOSAIC = ("it is one of the Mosaic matmul unit's or the interpreter's own steps, which Pallas emits for itself "
            "and a kernel does not write")
+_PLATFORM = ("its result depends on the platform it runs on (a TPU's own approximation or generator, not the CPU's), so "
+             "the grader's run on the CPU would not be what the TPU computes")
 _MASKED = ("pl.load/pl.store with a mask carries its index as a Python tree the description cannot hold: index the "
            "ref (x_ref[...], x_ref[pl.ds(i, n)]) and select with jnp.where")
 
@@ -63,11 +65,43 @@ EXCLUDED: dict[str, str] = {
                      "run_scoped"], _SUB),
     **dict.fromkeys(["matmul_push_rhs", "matmul_acc_lhs", "matmul_pop", "stage"], _MOSAIC),
     **dict.fromkeys(["masked_load", "masked_swap"], _MASKED),
+    "approx_top_k": _PLATFORM + ": use lax.top_k",
+    "rng_uniform": _PLATFORM + " (and it is stateful): draw random numbers outside the traced function",
+}
+
+# Every rebuilt primitive whose lowering differs between the CPU (where the grader runs a computation for its values,
+# in TPU interpret mode) and the TPU (whose compiler judges it), and how the grade keeps the two the same
+# computation. tests/test_vocabulary.py derives the primitives lowered per platform from the installed JAX and fails on
+# one missing here. (approx_top_k and rng_uniform, whose results are the platform's, are EXCLUDED above.)
+_SAME_MATH = ("the same operation, implemented per platform (LAPACK or XLA's own expansion on the CPU, the TPU's "
+              "algorithm there): equal up to rounding, which the lab's tolerances allow; what has no TPU lowering "
+              "is the compiler's refusal")
+PLATFORM_DEPENDENT: dict[str, str] = {
+    "platform_index": ("resolved: `lax.platform_dependent`'s branch index is the TPU's (inside a kernel Mosaic's "
+                       "`mosaic=` or default branch, outside the `tpu=` or default branch), for the run and the "
+                       "compile alike (autograder.judge.rebuild.tpu_branch)"),
+    "cond": ("resolved: a `cond` of `lax.platform_dependent` (its `branches_platforms`) is rebuilt as the TPU's "
+             "branch alone, so the run and the compile take the same branch; any other `cond` means the same "
+             "everywhere"),
+    "pallas_call": ("the course's premise: TPU interpret mode runs on the CPU what Mosaic compiles for the TPU, "
+                    "both from the same kernel jaxpr"),
+    "rng_bit_generator": ("`lax.rng_bit_generator` with the default algorithm draws different bits on a CPU and a "
+                          "TPU (XLA picks the algorithm per platform), so the grader's run would not be what a TPU "
+                          "computes: pass algorithm=lax.RandomAlgorithm.RNG_THREE_FRY or RNG_PHILOX, the same "
+                          "bits everywhere"),
+    "dot_general": ("the same product; the precision of f32 operands at Precision.DEFAULT is the platform's "
+                    "(bf16 passes on a TPU's MXU outside a kernel): rounding, not a branch"),
+    "ragged_dot_general": "the same product, TPU's own lowering: rounding, not a branch",
+    "conv_general_dilated": "the same convolution, a CPU-specific lowering of its layout: rounding, not a branch",
+    "threefry2x32": "the same counter-based hash on every platform (a CPU-specific lowering of the same bits)",
+    "select_and_scatter_add": "the same operation, a CPU-specific expansion",
+    **dict.fromkeys(["cholesky", "eig", "eigh", "geqp3", "geqrf", "hessenberg", "householder_product", "lu", "ormqr",
+                     "schur", "svd", "triangular_solve", "tridiagonal", "tridiagonal_solve"], _SAME_MATH),
 }
 
 # Rebuilt by hand (autograder.judge.rebuild): their parameters hold sub-computations, refs or grid queries.
 SPECIAL = frozenset({"pallas_call", "get", "swap", "addupdate", "program_id", "num_programs", "multiple_of", "cond",
-                     "while", "scan"})
+                     "while", "scan", "platform_index"})
 # Calls whose body is evaluated in place (the structure checks look through them: kernel_trace.LAYOUT_PRIMITIVES),
 # but jit, which is rebuilt as a jit: {name: the parameter holding the body}
 INLINED = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
