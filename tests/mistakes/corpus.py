@@ -317,6 +317,12 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "    mu = jnp.mean(x, axis=0, keepdims=True)\n    var = jnp.mean((x - mu) ** 2, axis=0, keepdims=True)"},
                 r"reduce over the rows of each \d+-row block \(axis=0\)", ("layernorm_values",), ("layernorm_fused",),
                 graded=r"reduce over the rows of each \d+-row block"),
+        # issue 37: the TPU idiom the f32 tolerance does not admit, named (the lab says so)
+        Mistake("softmax_approx_reciprocal", "e * pl.reciprocal(sum, approx=True)",
+                {"o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True))":
+                 "o_ref[...] = (e * pl.reciprocal(jnp.sum(e, axis=-1, keepdims=True), approx=True))"},
+                r"(?s)^(?!.*no usual mistake).*pl\.reciprocal\(s, approx=True\)", ("softmax_values", "softmax_stability"),
+                ("softmax_fused",), graded=r"(?s)^(?!.*no usual mistake).*pl\.reciprocal\(s, approx=True\)"),
         # only the TPU compiler refuses it (needs libtpu): bf16 rows one at a time, pl.ds(r, 1), 16 to a tile
         Mistake("softmax_one_row_at_a_time", "a fori_loop over the block's rows, one pl.ds(r, 1) row each",
                 {"""    x = x_ref[...].astype(jnp.float32)\n    m = jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(x - m)\n    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)""":
