@@ -67,6 +67,14 @@ def reading() -> Walk:
 class Margin:
     marks: dict[int, str]                                # line -> "algorithm" | "schedule", code lines only
     problems: list[str] = field(default_factory=list)    # entries that were not understood (ignored)
+    # code lines whose own entry (the one that would mark them: a line's over a range's, a later range's over an
+    # earlier one's) is no mark, e.g. "compute": line -> that value as written. Such a line is not marked, and
+    # feedback says why, rather than letting a broader entry's mark stand in for it.
+    not_a_mark: dict[int, str] = field(default_factory=dict)
+
+
+class _NotAMark(str):
+    """An entry's value that is no mark, kept where it applies so it covers its lines as a mark would."""
 
 
 def _mark(value: Any) -> str | None:
@@ -84,10 +92,12 @@ def read_margin(marks: Any, w: Walk | None = None) -> Margin:
     ranged: dict[int, str] = {}
     single: dict[int, str] = {}
     for key, value in marks.items():
-        mark = _mark(value)
+        mark: str | None = _mark(value)
         if mark is None:
             problems.append(f"{key!r}: {value!r} is not a mark; use 'algorithm' or 'schedule'")
-            continue
+            if not isinstance(key, (int, range)) or isinstance(key, bool):
+                continue
+            mark = _NotAMark(_cap_repr(value))
         if isinstance(key, range):
             # the reading's lines in it, never list(key): range(0, 10**18) is one honest-looking entry
             lines, into = [n for n in range(w.first_line, w.last_line + 1) if n in key], ranged
@@ -100,12 +110,28 @@ def read_margin(marks: Any, w: Walk | None = None) -> Margin:
         else:
             problems.append(f"{key!r}: a key is a line number or a range of line numbers, got {type(key).__name__}")
             continue
-        if outside or not lines:
+        if (outside or not lines) and not isinstance(mark, _NotAMark):
             problems.append(f"{key!r}: the reading has lines {w.first_line}-{w.last_line}; {what} ignored")
         for n in lines:
             if n in code:
                 into[n] = mark
-    return Margin(ranged | single, problems)
+    merged = ranged | single
+    return Margin({n: m for n, m in merged.items() if not isinstance(m, _NotAMark)}, problems,
+                  {n: str(m) for n, m in merged.items() if isinstance(m, _NotAMark)})
+
+
+def _cap_repr(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def not_a_mark_lines(margin: Margin, lines: Any = None) -> dict[str, list[int]]:
+    """{value that is no mark: the code lines (of `lines`, when given) it covers}, in line order."""
+    found: dict[str, list[int]] = {}
+    for n, value in sorted(margin.not_a_mark.items()):
+        if lines is None or n in lines:
+            found.setdefault(value, []).append(n)
+    return found
 
 
 def show(marks: Any = None, *, lines: range | None = None) -> None:
@@ -132,12 +158,14 @@ def check_form(marks: Any) -> None:
     w = reading()
     margin = read_margin(marks, w)
     code = w.code_lines()
-    unmarked = [n for n in code if n not in margin.marks]
+    unmarked = [n for n in code if n not in margin.marks and n not in margin.not_a_mark]
     counts = {m: sum(1 for v in margin.marks.values() if v == m) for m in ("algorithm", "schedule")}
     head = (f"{len(margin.marks)} of {len(code)} code lines marked "
             f"({counts['algorithm']} algorithm, {counts['schedule']} schedule)")
     wrong = [f"not marked yet: {format_ranges(unmarked)}"] if unmarked else []
     wrong += [f"not understood: {p}" for p in margin.problems]
+    wrong += [f"marked {value}, which is not a mark (so not marked): {format_ranges(lines)}"
+              for value, lines in not_a_mark_lines(margin).items()]
     one = [m for m, c in counts.items() if c == 0]
     if margin.marks and len(one) == 1:
         wrong.append(f"no line is marked {one[0]}: the reading has lines of both kinds, and the credit is the smaller "

@@ -265,6 +265,20 @@ def test_ungraded_lines_and_unreadable_entries(key: W.Walk, capsys) -> None:
     assert "a key is a line number or a range" in out
 
 
+def test_a_value_that_is_no_mark_is_named_as_such_not_as_the_other_way(key: W.Walk, capsys) -> None:
+    """Issue 37: the whole reading marked schedule, the algorithm lines then marked "compute" (not a mark): the grade
+    tallied them "marked the other way" (the range's schedule stood in), where the notebook says "'compute' is not a
+    mark". Both now say the lines are marked 'compute', which is not a mark, and neither counts them."""
+    algorithm = [n for n in key.graded_lines() if key.marks[n] == "algorithm"]
+    margin = {range(66, 341): "schedule", **{n: "compute" for n in algorithm}}
+    assert lab_1_5.margin_marks(margin, on=BEFORE) == 0
+    out = capsys.readouterr().out
+    assert (f"algorithm lines marked algorithm 0/{len(algorithm)} (0 marked the other way, 0 not marked, "
+            f"{len(algorithm)} marked 'compute', which is not a mark)") in out
+    with pytest.raises(CheckFailure, match=r"marked 'compute', which is not a mark \(so not marked\): \d"):
+        tokamax_reading.check_form(margin)
+
+
 def test_stub_scores_nothing_and_says_why() -> None:
     with pytest.raises(TestFailure, match=r"^margin_marks: not implemented yet: no line of the reading is marked"):
         lab_1_5.margin_marks({})

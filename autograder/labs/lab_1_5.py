@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +98,14 @@ class Tally:
     lines: int          # graded lines of this category
     right: int          # marked as the key marks them
     unmarked: int       # not marked at all (the rest of lines - right are marked the other way)
+    not_a_mark: dict[str, int] = field(default_factory=dict)   # of the unmarked: {value that is no mark: lines}
 
     def sentence(self) -> str:
         wrong = self.lines - self.right - self.unmarked
+        invalid = sum(self.not_a_mark.values())
+        named = "".join(f", {k} marked {value}, which is not a mark" for value, k in self.not_a_mark.items())
         return (f"{self.mark} lines marked {self.mark} {self.right}/{self.lines} "
-                f"({wrong} marked the other way, {self.unmarked} not marked)")
+                f"({wrong} marked the other way, {self.unmarked - invalid} not marked{named})")
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,10 @@ def margin_marks(marks: Any, *, on: dt.date | None = None) -> float:
     tallies = []
     for mark in ("algorithm", "schedule"):
         lines = [n for n in graded if answer.marks[n] == mark]
+        invalid = tokamax_reading.not_a_mark_lines(margin, set(lines))
         tallies.append(Tally(mark, len(lines), sum(1 for n in lines if given[n] == mark),
-                             sum(1 for n in lines if given[n] is None)))
+                             sum(1 for n in lines if given[n] is None),
+                             {value: len(ns) for value, ns in invalid.items()}))
     fraction = min(t.right / t.lines for t in tallies)
     earned = points if fraction == 1 else math.floor(points * fraction * 100) / 100
     show = revealed(on)
