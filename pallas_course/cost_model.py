@@ -1,4 +1,5 @@
-"""The course's cost models, one home: the time of a pipeline step (DMA and MXU) and a kernel's VMEM working set.
+"""The course's cost models, one home: the time of a pipeline step (DMA and MXU), the time of a memory-bound row
+kernel (its HBM bytes over bandwidth) and a kernel's VMEM working set.
 
 LAB·1.4's visible checks (pallas_course.check, on the student's own traced matmul), its grade
 (autograder.labs.lab_1_4, on the grader's traced matmul), the gates' estimates (course_tools.estimate)
@@ -71,6 +72,34 @@ def steady_step(info: Any) -> tuple[int, str]:
     what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
                         for t in started)
     return sum(blocks[t.operand].block_bytes for t in started), what
+
+
+# ---------------------------------------------------------------------------------------- memory-bound kernels
+# Softmax and LayerNorm do a few VPU operations per element and no matmul, while a chip's FLOP/s per HBM byte/s is
+# in the hundreds (v5e: 1.97e14 / 8.2e11 = 240): they wait on HBM, so their time is their HBM bytes over the chip's
+# bandwidth. LAB·1.3's softmax_seconds (graded by pallas_course.lab_1_3_rules) and its timing cell use these.
+
+def memory_bound_seconds(moved_bytes: float, chip: Chip | str) -> float:
+    """Seconds to move `moved_bytes` through HBM at the chip's bandwidth (course.yml's hbm_bytes_per_s, per chip)."""
+    return moved_bytes / _chip(chip).hbm_bytes_per_s
+
+
+def fused_softmax_bytes(n: int, d: int, dtype: Any) -> int:
+    """HBM bytes of the fused softmax of an (n, d) array: x read once, the output (x's dtype) written once."""
+    return 2 * n * d * _itemsize(dtype)
+
+
+# The unfused chain (course_tools.bench_workloads.xla_softmax_unfused), one jit each, so each reads its inputs from
+# HBM and writes its result back: (reads, writes) of the (n, d) array per op, the (n, 1) row statistics aside.
+UNFUSED_SOFTMAX_TRIPS = {"max": (1, 0), "subtract": (1, 1), "exp": (1, 1), "sum": (1, 0), "divide": (1, 1)}
+
+
+def unfused_softmax_bytes(n: int, d: int, dtype: Any) -> int:
+    """HBM bytes of the unfused chain max, subtract, exp, sum, divide: five reads and three writes of the (n, d)
+    array, plus the (n, 1) row max and row sum each written once and read once."""
+    size = _itemsize(dtype)
+    trips = sum(r + w for r, w in UNFUSED_SOFTMAX_TRIPS.values())
+    return trips * n * d * size + 4 * n * size
 
 
 # ------------------------------------------------------------------------------------------------ VMEM

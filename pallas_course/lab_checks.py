@@ -42,6 +42,7 @@ FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
     "matmul": lambda c: rules.matmul_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.kwargs["bk"], c.dtype),
     "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
+    "column_sums": lambda c: rules.column_sums_families(c.shape, c.kwargs.get("rows_per_block")),
 }
 FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
 
@@ -51,6 +52,7 @@ ACC = ("matmul_acc_schedule", "matmul_acc_f32_accumulator")
 GELU = ("matmul_gelu_values", "matmul_gelu_fused")
 SOFTMAX = ("softmax_values", "softmax_fused")
 LAYERNORM = ("layernorm_values", "layernorm_fused")
+RAGGED = ("column_sums_ragged",)
 
 # The visible cases, kernel by kernel. Each family of the grade's cases (rules.*_families) has one here at least.
 CASES: dict[str, tuple[Case, ...]] = {
@@ -84,12 +86,17 @@ CASES: dict[str, tuple[Case, ...]] = {
                   Case(LAYERNORM, (64, 384), BF16, {"rows_per_block": 16}),
                   Case(("layernorm_edge", "layernorm_fused"), (64, 512), F32, {"rows_per_block": 16},
                        kind="edge rows")),
+    # rows a multiple of the block first: a missing zeroing shows there, so NaN at a ragged case is the edge's
+    "column_sums": (Case(RAGGED, (64, 256), F32),
+                    Case(RAGGED, (100, 256), F32, {"rows_per_block": 8}),      # 13 blocks, the last 4 rows of 8
+                    Case(RAGGED, (20, 384), F32, {"rows_per_block": 32})),     # one block, 20 rows of 32
 }
 SEED = 20            # the visible inputs are fixed; the grade draws fresh ones
 
 
 def _label(kernel: str, case: Case) -> str:
-    args = {"add": "x, y", "layernorm": "x, g, b", "softmax": "x", "transpose": "x"}.get(kernel, "a, b")
+    args = {"add": "x, y", "layernorm": "x, g, b", "softmax": "x", "transpose": "x",
+            "column_sums": "x"}.get(kernel, "a, b")
     kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
     if kernel.startswith("matmul"):
         m, k, n = case.shape
@@ -117,6 +124,8 @@ def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...
         if case.kind == "edge rows":
             return rules.layernorm_edge_inputs(rng, case.shape)
         return rules.layernorm_inputs(rng, case.shape, case.dtype)
+    if kernel == "column_sums":
+        return (rules.column_sums_inputs(rng, case.shape),)
     raise KeyError(kernel)
 
 
@@ -135,7 +144,7 @@ def _structure_args(kernel: str, case: Case) -> tuple[Any, ...]:
 
 def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
     """The grade's structural rules for this kernel, on the trace; the one pallas_call comes first."""
-    min_size = int(np.prod(case.shape)) if kernel in ("softmax", "layernorm") else 0
+    min_size = int(np.prod(case.shape)) if kernel in ("softmax", "layernorm", "column_sums") else 0
     problem = rules.one_kernel_problem(label, t, min_size)
     if problem:
         return problem
@@ -158,6 +167,8 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
     if kernel in ("softmax", "layernorm"):
         return rules.row_blocks_problem(label, pc, case.shape, case.dtype, kw.get("rows_per_block", 8),
                                         n_params=2 if kernel == "layernorm" else 0)
+    if kernel == "column_sums":
+        return rules.column_sums_schedule_problem(label, pc, case.shape, kw.get("rows_per_block", 8))
     return None
 
 
@@ -180,6 +191,8 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
     if kernel == "layernorm":
         tols = rules.LAYERNORM_EDGE if case.kind == "edge rows" else rules.LAYERNORM_BF16 if bf16 else rules.LAYERNORM_F32
         return rules.layernorm_ref(*inputs), tols
+    if kernel == "column_sums":
+        return rules.column_sums_ref(inputs[0]), rules.COLUMN_SUMS
     raise KeyError(kernel)
 
 
@@ -191,6 +204,8 @@ def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
         return kw["bm"], kw["bn"]
     if kernel in ("softmax", "layernorm"):
         return kw.get("rows_per_block", 8), case.shape[1]
+    if kernel == "column_sums":
+        return 1, case.shape[1]
     return None
 
 
@@ -206,12 +221,22 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
         return rules.softmax_hint(inputs[0], out, rows)
     if kernel == "layernorm":
         return rules.layernorm_hint(*inputs, out, tols["tol"], rows)
+    if kernel == "column_sums":
+        return rules.column_sums_hint(inputs[0], out, rows)
     if kernel in ("matmul", "matmul_gelu"):
         return rules.matmul_hint(*inputs, out, kw["bk"], rules.gelu if kernel == "matmul_gelu" else None,
                                  blocks=(kw["bm"], kw["bn"]))
     if kernel == "matmul_acc":
         return rules.matmul_hint(*inputs, out, kw["bk"], tol=rules.MATMUL_ACC_HINT_TOL, blocks=(kw["bm"], kw["bn"]))
     return None
+
+
+def explained_for(kernel: str, mismatch: Any, hint: str | None) -> str:
+    """`explained`, except that column_sums' NaNs lead with its hint: NaN from rows past the end of a partial block
+    looks like memory never written (interpret mode's NaN), but the cause is the missing mask, which the hint names."""
+    if kernel == "column_sums" and mismatch.kind == "nan" and hint:
+        return f"{mismatch.message.split(': ', 1)[0]}: {hint}"
+    return explained(mismatch, hint)
 
 
 def _fail(name: str, message: str, kind: str, raw: str = "") -> CheckFailure:
@@ -282,7 +307,7 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
             mismatch = compare(rules.as_f64(out), expected.astype(np.float64), name=label, block=_block(kernel, case),
                                kernel=pc, **tols)
     if mismatch is not None:
-        raise _fail(name, explained(mismatch, _hint(kernel, case, inputs, out, tols)), mismatch.kind)
+        raise _fail(name, explained_for(kernel, mismatch, _hint(kernel, case, inputs, out, tols)), mismatch.kind)
     return (f"{label}: matches (max error {max_error(out, expected):.3g}, "
             f"{tolerance_phrase(tols.get('tol', 0.0), tols.get('atol'))}){done}")
 

@@ -46,6 +46,10 @@ LAYERNORM_BF16 = dict(tol=2.0**-7)
 # two-pass variance. 3e-3 is >10x that; the one-pass variance mean(x**2) - mean(x)**2 is off by ~0.65 there.
 LAYERNORM_EDGE = dict(tol=3e-3)
 EPS = 1e-6
+# column_sums f32: a sum of n <= 200 values of N(1, 1) in f32, in a blocked order, is off from float64 by a few ulp
+# of the running sum (measured <= 1.5e-5 absolute under interpret mode, sums ~n); 1e-4 absolute and relative leaves
+# room for other orders. A dropped tail or one row too many misses by ~1.
+COLUMN_SUMS = dict(tol=1e-4)
 # matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
 MATMUL_ACC_HINT_TOL = 2.0 ** -7
 
@@ -93,6 +97,15 @@ def rows_families(shape: tuple[int, int], dtype: Any, rows_per_block: int | None
     return frozenset(tags | ({kind} if kind else set()))
 
 
+def column_sums_families(shape: tuple[int, int], rows_per_block: int | None) -> frozenset[str]:
+    """column_sums: whether the rows end in a partial block (one of several, or the only one), and the default
+    rows_per_block or a chosen one."""
+    n, r = shape[0], rows_per_block or 8
+    edge = ("rows a multiple of rows_per_block" if n % r == 0 else
+            "one partial block only (n < rows_per_block)" if n < r else "a partial last block")
+    return frozenset({edge, "default rows_per_block" if rows_per_block is None else "chosen rows_per_block"})
+
+
 # ------------------------------------------------------------------------------------------------ references
 
 def as_f64(x: Any) -> np.ndarray:
@@ -138,6 +151,16 @@ def softmax_inputs(rng: np.random.Generator, shape: tuple[int, int], dtype: Any)
 def large_logits(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     """f32 logits around +1e4 and -1e4 (a random sign per row, spread 3): exp overflows without the max."""
     return random_array(rng, shape, np.float32, scale=3.0, offset=rng.choice([-1e4, 1e4], size=(shape[0], 1)))
+
+
+def column_sums_inputs(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    """f32 N(1, 1): every row adds about 1 to each sum, so a dropped or doubled row shows."""
+    return random_array(rng, shape, np.float32, offset=1.0)
+
+
+def column_sums_ref(x: Any) -> np.ndarray:
+    """The (1, d) sums of x's rows, in float64."""
+    return as_f64(x).sum(axis=0, keepdims=True)
 
 
 def layernorm_params(rng: np.random.Generator, d: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -733,4 +756,75 @@ def bf16_accumulation_problem(label: str, out: Any, exact: np.ndarray, k: int) -
                 "steps): the running sum is being rounded to bf16. Keep it in an f32 VMEM scratch, "
                 "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] (with preferred_element_type=jnp.float32 on "
                 "the dot), and cast once on the last K step")
+    return None
+
+
+# ------------------------------------------------------------------------------------------ the ragged edge
+
+def column_sums_schedule_problem(label: str, pc: Any, shape: tuple[int, int], r: int) -> str | None:
+    """grid (pl.cdiv(n, r),), its axis not "parallel"; x in (r, d) blocks at (i, 0); out (1, d) float32, one
+    block at every step (the carried accumulator)."""
+    n, d = shape
+    blocks = -(-n // r)
+    if pc.grid != (blocks,):
+        if pc.grid == (n // r,) and n % r:
+            return (f"the grid of {label} is {pc.grid}: n // rows_per_block drops the last, partial block "
+                    f"({n} rows in blocks of {r} leave {n % r} rows over), so those rows are never summed; "
+                    f"grid=(pl.cdiv(n, rows_per_block),) = ({blocks},) gives them a last block of their own")
+        return (f"the grid of {label} is {pc.grid}, expected ({blocks},): one step per block of rows_per_block rows, "
+                "the last one partial, grid=(pl.cdiv(n, rows_per_block),)")
+    semantics = tuple(str(s) for s in pc.dimension_semantics or ())
+    if semantics and "parallel" in semantics[0].lower():
+        return (f"{label} marks its grid axis \"parallel\" (dimension_semantics={semantics}): every step adds into "
+                "the same output block, so the steps must run in order on one core; make it \"arbitrary\"")
+    if len(pc.inputs) != 1 or len(pc.outputs) != 1:
+        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected x's BlockSpec in "
+                "in_specs and one in out_specs")
+    x_blk, out = pc.inputs[0], pc.outputs[0]
+    wrong = _equal(f"the output of {label}", (tuple(out.array_shape), np.dtype(out.dtype).name), ((1, d), "float32"),
+                   "out_shape is jax.ShapeDtypeStruct((1, d), jnp.float32): one row of sums, accumulated in float32")
+    if wrong:
+        return wrong
+    wrong = _equal(f"the input x block of {label}", tuple(x_blk.block_shape), (r, d),
+                   "a block is rows_per_block whole rows: (rows_per_block, d)")
+    if wrong:
+        return wrong
+    if not whole_block(out.block_shape, out.array_shape):
+        return f"{label}: the output is carved into {out.block_shape} blocks; it is one (1, d) block, the sums"
+    for (i,) in pc.grid_points():
+        got = x_blk.block_index(i)
+        if got != (i, 0):
+            return (f"{label}: the input x index map sends grid step {i} to block {got}; step i reads row block i: "
+                    "lambda i: (i, 0)")
+        got = out.block_index(i)
+        if any(got):
+            return (f"{label}: the output index map sends grid step {i} to block {got}; every step adds into the one "
+                    "block of sums, lambda i: (0, 0), so it stays in VMEM from the first step to the last")
+    return None
+
+
+def column_sums_hint(x: Any, out: Any, r: int) -> str | None:
+    """Why column sums are wrong (None: no cause this can name): rows past n summed in (NaN or garbage from the
+    partial last block), the partial block dropped, only the last block kept (= instead of +=)."""
+    xs, a = as_f64(x), as_f64(out)
+    n, d = xs.shape
+    if a.shape != (1, d):
+        return None
+    last = (n - 1) // r * r                 # first row of the last block
+    pad = -n % r                            # rows of the last block past the end
+    if np.isnan(a).any() and not np.isnan(xs).any():
+        where = (f"its last block (rows {last} to {last + r - 1}) runs past the array's {n} rows, and its {pad} "
+                 f"row{'s' * (pad != 1)} past the end" if pad else "rows past the end")
+        return (f"the sums are NaN though x holds no NaN: {where} hold whatever the block's buffer held (NaN under "
+                "TPU interpret mode, stale data on a TPU), and the sum adds them in. Mask them before the sum: "
+                "row = pl.program_id(0) * rows_per_block + jax.lax.broadcasted_iota(jnp.int32, x.shape, 0), then "
+                "jnp.where(row < n, x, 0.0) (a select: multiplying by a 0/1 mask keeps the NaN, NaN × 0 is NaN)")
+    tol = COLUMN_SUMS["tol"]
+    if pad and _close(a, xs[: n // r * r].sum(axis=0, keepdims=True), tol):
+        return (f"the sums leave out the last {n % r} rows: the partial last block is never added (a grid of "
+                "n // rows_per_block, or a mask that drops the whole block); grid=(pl.cdiv(n, rows_per_block),) "
+                "and mask only the rows past n")
+    if _close(a, xs[last:].sum(axis=0, keepdims=True), tol) and last:
+        return ("the output holds the last block's sums only: each step overwrites it (o_ref[...] = ...); zero it on "
+                "the first step under @pl.when(pl.program_id(0) == 0) and add every step's sums, o_ref[...] += ...")
     return None

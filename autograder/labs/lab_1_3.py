@@ -1,4 +1,5 @@
-"""LAB·1.3 hidden checks: fused softmax and LayerNorm.
+"""LAB·1.3 hidden checks: fused softmax and LayerNorm, the bytes-over-bandwidth model of the softmax, and a kernel
+with a ragged last block (column sums over a pl.cdiv grid, masked).
 
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 Every test first checks the structure (one pallas_call, nothing computed over the array outside it), so a
@@ -14,7 +15,9 @@ import ml_dtypes
 import numpy as np
 
 from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_call
-from pallas_course import rules
+from pallas_course import lab_checks, rules
+from pallas_course.lab_1_3_rules import (SOFTMAX_TIME_CASES as VISIBLE_TIME_CASES, softmax_time_families,
+                                         softmax_time_label, softmax_time_problem)
 from pallas_course.check import compare, explained, form_mismatch
 from pallas_course.kernel_trace import PallasCallInfo
 
@@ -38,6 +41,13 @@ EDGE_CASE = ((64, 512), 16)
 FUSED_CASES = [((64, 256), np.float32, None), ((96, 384), np.float32, 32), ((256, 512), np.float32, 64),
                ((128, 1024), BF16, 16), ((64, 128), BF16, 32)]
 
+# column_sums: rows a multiple of the block first (a missing zeroing shows there, so NaN later is the edge's), then a
+# partial last block of several, then one partial block alone (n < rows_per_block).
+COLUMN_SUMS_CASES = [((64, 256), None), ((200, 128), 16), ((20, 384), 32)]
+# softmax_seconds: the notebook's cases and more of the same families (both dtypes; one and two TensorCores)
+SOFTMAX_TIME_CASES = list(VISIBLE_TIME_CASES) + [(4096, 128, "float32", "v5p"), (1000, 384, "bfloat16", "v5e"),
+                                                 (131072, 2048, "bfloat16", "v7x")]
+
 CAST_HINT = ("the kernel stores a float32 value into a lower-precision output block: cast back with "
              ".astype(o_ref.dtype) before storing")
 
@@ -55,10 +65,22 @@ def families(test: str) -> frozenset[str]:
         cases = [(EDGE_CASE[0], np.float32, EDGE_CASE[1], "edge rows")]
     elif test in ("softmax_fused", "layernorm_fused"):
         cases = [(s, dt, r, "") for s, dt, r in FUSED_CASES]
+    elif test == "column_sums_ragged":
+        return frozenset().union(*(rules.column_sums_families(s, r) for s, r in COLUMN_SUMS_CASES))
+    elif test == "softmax_time_model":
+        return frozenset().union(*(softmax_time_families(*c) for c in SOFTMAX_TIME_CASES))
     found: set[str] = set()
     for shape, dtype, r, kind in cases:
         found |= rules.rows_families(shape, dtype, r, kind)
     return frozenset(found)
+
+
+def visible_families(test: str) -> frozenset[str]:
+    """The families the notebook's visible checks show: the kernels' check cells (pallas_course.lab_checks) and
+    check_softmax_seconds's cases (pallas_course.lab_1_3_rules)."""
+    if test == "softmax_time_model":
+        return frozenset().union(*(softmax_time_families(*c) for c in VISIBLE_TIME_CASES))
+    return lab_checks.visible_families(test)
 
 
 def _kw(r: int | None) -> dict[str, int]:
@@ -217,3 +239,46 @@ def layernorm_fused(layernorm: Callable[..., Any]) -> None:
         p = jax.ShapeDtypeStruct((shape[1],), dtype)
         pc = _fused_call(test, label, layernorm, x, p, p, **_kw(r))
         _check_row_blocks(test, label, pc, shape, dtype, r or 8, n_params=2)
+
+
+# ------------------------------------------------------------------------------ the ragged edge: column sums
+
+def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
+    """One pallas_call over a pl.cdiv grid, x in (rows_per_block, d) blocks, the (1, d) f32 sums carried in the
+    output block; n not a multiple of rows_per_block (and once a multiple, once smaller), float64 reference."""
+    import jax.numpy as jnp
+
+    test = "column_sums_ragged"
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for shape, r in COLUMN_SUMS_CASES:
+        x = jnp.asarray(rules.column_sums_inputs(rng, shape))
+        label = _label("column_sums", "x", shape, np.float32, r)
+        pc = _fused_call(test, label, column_sums, x, **_kw(r))
+        problem = rules.column_sums_schedule_problem(label, pc, shape, r or 8)
+        if problem:
+            raise TestFailure(f"{test}: {problem}")
+        out = _run(test, label, column_sums, x, **_kw(r))
+        expected = rules.column_sums_ref(x)
+        mismatch = form_mismatch(out, expected.astype(np.float32), name=label)
+        if mismatch is None:
+            mismatch = compare(rules.as_f64(out), expected, name=label, block=(1, shape[1]), kernel=pc,
+                               **rules.COLUMN_SUMS)
+        if mismatch is not None:
+            hint = rules.column_sums_hint(x, out, r or 8) if mismatch.kind in ("nan", "values") else None
+            text = lab_checks.explained_for("column_sums", mismatch, hint)
+            raise TestFailure(f"{test}: {text} [inputs from seed {seed}]")
+
+
+# ------------------------------------------------------------------------- the bytes-over-bandwidth model
+
+def softmax_time_model(softmax_seconds: Callable[..., Any]) -> None:
+    """Seconds of the fused softmax: 2·n·d·itemsize bytes (x read once, the output written once) over the chip's
+    HBM B/s (course.yml), per dtype and chip (pallas_course.lab_1_3_rules)."""
+    test = "softmax_time_model"
+    for n, d, dtype, chip in SOFTMAX_TIME_CASES:
+        label = softmax_time_label(n, d, dtype, chip)
+        got = call(test, label, softmax_seconds, n, d, np.dtype(dtype), chip)
+        problem = softmax_time_problem(got, n, d, dtype, chip)
+        if problem is not None:
+            raise TestFailure(f"{test}: {label} {problem}")

@@ -21,6 +21,13 @@ LN_SPECS = ("            pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
             "            pl.BlockSpec((1, d), lambda i: (0, 0)),\n"
             "            pl.BlockSpec((1, d), lambda i: (0, 0)),\n")
 LN_ARGS = "    )(x, g.reshape(1, -1), b.reshape(1, -1))"
+CS_GRID = "grid=(pl.cdiv(n, rows_per_block),),"
+CS_ROW = "    row = i * x_ref.shape[0] + jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 0)\n"
+CS_MASK = "    x = jnp.where(row < n, x_ref[...].astype(jnp.float32), 0.0)"
+CS_CALL = "        functools.partial(column_sums_kernel, n=n),\n"
+ST_SIZE = "    itemsize = np.dtype(dtype).itemsize\n"
+ST_MOVED = "    moved = 2 * n * d * itemsize"
+ST_RETURN = "    return moved / chip_named(chip).hbm_bytes_per_s"
 
 CAST = r"astype\(o_ref\.dtype\)"
 NO_CALL = "launches no pallas_call"
@@ -134,12 +141,37 @@ MUTANTS = [
     Mutant("layernorm_no_cast", "the f32 result is stored into a bf16 output without .astype(o_ref.dtype)",
            {LN_STORE: "    o_ref[...] = y * g_ref[...] + b_ref[...]"},
            {"layernorm_values": CAST, "layernorm_fused": CAST}, others_pass=("layernorm_edge",)),
+    # ---- the ragged edge: column sums over a pl.cdiv grid
+    Mutant("column_sums_floor_grid", "grid n // rows_per_block: the partial last block is never visited",
+           {CS_GRID: "grid=(n // rows_per_block,),"},
+           {"column_sums_ragged": r"n // rows_per_block drops the last, partial block.*pl\.cdiv\(n, rows_per_block\)"},
+           others_pass=("softmax_time_model",)),
+    Mutant("column_sums_no_mask", "no mask: the rows past n in the partial last block join the sum",
+           {CS_MASK: "    x = x_ref[...].astype(jnp.float32)"},
+           {"column_sums_ragged": r"NaN though x holds no NaN: its last block .* runs past the array's .* rows.*"
+                                  r"jnp\.where\(row < n, x, 0\.0\)"},
+           others_pass=("softmax_time_model",)),
+    # ---- the bytes-over-bandwidth model
+    Mutant("softmax_seconds_no_write", "counts x read, forgets the output written",
+           {ST_MOVED: "    moved = n * d * itemsize"},
+           {"softmax_time_model": r"half the expected time: it counts x read .* but not the output written"}),
+    Mutant("softmax_seconds_f32_bytes", "4 bytes an element whatever the dtype (the kernel computes in f32)",
+           {ST_SIZE: "    itemsize = 4\n"},
+           {"softmax_time_model": r"bfloat16.* 2 times the expected time: 4 bytes per element, but bfloat16 has 2 \(the kernel computes in float32"}),
+    Mutant("softmax_seconds_flops", "divides by the chip's FLOP/s instead of its HBM bandwidth",
+           {ST_RETURN: "    return moved / chip_named(chip).bf16_flops_per_s"},
+           {"softmax_time_model": r"too short: it divides by v5e's FLOP/s .* its bytes over hbm_bytes_per_s"}),
     Mutant("layernorm_fixed_rows", "ignores rows_per_block, always 8 rows a block",
            {LN_CALL: "    n, d = x.shape\n    rows_per_block = 8\n    return pl.pallas_call(\n        layernorm_kernel,"},
            {"layernorm_fused": "the grid of layernorm"}, others_pass=("layernorm_values", "layernorm_edge")),
 ]
 
 ALTERNATIVES = [
+    Alternative("column_sums_column_mask_arbitrary", "a (rows, 1) row index that jnp.where broadcasts, the cast "
+                "after the select, and dimension_semantics=('arbitrary',) said out loud",
+                {CS_ROW + CS_MASK: "    row = i * x_ref.shape[0] + jax.lax.broadcasted_iota(jnp.int32, (x_ref.shape[0], 1), 0)\n"
+                                   "    x = jnp.where(row < n, x_ref[...], 0).astype(jnp.float32)",
+                 CS_CALL: CS_CALL + "        compiler_params=pltpu.CompilerParams(dimension_semantics=(\"arbitrary\",)),\n"}),
     Alternative("softmax_multiply_by_inverse", "e * (1 / sum) and the method spelling of max",
                 {SM_MAX: "    m = x.max(axis=-1, keepdims=True)\n",
                  SM_STORE: "    o_ref[...] = (e * (1.0 / e.sum(axis=-1, keepdims=True))).astype(o_ref.dtype)"}),
