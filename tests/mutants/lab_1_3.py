@@ -8,7 +8,8 @@ SM_MAX = "    m = jnp.max(x, axis=-1, keepdims=True)\n"
 SM_EXP = "    e = jnp.exp(x - m)\n"
 SM_STORE = "    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)"
 SM_CALL = "    n, d = x.shape\n    return pl.pallas_call(\n        softmax_kernel,"
-SM_IN = "in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],"
+SM_OUT = "\n        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),"   # column_sums' in_specs is the same
+SM_IN = "in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))]," + SM_OUT
 SM_OUT_SHAPE = "out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)"
 SM_GRID = "        softmax_kernel,\n        grid=(n // rows_per_block,),"
 LN_MU = "    mu = jnp.mean(x, axis=-1, keepdims=True)\n"
@@ -67,7 +68,7 @@ MUTANTS = [
                      "    return pl.pallas_call(\n        softmax_kernel,"},
            {"softmax_fused": "launches 2 pallas_calls"}),
     Mutant("softmax_input_index_map", "every step reads row block 0",
-           {SM_IN: "in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (0, 0))],"},
+           {SM_IN: "in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (0, 0))]," + SM_OUT},
            {"softmax_fused": r"input x index map sends grid step 1 to block \(0, 0\)",
             "softmax_values": r"differ by more than.*the first is block \(1, 0\)"}),
     Mutant("softmax_no_cast", "the f32 result is stored into a bf16 output without .astype(o_ref.dtype)",
@@ -182,7 +183,8 @@ ALTERNATIVES = [
                  "    o_ref[...] = jax.nn.softmax(x, axis=-1).astype(o_ref.dtype)"}),
     Alternative("softmax_cdiv_keywords", "pl.cdiv grid, keyword BlockSpecs, one spec reused",
                 {SM_GRID: "        softmax_kernel,\n        grid=(pl.cdiv(n, rows_per_block),),",
-                 SM_IN: "in_specs=[pl.BlockSpec(block_shape=(rows_per_block, x.shape[-1]), index_map=lambda r: (r, 0))],"}),
+                 SM_IN: "in_specs=[pl.BlockSpec(block_shape=(rows_per_block, x.shape[-1]), index_map=lambda r: (r, 0))],"
+                        + SM_OUT}),
     Alternative("layernorm_jnp_var", "jnp.var and 1 / sqrt",
                 {LN_VAR: "    var = jnp.var(x, axis=-1, keepdims=True)\n",
                  LN_Y: "    y = (x - mu) / jnp.sqrt(var + 1e-6)\n"}),
