@@ -152,3 +152,28 @@ def test_the_grading_benchmarks_write_their_provenance() -> None:
     assert prov["course_commit"] and prov["nbgrader_version"] and prov["cpu_count"] >= 1
     assert len(prov["load_average_1_5_15"]) == 3
     assert prov["python_bytecode"].startswith(("cached", "not cached"))
+
+
+def test_lab_1_3_timing_cell_times_xla_beside_the_chain_and_says_cpu_numbers_are_cpu_numbers(monkeypatch, capsys):
+    """LAB·1.3's timing cell (skipped when graded, so no notebook run reaches it): outside grading it times the
+    student's softmax, XLA's own jax.jit(jax.nn.softmax) and the unfused chain, states where the numbers come from,
+    says off a TPU that they are CPU numbers, and prints the model's prediction for a TPU beside them."""
+    import re
+
+    import nbformat
+
+    from autograder.course_manifest import REPO_ROOT
+    from autograder.notebook_code import load
+
+    path = REPO_ROOT / "solutions/stage-1/lab-1.3-fused-softmax-layernorm.ipynb"
+    namespace = load(path)
+    (cell,) = [c.source for c in nbformat.read(path, as_version=4).cells if "unfused_softmax_bytes" in c.source]
+    monkeypatch.delenv("PALLAS_COURSE_MODE")
+    exec(cell, namespace)   # noqa: S102 - the course's own notebook
+    out = capsys.readouterr().out
+    assert re.search(r"^cpu \(cpu\) · jax \S+ · float32 \(512, 256\) · warm-up 2, block_until_ready, median of 3 · "
+                     r"CPU NUMBERS", out, re.M), out
+    for name in ("your softmax (one pallas_call)", "XLA: jax.jit(jax.nn.softmax)", "unfused chain (five jits)"):
+        assert re.search(rf"^  {re.escape(name)} +\d+\.\d{{3}} ms$", out, re.M), out
+    # the model's numbers: 2 and 8 trips of 32768 x 1024 x 4 bytes (plus the row statistics) at v5e's 8.2e11 B/s
+    assert "predicted on v5e for float32 (32768, 1024), bytes over 8.2e+11 B/s: fused 0.327 ms, unfused chain 1.310 ms" in out
