@@ -422,3 +422,92 @@ def _fix(student: str, nb: NotebookNode) -> NotebookNode:
         if student == "xla-bypass" and ADD_CALL in cell.source:
             cell.source = cell.source.replace(ADD_CALL, "    return x + y\n" + ADD_CALL)
     return nb
+
+
+# ------------------------------------------------------------------------- issue 33's classes (build_33)
+
+# Plants what the old orphan sweep of the jail without namespaces read as an instruction: a folder named after
+# uid 0 holding a dead grader's "record" (it then ran `kill -KILL -1` as root: the grader died, no results).
+TMP_RECORD = '''
+import os, pathlib
+for name in ("course-jail-uid-0", "course-jail-uid-61000", "course-judge-1-0-x"):
+    d = pathlib.Path("/tmp") / name
+    try:
+        d.mkdir(exist_ok=True)
+        (d / "grader").write_text("1 0 0\\n")
+        print("planted", d)
+    except OSError as e:
+        print("could not plant", d, type(e).__name__)
+'''
+# Finds the grader's checkout (where it was told, and up from its own Python) and takes the model solution from
+# solutions/ or from .git (`git show`: git writes its objects readable by all), then runs its code: a leak
+# scores 6/6, none leaves the stub's 0.
+READ_CHECKOUT = '''
+import json, os, pathlib, subprocess, sys
+want = "solutions/stage-1/lab-1.1-first-kernels.ipynb"
+roots = [pathlib.Path(REPO)] + list(pathlib.Path(sys.executable).resolve().parents)
+text, how = None, "nothing"
+for root in roots:
+    try:
+        text, how = (root / want).read_text(), f"read {root / want}"
+    except OSError:
+        try:
+            got = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(root), "show", f"HEAD:{want}"],
+                                 capture_output=True, text=True, timeout=30)
+            if got.returncode == 0 and got.stdout:
+                text, how = got.stdout, f"git show in {root}"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    if text:
+        break
+print("LEAK:", how)
+if text:
+    for cell in json.loads(text)["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and ("def add" in src or "def transpose" in src):
+            exec(src, globals())
+'''
+# Leaves 120 busy processes in sessions of their own: the next submission's jail (started ahead, beside this
+# one) must still start, and its student be graded as if alone.
+SPINNERS = '''
+import subprocess
+for _ in range(120):
+    try:
+        subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"], start_new_session=True)
+    except OSError as e:
+        print("stopped at", type(e).__name__)
+        break
+'''
+# An honest notebook that keeps a 1 GiB array it never touches: reserved, not used.
+RESERVE_1GIB = '''
+import numpy as np
+untouched = np.empty(1 << 28, np.float32)   # 1 GiB of address space; no page of it is ever written
+'''
+
+
+def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
+    """Issue 33's attacks on the configurations (each followed, in name order, by an honest submission that must
+    score as if alone), written under `root/<student>/<stage>/` like build(); `repo`: the checkout the reader
+    looks for."""
+    stage = manifest().stage.id
+    solution = filled_in(LAB)
+    stub = _stub()
+    cases: list[tuple[Hostile, NotebookNode]] = [
+        (Hostile("c33-reserve-1gib", 6, "^passed$", "the solution keeping an untouched 1 GiB array"),
+         _with_cell(solution, RESERVE_1GIB)),
+        (Hostile("c33-read-checkout", 0, "not implemented yet", "takes the model solution from solutions/ or with "
+                 "`git show` from the grader's checkout, found from sys.executable, and runs it"),
+         _with_cell(stub, READ_CHECKOUT.replace("REPO", repr(str(repo))), before="add_f32")),
+        (Hostile("c33-spinners", 0, "not implemented yet", "leaves 120 busy processes in sessions of their own"),
+         _with_cell(stub, SPINNERS)),
+        (Hostile("c33-spinners-next", 6, "^passed$", "the solution, graded after the spinners"), solution),
+        (Hostile("c33-tmp-record", 0, "not implemented yet", "plants /tmp/course-jail-uid-0 with a dead grader's "
+                 "record"), _with_cell(stub, TMP_RECORD)),
+        (Hostile("c33-tmp-record-next", 6, "^passed$", "the solution, graded after the planted record"), solution),
+    ]
+    for hostile, nb in cases:
+        if root is not None:
+            path = root / hostile.student / stage / NAME
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+    return [h for h, _ in cases]

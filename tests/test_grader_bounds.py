@@ -85,14 +85,49 @@ def test_many_small_floods_leave_the_grader_bounded_and_no_temp_files(tmp_path: 
     assert sorted(p.name for p in temp.iterdir()) == []
 
 
-def test_a_jail_that_cannot_start_stops_the_demo_with_bubblewraps_words(monkeypatch, tmp_path: Path) -> None:
-    """A Python the jail cannot run (here: a path that does not exist) stops the run before anyone is scored,
-    with bubblewrap's message, and a non-zero exit; no results.json of 0s."""
+def test_a_jail_that_cannot_start_is_each_submissions_result_never_the_batchs_end(monkeypatch, tmp_path: Path) -> None:
+    """A Python the jail cannot run (here: a path that does not exist): every submission is still handled, each a
+    grader failure with bubblewrap's message (never the notebook's fault; a re-run grades it again), results.json is
+    written for all, and the exit says some could not be handled (3). (One jail's failed start used to end the
+    batch: the submissions after it were not graded and no results file was written.)"""
+    import json
+
     monkeypatch.setattr(sys, "executable", "/tmp/nowhere/bin/python")
     run = CliRunner().invoke(app, ["grade", "--demo", "--out", str(tmp_path / "out"), "--force"])
-    assert run.exit_code != 0, run.output
-    assert "could not start the grading agent" in run.output and "execvp /tmp/nowhere/bin/python" in run.output
-    assert not (tmp_path / "out" / "results.json").exists()
+    assert run.exit_code == 3, run.output
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert len(results) == 3
+    for r in results:
+        assert r["failed"].startswith("the grader failed on this submission, not the notebook (the jail could not "
+                                      "start the grading agent") and "execvp /tmp/nowhere/bin/python" in r["failed"]
+        assert r["failed"].endswith("a re-run grades it again")
+
+
+def test_a_jail_started_ahead_that_failed_is_started_again_for_its_submission(monkeypatch) -> None:
+    """The jail started ahead while the submission before ran (120 busy processes of it delayed the hello) failed:
+    the submission gets a jail started now, not the failure (autograder.jail.warm)."""
+    from autograder.jail import warm
+    from autograder.jail.limits import Limits
+    from autograder.jail.session import SetupFailed
+
+    class Fine:
+        def restart_clock(self, deadline: float) -> None:
+            self.deadline = deadline
+
+    starts = []
+
+    def start(limits, cell_timeout_s, jailed, wall_s):
+        starts.append(wall_s)
+        if len(starts) == 1:
+            raise SetupFailed("the jail could not start the grading agent (no hello within 120 s)")
+        return Fine()
+
+    monkeypatch.setattr(warm, "_start", start)
+    limits = Limits(wall_s=30)
+    warm.start_ahead(limits)
+    session = warm.take(limits, cell_timeout_s=limits.cell_timeout_s, jailed=True, deadline=1e9)
+    assert isinstance(session, Fine) and len(starts) == 2
+    warm.discard()
 
 
 def test_helpers_other_than_the_graders_stop_the_grader(monkeypatch) -> None:

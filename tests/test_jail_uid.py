@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,105 @@ def test_the_jail_without_namespaces_refuses_while_the_graders_files_are_readabl
     with pytest.raises(jail.JailUnavailable) as e:
         jail.start(["true"], binds=[], env={}, limits=jail.JailLimits())
     assert "\n" not in str(e.value) and "--no-jail" in str(e.value)
+
+
+# ------------------------------------------------------- where it runs, and what of the jail's the grader reads
+
+def test_course_grade_never_falls_back_to_it_unasked(monkeypatch) -> None:
+    """Where bubblewrap cannot start, the jail without namespaces serves only when asked (COURSE_JAIL=auto: the
+    platform doors, `course grade --jail-without-namespaces`); unasked, the refusal says why and names the flag."""
+    monkeypatch.setattr(jail, "bwrap_problem", lambda: "bwrap cannot make a jail here: No permissions to create a new namespace")
+    monkeypatch.setattr(jail_uid, "problem", lambda: None)
+    monkeypatch.delenv(jail.KIND_ENV, raising=False)
+    assert jail.jail_kind() is None
+    problem = jail.jail_problem()
+    assert problem.startswith("bwrap cannot make a jail here: No permissions") and "`course grade --jail-without-namespaces`" in problem
+    with pytest.raises(jail.JailUnavailable, match="--jail-without-namespaces"):
+        jail.require_jail()
+    monkeypatch.setenv(jail.KIND_ENV, jail.AUTO)
+    assert jail.jail_kind() == jail.UID and jail.jail_problem() is None
+    monkeypatch.setattr(jail, "bwrap_problem", lambda: None)
+    assert jail.jail_kind() == jail.BWRAP   # auto: bubblewrap wherever it works
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+
+
+def _as_uid(uid: int, *cmd: str) -> subprocess.Popen:
+    return subprocess.Popen([shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd])
+
+
+def test_kill_uid_signals_that_uids_processes_one_by_one_and_nothing_else() -> None:
+    _need_root()
+    uid = 64990
+    jailed = [_as_uid(uid, "sleep", "60") for _ in range(2)]
+    neighbour = _as_uid(uid + 1, "sleep", "60")
+    try:
+        jail_uid.kill_uid(uid)
+        assert [p.wait(timeout=5) for p in jailed] == [-9, -9]
+        assert neighbour.poll() is None and jail_uid.uid_processes(uid) == []
+        for wrong in (0, 1000, 65534):   # never a uid the grader did not allot, never kill(-1)
+            with pytest.raises(ValueError):
+                jail_uid.kill_uid(wrong)
+    finally:
+        for p in [*jailed, neighbour]:
+            p.kill()
+            p.wait()
+
+
+def test_the_orphan_sweep_takes_no_uid_from_a_name_in_tmp() -> None:
+    """A cell made /tmp/course-jail-uid-0 with a 'record' of a dead grader: the sweep (every jail start runs it)
+    ignores it (the jail's uid made it, not the grader) and signals nothing; a grader-made folder whose record
+    names a uid outside UID_RANGE is left too. Before, this got the grader SIGKILLed (kill -KILL -1 as uid 0)."""
+    _need_root()
+    planted = Path(jail_uid.STAGE_ROOT) / f"{jail_uid.STAGE_PREFIX}0"
+    ours = Path(jail_uid.STAGE_ROOT) / f"{jail_uid.STAGE_PREFIX}{64991}"
+    bystander = subprocess.Popen(["sleep", "60"])   # a root process the old sweep's kill(-1) as root would reach
+    try:
+        planted.mkdir()
+        (planted / jail_uid.RECORD).write_text("1 0 0\n")
+        os.chown(planted / jail_uid.RECORD, 64992, 64992)
+        os.chown(planted, 64992, 64992)
+        ours.mkdir(mode=0o711)
+        (ours / jail_uid.RECORD).write_text("1 0 0\n")   # a record of ours naming uid 0: refused all the same
+        os.chmod(ours / jail_uid.RECORD, 0o600)
+        assert jail_uid.kill_orphans() == 0
+        assert bystander.poll() is None and planted.exists() and ours.exists()
+    finally:
+        bystander.kill()
+        bystander.wait()
+        shutil.rmtree(planted, ignore_errors=True)
+        shutil.rmtree(ours, ignore_errors=True)
+
+
+def test_exposed_walks_the_checkout_git_included_and_spares_only_the_jails_python(monkeypatch, tmp_path) -> None:
+    """The refusal's list comes from a walk: a file nobody listed (.git's objects, a notes file) is found, the
+    venv inside the checkout is not; once the checkout is closed to others but the way down to its venv, none."""
+    _need_root()
+    root = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        os.chmod(root, 0o755)
+        checkout = root / "course"
+        for d in (".git/objects/ab", ".venv/bin", "solutions", "pallas_course"):
+            (checkout / d).mkdir(parents=True)
+        for f in (".git/objects/ab/cdef", ".venv/bin/python", "solutions/lab.ipynb", "notes.txt", "pallas_course/__init__.py"):
+            (checkout / f).write_text("x")
+        for p in [checkout, *checkout.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        monkeypatch.setattr(jail_uid, "REPO_ROOT", checkout)
+        monkeypatch.setattr(jail_uid, "python_paths", lambda: [str(checkout / ".venv")])
+        monkeypatch.setattr(jail_uid, "secrets", lambda: [])
+        found = jail_uid.exposed()
+        assert sorted(found) == sorted(str(checkout / n) for n in (".git", "solutions", "notes.txt", "pallas_course"))
+        for p in (".git", "solutions", "notes.txt", "pallas_course"):
+            subprocess.run(["chmod", "-R", "o=", str(checkout / p)], check=True)
+        os.chmod(checkout, 0o711)
+        assert jail_uid.exposed() == []
+        os.chmod(checkout / ".git" / "objects" / "ab" / "cdef", 0o644)   # below a closed folder: unreachable
+        assert jail_uid.exposed() == []
+        os.chmod(checkout / ".git", 0o755)   # the folder opened again: .git is listed once, its insides with it
+        assert jail_uid.exposed() == [str(checkout / ".git")]
+    finally:
+        shutil.rmtree(root)

@@ -11,8 +11,10 @@ grades only what is new or changed. A task gets the Submission (its bytes) and r
 workers need the course installed at the same version (checked: a result from a different grader is
 refused), not a shared file system. A worker that dies is replaced and its submission tried once more; a
 task that fails, or a result that cannot be saved, is that submission's grader failure (retried by the next
-run); a jail that cannot start at all (autograder.jail.session.SetupFailed: bubblewrap's or Python's own message)
-stops the batch, since every submission would fail the same way; Ctrl-C and SIGTERM stop the workers and
+run); where no jail can be made at all the batch is refused before it starts (require_jail), and a jail that
+fails to start for one submission (autograder.jail.session.SetupFailed: bubblewrap's or Python's own message, a
+hello that never came while the machine was busy) is that submission's grader failure, retried by the next run,
+never the batch's end; Ctrl-C and SIGTERM stop the workers and
 their jails without waiting.
 """
 from __future__ import annotations
@@ -232,8 +234,8 @@ def _grade_here(todo: list[Submission], limits: Limits, engine: str) -> Iterator
                 warm.keep_ahead_no_more()   # none after the last (its own was started ahead)
             try:
                 yield Finished(sub, payload=grade_payload(sub, limits, engine))
-            except SetupFailed:
-                raise   # the jail cannot run here: stop before scoring anyone for it
+            except SetupFailed as e:   # this submission's (require_jail refused the batch where none can run)
+                yield Finished(sub, failure=str(e))
             except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
                 yield Finished(sub, failure=f"{type(e).__name__}: {e}")
     finally:
@@ -256,8 +258,9 @@ def _grade_on(pool: Any, todo: list[Submission], limits: Limits, engine: str) ->
             sub = futures[future]
             try:
                 payload = future.result()
-            except SetupFailed:
-                raise   # the jail cannot run here: stop the whole batch (the pool is stopped by _scheduled)
+            except SetupFailed as e:   # this submission's (require_jail refused the batch where none can run)
+                yield Finished(sub, failure=str(e))
+                continue
             except cf.process.BrokenProcessPool:
                 broken = True
                 if attempts[sub.label] < 2:

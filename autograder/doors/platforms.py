@@ -144,6 +144,11 @@ def run(root: Path, folder: str, lab_id: str, results: Callable[[Outcome, str], 
     root/results/results.json whatever happens (`failed(why)` where the door itself failed); return it."""
     import traceback
 
+    from autograder.jail.bwrap import AUTO, KIND_ENV
+
+    # A platform's container holds this one submission: the jail without namespaces may serve where bubblewrap
+    # cannot start (docs/grader.md, "Configurations"); an explicit COURSE_JAIL stands.
+    os.environ.setdefault(KIND_ENV, AUTO)
     try:
         lab = manifest().lab(lab_id)
         data = results(grade_folder(root / folder, lab_id, PLATFORM_LIMITS), lab.code)

@@ -49,7 +49,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from autograder.jail import syscall_filter
+from autograder.jail import memory, syscall_filter
 from autograder.course_manifest import REPO_ROOT
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ CGROUP_PREFIX = "course-jail-"
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 STAGE_DIR = "/tmp"   # mount points for re-bound folders (covered by a tmpfs in the jail's own namespace)
 BWRAP, UID = "bubblewrap", "uid"   # the two jails (jail_kind)
-KIND_ENV = "COURSE_JAIL"           # "uid": the jail without namespaces even where bubblewrap works
+KIND_ENV = "COURSE_JAIL"           # which jail: see jail_kind
+AUTO = "auto"                      # COURSE_JAIL=auto: bubblewrap, else the jail without namespaces (opted in)
+UID_FLAG = "--jail-without-namespaces"   # `course grade`'s opt-in (sets COURSE_JAIL=auto)
 NO_JAIL_LOSES = ("`--no-jail` runs student code as a plain process with the same limits but no namespaces: "
                  "it can then read what the grading user can, see its processes and use the network")
 
@@ -172,16 +174,18 @@ def bwrap_problem() -> str | None:
 
 def jail_kind() -> str | None:
     """Which jail start() makes here: BWRAP where bubblewrap can start one; UID (autograder.jail.uid, no
-    namespaces) where bubblewrap is installed but cannot (Docker's default seccomp profile denies new
-    namespaces: Gradescope's and PrairieLearn's containers) and the jail without namespaces can; None when
-    neither. COURSE_JAIL=uid picks the jail without namespaces even where bubblewrap works."""
+    namespaces) only where asked for: COURSE_JAIL=auto (the platform doors, in a container that holds one
+    submission, where Docker's default seccomp profile denies new namespaces; `course grade
+    --jail-without-namespaces`) where bubblewrap cannot and the jail without namespaces can, COURSE_JAIL=uid even
+    where bubblewrap works. None otherwise: never a silent fall-back on an instructor's machine."""
     from autograder.jail import uid as jail_uid
 
-    if os.environ.get(KIND_ENV) == UID:
+    choice = os.environ.get(KIND_ENV, "")
+    if choice == UID:
         return UID if jail_uid.problem() is None else None
     if bwrap_problem() is None:
         return BWRAP
-    if shutil.which("bwrap") is not None and jail_uid.problem() is None:
+    if choice == AUTO and jail_uid.problem() is None:
         return UID
     return None
 
@@ -193,12 +197,17 @@ def jail_problem() -> str | None:
 
     if jail_kind() is not None:
         return None
-    if os.environ.get(KIND_ENV) == UID:
+    choice = os.environ.get(KIND_ENV, "")
+    if choice == UID:
         return f"the jail without namespaces cannot run: {jail_uid.problem()}"
     problem = bwrap_problem()
-    if shutil.which("bwrap") is None:
-        return problem
-    return f"{problem}; nor the jail without namespaces: {jail_uid.problem()}"
+    if choice == AUTO:
+        return f"{problem}; nor the jail without namespaces: {jail_uid.problem()}"
+    if sys.platform != "linux" or shutil.which("bwrap") is None:
+        return problem   # install bubblewrap: the answer on an instructor's machine
+    return (f"{problem}; the jail without namespaces (a uid of its own, no pid or network namespace: "
+            f"docs/grader.md) is made for a container that holds one submission and runs only when asked for "
+            f"(`course grade {UID_FLAG}`, COURSE_JAIL=auto)")
 
 
 def require_jail() -> None:
@@ -224,7 +233,12 @@ def _writable(controller: str) -> bool:
     return os.access(_cgroup_dir(controller), os.W_OK) and (_cgroup_dir(controller) / "cgroup.procs").exists()
 
 
+NO_CGROUPS_ENV = "COURSE_JAIL_NO_CGROUPS"   # "1": limits as where cgroups are not writable (the platforms' rule)
+
+
 def _cgroups_writable() -> bool:
+    if os.environ.get(NO_CGROUPS_ENV) == "1":
+        return False
     return all(_writable(c) for c in ("memory", "pids"))
 
 
@@ -238,9 +252,10 @@ def limits_note() -> str:
         cpu = "a fair share of the CPU (at most 1 CPU)" if _cpu_writable() else "no CPU share (no cpu cgroup here)"
         return ("limits: memory (shared memory and tmpfs included), processes and "
                 f"{cpu} per jail by cgroups; CPU time and file size per process by rlimits")
-    return ("limits: no cgroup permission here, so rlimits only: memory per process (address space; shared "
-            "memory and tmpfs not counted), processes per uid (shared by all jails), CPU time and file size "
-            "per process")
+    return ("limits: no cgroup permission here, so memory per jail by a watch of its processes' resident memory "
+            "(autograder.jail.memory: used, not reserved, as the cgroup counts; checked every "
+            f"{memory.INTERVAL_S:g} s), processes per uid (shared by all jails) by rlimits, CPU time and file "
+            "size per process by rlimits")
 
 
 def python_binds() -> list[str]:
@@ -435,6 +450,40 @@ class Jail:
         self._uid_stage = uid_stage
         self._killed = False
         self._ended: str | None = None
+        # No memory cgroup: the same rule (resident memory of the whole jail) kept by a watch.
+        self._watch = None if cgroups is not None else memory.ResidentWatch(
+            self._members, limits.memory_mb, self._memory_kill,
+            extra_bytes=(lambda: memory.shm_bytes(uid_stage.uid)) if uid_stage is not None else None)
+
+    def _members(self) -> list[int]:
+        """The jail's processes: those of its uid (the jail without namespaces), else its main process's tree."""
+        stage = self._uid_stage
+        if stage is not None:
+            from autograder.jail import uid as jail_uid
+
+            return jail_uid.uid_processes(stage.uid)
+        return memory.descendants(self.process.pid) if self.process.poll() is None else []
+
+    def _memory_kill(self) -> None:
+        """Over the memory limit (the watch's thread): everything in the jail, as the cgroup's OOM killer would."""
+        members = self._members()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        stage = self._uid_stage
+        if stage is not None:
+            from autograder.jail import uid as jail_uid
+
+            jail_uid.kill_uid(stage.uid)
+        else:
+            import psutil
+
+            for pid in members:
+                try:
+                    psutil.Process(pid).kill()   # psutil checks it is still the process listed
+                except psutil.Error:
+                    pass
 
     def path(self, inside: str) -> str:
         """Where the jailed process finds the jail path `inside` (a bind's target, or under /tmp): the same
@@ -443,9 +492,11 @@ class Jail:
 
     # How the jail's main process ended, in words. bwrap exits 128+N when its command died of signal N.
     def _describe(self, code: int) -> str:
+        sig = -code if code < 0 else (code - 128 if self.kind == BWRAP and 128 < code < 128 + 65 else 0)
+        if code != 0 and self._watch is not None and self._watch.over:
+            return f"memory limit ({self.limits.memory_mb} MB)"
         if self._killed:
             return "killed by the grader"
-        sig = -code if code < 0 else (code - 128 if self.kind == BWRAP and 128 < code < 128 + 65 else 0)
         if code != 0 and self._cgroups is not None and self._cgroups.oom_kills() > 0:
             return f"memory limit ({self.limits.memory_mb} MB)"
         if sig == signal.SIGXCPU:
@@ -474,6 +525,8 @@ class Jail:
 
     def kill(self) -> None:
         """Kill everything in the jail and free its cgroups; idempotent."""
+        if self._watch is not None and self.process.poll() is None and not self._watch.over:
+            self._watch.stop()   # before the kill: what the grader kills is not over any limit
         if self.process.poll() is None:
             self._killed = True
             if self._cgroups is not None:
@@ -484,6 +537,8 @@ class Jail:
                 pass
             self.process.wait()
         self.ended()
+        if self._watch is not None:
+            self._watch.stop()
         if self._cgroups is not None:
             self._cgroups.kill_all()   # anything an unjailed process left behind
             self._cgroups.remove()
@@ -513,8 +568,8 @@ class Jail:
 def _rlimits(limits: JailLimits, *, cgroups: bool) -> list[str]:
     mb = 2**20
     args = [f"--cpu={limits.cpu_s}:{limits.cpu_s + 2}", f"--fsize={limits.file_mb * mb}", "--core=0"]
-    if not cgroups:   # the fallback: per process, and processes per uid
-        args += [f"--as={limits.memory_mb * mb}", f"--nproc={limits.pids}"]
+    if not cgroups:   # the fallback: processes per uid. Memory: the Jail's watch (never RLIMIT_AS: see memory.py)
+        args += [f"--nproc={limits.pids}"]
     return [_tool("prlimit"), *args, "--"]
 
 

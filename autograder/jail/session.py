@@ -296,7 +296,7 @@ def jail_env() -> dict[str, str]:
            "PYTHONPATH": JAIL_AGENT_ROOT, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
            "JAX_PLATFORMS": "cpu", "PALLAS_COURSE_MODE": "tpu-interpret", "PYTHONUNBUFFERED": "1",
            "PALLAS_COURSE_CHECK_COMPILE": "0",   # the grader compiles outside the jail (compile_rule)
-           "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "agg",
+           "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "agg", "TPU_LOG_DIR": "/tmp/home/tpu_logs",   # libtpu's, private
            # One thread per jail for BLAS and OpenMP too (see _jail_xla_flags).
            "XLA_FLAGS": _jail_xla_flags(),
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -5,18 +5,28 @@ uid of its own instead, needing nothing but root:
 - a fresh unprivileged uid per jail (UID_RANGE, unused: no passwd entry, no process), no supplementary
   groups, no_new_privs: it reads only what "other" may read, and jails graded side by side cannot signal,
   ptrace or read each other's files;
-- the grader's files unreadable to it: start() refuses (problem()) while the repository's secrets (solutions/,
-  the grader's package with its checks and keys, the instructor's course.yml, the gradebook) are readable by
-  "other", or while the jail's Python is not (`chmod o= ...`: the Gradescope door's setup.sh arranges both);
+- the grader's files unreadable to it: start() refuses (problem()) while anything of the checkout (its .git,
+  solutions/, the grader's package with its checks and keys, the instructor's course.yml, the gradebook) or of
+  the grader's package wherever it was imported from is readable by "other", found by walking them (exposed()),
+  or while the jail's Python is not (`chmod o= ...`: the Gradescope door's setup.sh arranges both);
 - what bubblewrap would bind read-only is copied into the jail's own folder (STAGE_ROOT/course-jail-uid-<uid>:
   the course helpers, the agent, the public course.yml), paths in its environment rewritten to match (Jail.path);
   its HOME and TMPDIR are folders of its own there (mode 700);
-- the same cgroups (memory, pids, cpu) where they are writable, else rlimits (address space, processes of its
-  uid), CPU time and file size always;
+- the same cgroups (memory, pids, cpu) where they are writable, else the watch of its resident memory
+  (autograder.jail.memory: its uid's processes and its files in /dev/shm) and the rlimit on processes of its
+  uid; CPU time and file size by rlimits always;
 - a seccomp filter (autograder.jail.syscall_filter.fallback_filter): no sockets (the agent talks over its pipes),
   io_uring, ptrace, process_vm_*, namespaces, mounts, bpf, perf_event_open, userfaultfd, the keyring;
 - the results are the grader's: the jail writes nothing but its pipes (root-owned folders are not writable
-  to it), and everything its uid runs, or left in /tmp, /var/tmp and /dev/shm, goes with the jail.
+  to it), and everything its uid runs, or left in /tmp, /var/tmp and /dev/shm, goes with the jail;
+- nothing its uid can write is read by the grader as an instruction: a jail's processes are found by their real
+  uid (which an unprivileged process cannot change) and signalled one by one through a pidfd, never by kill(-1);
+  the orphan sweep trusts only folders and records the grader itself made (owned by it, writable by no one else),
+  never a uid or pid read from a name in /tmp.
+
+Where it may run: in a container that holds one submission (the Gradescope and PrairieLearn doors, which opt in
+with COURSE_JAIL=auto), or where the instructor asks for it (`course grade --jail-without-namespaces`); never as
+a silent fallback on an instructor's machine (autograder.jail.bwrap.jail_kind).
 
 What it does not give that bubblewrap does: it sees the host's process list and /proc/net (no pid or network
 namespace: it cannot connect, ptrace or read other users' /proc/<pid>/environ), and every file readable by
@@ -29,6 +39,7 @@ import os
 import pwd
 import random
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -93,6 +104,59 @@ def secrets() -> list[Path]:
     return [p for p in paths if p.exists()]
 
 
+def _within(path: Path, tops: list[Path]) -> bool:
+    return any(path == t or path.is_relative_to(t) for t in tops)
+
+
+def _walk_exposed(top: Path, allowed: list[Path], found: list[str]) -> None:
+    """Everything under `top` that "other" can read, topmost first (what lies below one is not listed again),
+    except `allowed` and what lies below them; the folders above an allowed path are entered and their entries
+    judged one by one. Links are judged where they lead when that is under `top`, else left to the walk of
+    where they lead (a link to a system file is no grader's file)."""
+    stack = [top]
+    while stack:
+        path = stack.pop()
+        if _within(path, allowed):
+            continue
+        if path.is_symlink():
+            target = Path(os.path.realpath(path))
+            if target.is_relative_to(top) and not _within(target, allowed) and other_can_read(target) \
+                    and other_can_reach(path.parent):
+                found.append(str(path))
+            continue
+        if any(a.is_relative_to(path) for a in allowed):   # the way down to the jail's Python: look inside
+            try:
+                stack.extend(sorted((Path(e.path) for e in os.scandir(path)), reverse=True))
+            except OSError:
+                pass
+            continue
+        if other_can_read(path):
+            found.append(str(path))
+
+
+def exposed() -> list[str]:
+    """The grader's files the jail's uid could read, found by walking: everything in the checkout (its .git,
+    solutions/, grades, anything an instructor left there) but the jail's Python environment, the grader's
+    package wherever it was imported from, the other secrets() outside the checkout, and, in the Python
+    environment, any package of the checkout's own but the student helpers (a non-editable install of the grader)."""
+    from autograder.jail.session import helpers_dir
+
+    allowed = [Path(p) for p in python_paths()]
+    found: list[str] = []
+    if other_can_reach(REPO_ROOT):
+        _walk_exposed(REPO_ROOT, allowed, found)
+    for path in secrets():
+        if not path.resolve().is_relative_to(REPO_ROOT):
+            _walk_exposed(path.resolve(), [], found)
+    ours = {d.name for d in REPO_ROOT.iterdir() if (d / "__init__.py").is_file()} - {helpers_dir().name}
+    for site in {p for p in sys.path if p and os.path.isdir(p) and _within(Path(p).resolve(), allowed)}:
+        for name in ours:
+            installed = Path(site) / name
+            if installed.exists() and not installed.resolve().is_relative_to(REPO_ROOT):
+                _walk_exposed(installed.resolve(), [], found)
+    return list(dict.fromkeys(found))
+
+
 def python_paths() -> list[str]:
     """What the jail's Python needs to read: the interpreter and its environment (jail.python_binds)."""
     from autograder.jail.bwrap import python_binds
@@ -113,9 +177,10 @@ def problem() -> str | None:
         return f"{', '.join(missing)} (util-linux) missing"
     if syscall_filter.fallback_filter() is None:
         return "no seccomp filter for this machine's ABI (sockets would stay open)"
-    readable = [str(p) for p in secrets() if other_can_read(p)]
+    readable = exposed()
     if readable:
-        return (f"the grader's files are readable by other users, so by the jail's uid: {', '.join(readable)} "
+        shown = " ".join(readable[:6]) + (f" and {len(readable) - 6} more" if len(readable) > 6 else "")
+        return (f"the grader's files are readable by other users, so by the jail's uid: {shown} "
                 f"(`chmod -R o= {' '.join(readable)}`; the Gradescope door's setup.sh does it)")
     unreachable = [p for p in python_paths() if not other_can_read(p)]
     if unreachable:
@@ -132,27 +197,70 @@ def _started(pid: int) -> str:
     return started(pid)
 
 
-def _uid_running(uid: int) -> list[int]:
-    """The processes whose effective uid is `uid` (the owner of /proc/<pid>)."""
+def _real_uid(pid: int) -> int | None:
+    """The real uid of `pid` (the first of /proc/<pid>/status's Uid line), None once it is gone or a zombie (dead,
+    holding nothing, waiting for its parent to collect it)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
+                    return None
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def uid_processes(uid: int) -> list[int]:
+    """The processes whose real uid is `uid`: a jail's, since its uid is one the grader allotted to it alone and an
+    unprivileged process cannot change its real uid. (/proc/<pid>'s owner, the effective uid, narrows the scan.)"""
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if entry.stat(follow_symlinks=False).st_uid == uid:
+                if entry.stat(follow_symlinks=False).st_uid == uid and _real_uid(int(entry.name)) == uid:
                     pids.append(int(entry.name))
             except OSError:
                 pass
     return pids
 
 
+def _pidfd_alive(pidfd: int) -> bool:
+    """Whether the process a pidfd refers to still runs (its fdinfo's Pid is -1 once it has exited)."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as f:
+            return any(line.startswith("Pid:") and int(line.split()[1]) > 0 for line in f)
+    except (OSError, ValueError):
+        return False
+
+
+def _kill_if_uid(pid: int, uid: int) -> None:
+    """SIGKILL `pid` if its real uid is `uid`, through a pidfd: the process checked is the one signalled, even if
+    `pid` is reused meanwhile (the pidfd is opened first; it still runs after its uid was read, so that read was
+    of it)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        if _real_uid(pid) == uid and _pidfd_alive(pidfd):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass
+    finally:
+        os.close(pidfd)
+
+
 def kill_uid(uid: int) -> None:
-    """SIGKILL everything `uid` runs: kill(-1) as that uid reaches exactly its processes (a unique uid per jail),
-    repeated until none is left (a fork racing the kill is caught by the next round)."""
+    """SIGKILL every process whose real uid is `uid`, one by one, repeated until none is left (a fork racing the
+    kill is caught by the next round). Never a signal to -1, never a uid outside UID_RANGE."""
+    if uid not in UID_RANGE:
+        raise ValueError(f"uid {uid} is not a jail's (UID_RANGE)")
     deadline = time.monotonic() + 5
-    while _uid_running(uid) and time.monotonic() < deadline:
-        subprocess.run([_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "/bin/sh", "-c",
-                        "kill -KILL -1 2>/dev/null; exit 0"], stdin=subprocess.DEVNULL, capture_output=True,
-                       env={"PATH": "/usr/bin:/bin"}, timeout=10)
+    while (pids := uid_processes(uid)) and time.monotonic() < deadline:
+        for pid in pids:
+            _kill_if_uid(pid, uid)
         time.sleep(0.005)
 
 
@@ -192,8 +300,12 @@ class Stage:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+RECORD = "grader"   # in a jail's folder: "<grader pid> <its start time> <uid>", written by the grader, mode 600
+
+
 def _reserve() -> Stage:
-    """An unused uid of UID_RANGE, reserved by making its folder (mkdir is atomic: one grader per uid)."""
+    """An unused uid of UID_RANGE, reserved by making its folder (mkdir is atomic: one grader per uid). The
+    folder is the grader's (root's, mode 711) and holds the grader's record of the uid it allotted."""
     rng = random.SystemRandom()
     for _ in range(200):
         uid = rng.choice(UID_RANGE)
@@ -207,27 +319,59 @@ def _reserve() -> Stage:
             root.mkdir(mode=0o700)
         except FileExistsError:
             continue
-        if _uid_running(uid):
+        if uid_processes(uid):
             root.rmdir()
             continue
-        (root / "grader").write_text(f"{os.getpid()} {_started(os.getpid())}\n")
+        fd = os.open(root / RECORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()} {_started(os.getpid())} {uid}\n")
         os.chmod(root, 0o711)   # the jail enters it (its own folders below), lists nothing
         return Stage(uid, root)
     raise OSError("no free uid for a jail in UID_RANGE")
 
 
+def _ours(path: Path | int) -> bool:
+    """Whether `path` (or an open fd) was made by this grader's user and no one else can change it: owned by us,
+    not a link, writable by neither group nor other. Anything a jail made fails this (it is another uid)."""
+    try:
+        st = os.fstat(path) if isinstance(path, int) else os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_uid == os.geteuid() and not stat.S_ISLNK(st.st_mode)
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _record(root: Path) -> tuple[int, str, int] | None:
+    """A jail folder's record (grader pid, its start time, the uid it allotted), if the grader wrote it."""
+    if not _ours(root):
+        return None
+    try:
+        fd = os.open(root / RECORD, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if not _ours(fd):
+            return None
+        pid, started, uid = os.read(fd, 200).decode().split()
+        return int(pid), started, int(uid)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def kill_orphans() -> int:
-    """The jails of graders that died without cleaning up: their uids' processes killed, folders removed."""
+    """The jails of graders that died without cleaning up: their uids' processes killed, folders removed. Only
+    folders the grader made and records it wrote count, and the uid is the record's, never a folder's name."""
     found = 0
     for root in Path(STAGE_ROOT).glob(f"{STAGE_PREFIX}*"):
-        try:
-            pid, started = (root / "grader").read_text().split()
-            uid = int(root.name[len(STAGE_PREFIX):])
-        except (OSError, ValueError):
+        record = _record(root)
+        if record is None:
             continue
-        if _started(int(pid)) == started:
-            continue   # its grader is alive
-        found += bool(_uid_running(uid))
+        pid, started, uid = record
+        if uid not in UID_RANGE or _started(pid) == started:
+            continue   # not a jail's uid; or its grader is alive
+        found += bool(uid_processes(uid))
         Stage(uid, root).remove()
     return found
 

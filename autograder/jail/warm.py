@@ -56,11 +56,23 @@ def take(limits: Any, *, cell_timeout_s: float, jailed: bool, deadline: float) -
     with _LOCK:
         waiting, _waiting = _waiting, None
     if waiting is not None and waiting[0] == _key(limits, cell_timeout_s, jailed):
-        with timeline.span("wait for the jail started ahead"):
-            session = waiting[1].result()
-        session.restart_clock(deadline)
+        from autograder.jail.session import SetupFailed
+
+        try:
+            with timeline.span("wait for the jail started ahead"):
+                session = waiting[1].result()
+        except SetupFailed:
+            session = None   # started while the submission before ran (its processes busy): once more, now
+        if session is not None:
+            session.restart_clock(deadline)
+            if _ahead is not None:
+                start_ahead(*_ahead[:1], jailed=_ahead[1])    # the next submission's, while this one is graded
+            return session
+        with timeline.span("jail start"):
+            session = _STARTER.submit(_start, limits, cell_timeout_s, jailed,
+                                      max(0.1, deadline - time.monotonic())).result()
         if _ahead is not None:
-            start_ahead(*_ahead[:1], jailed=_ahead[1])    # the next submission's, while this one is graded
+            start_ahead(*_ahead[:1], jailed=_ahead[1])
         return session
     if waiting is not None:
         _discard(waiting[1])

@@ -4,8 +4,8 @@ What it holds is the grader's own code on a student-shaped computation (no stude
 it needs no namespaces; it needs bounds. Reusing autograder.jail.bwrap's machinery:
 
 - one memory, pids and (where writable) cpu cgroup of its own (jail._Cgroups, named as the jail's are, so
-  jail.kill_orphans() removes the groups of a grader that died), rlimits always (CPU seconds, file size, no core;
-  address space where there is no cgroup), the same start-up chain (join the groups -> prlimit -> setpriv with
+  jail.kill_orphans() removes the groups of a grader that died), rlimits always (CPU seconds, file size, no core),
+  where there is no cgroup the jail's watch of resident memory (autograder.jail.memory), the same start-up chain (join the groups -> prlimit -> setpriv with
   the parent-death signal -> the guard that stops if the grader already died);
 - a session and process group of its own (killed as a group), a private TMPDIR/HOME removed at the end, or by
   kill_orphans() here when the grader was killed first;
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.jail import bwrap as jail
+from autograder.jail import bwrap as jail, memory
 
 TMP_PREFIX = "course-judge-"
 STDERR_KEEP = 16 * 1024
@@ -41,9 +41,8 @@ class BoxLimits:
     cpus: float = 2.0          # the compiles started ahead (autograder.judge.server) run beside the runs
 
     def jail_limits(self, *, cgroups: bool) -> jail.JailLimits:
-        # Without a cgroup the memory bound is the address space, of which libtpu alone maps ~1.3 GB.
-        mb = self.memory_mb if cgroups else self.memory_mb + 2048
-        return jail.JailLimits(memory_mb=mb, pids=self.pids, cpu_s=self.cpu_s, file_mb=self.file_mb, cpus=self.cpus)
+        del cgroups   # one rule with or without: resident memory (the cgroup, or the watch)
+        return jail.JailLimits(memory_mb=self.memory_mb, pids=self.pids, cpu_s=self.cpu_s, file_mb=self.file_mb, cpus=self.cpus)
 
 
 def _grader_tag() -> str:
@@ -70,7 +69,9 @@ def _env(tmp: str) -> dict[str, str]:
 
     env = {k: v for k, v in jail_env().items() if k not in ("PYTHONPATH", "HOME", "TMPDIR", "IPYTHONDIR",
                                                             "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
-    env.update({"HOME": tmp, "TMPDIR": tmp, "PYTHONPATH": str(REPO_ROOT)})
+    # libtpu's logs (module names, VMEM breakdowns, the working directory) in the box's private folder, not the
+    # world-readable /tmp/tpu_logs it picks by default
+    env.update({"HOME": tmp, "TMPDIR": tmp, "PYTHONPATH": str(REPO_ROOT), "TPU_LOG_DIR": f"{tmp}/tpu_logs"})
     for key in ("TPU_WORKER_HOSTNAMES", "TPU_HOST_BOUNDS", "ALLOW_MULTIPLE_LIBTPU_LOAD",   # tpu_compile's own
                 "COURSE_GRADE_TIMELINE"):   # profiling: the judge's spans go to the grader's timeline
         if key in os.environ:
@@ -108,6 +109,14 @@ class Box:
             self._cleanup()
             raise
         threading.Thread(target=self._drain, daemon=True).start()
+        self.watch = None if self.cgroups is not None else memory.ResidentWatch(
+            lambda: memory.descendants(self.process.pid), limits.memory_mb, self._memory_kill)
+
+    def _memory_kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except OSError:
+            pass
 
     def _drain(self) -> None:
         for chunk in iter(lambda: self.process.stderr.read(65536), b""):
@@ -118,7 +127,7 @@ class Box:
         return bytes(self._tail).decode("utf-8", "replace")
 
     def _describe(self, code: int) -> str:
-        if self.cgroups is not None and self.cgroups.oom_kills() > 0:
+        if (self.cgroups is not None and self.cgroups.oom_kills() > 0) or (self.watch is not None and self.watch.over):
             return f"needed more than {self.limits.memory_mb} MB (the grader's memory limit for it)"
         if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return f"used more than {self.limits.cpu_s} s of CPU time (the grader's limit for it)"
@@ -164,6 +173,8 @@ class Box:
         self._cleanup()
 
     def _cleanup(self) -> None:
+        if getattr(self, "watch", None) is not None:
+            self.watch.stop()
         if self.cgroups is not None:
             self.cgroups.remove()
             if not self.cgroups.dirs:

@@ -1,0 +1,115 @@
+"""The memory limit where no cgroup can be made (a container without cgroup permission: Gradescope, PrairieLearn):
+a watch of what the jail's processes hold resident, the same rule as the memory cgroup's.
+
+RLIMIT_AS, what stood here before, counts reserved address space: an untouched 1 GiB array, or the address space
+JAX reserves by the machine's core count (1.5 GB VmPeak for one small interpret-mode kernel on 2 cores, more on
+16), counted as used, so honest notebooks failed there and nowhere else. The cgroup counts pages in use; so does
+this watch: every `interval_s` it sums, over the jail's processes, their proportional share of anonymous and
+shared-memory pages (smaps_rollup's Pss_Anon + Pss_Shmem: a page shared by two of them counts once, a library's
+file pages, which the kernel can drop and re-read, not at all), plus what `extra_bytes` says (files the jail
+keeps in a shared tmpfs), and kills the jail the first time the sum passes the limit.
+
+What it gives up against the cgroup: the check is periodic, so a burst faster than `interval_s` can pass the
+limit by what it allocates in that time before it is stopped (the machine's own memory is the only hard bound
+meanwhile), and files in a tmpfs outside `extra_bytes` are not counted.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+INTERVAL_S = 0.05
+
+
+def resident_bytes(pid: int) -> int:
+    """What `pid` holds in memory that counts against a jail: its proportional share of anonymous and shared-memory
+    pages (smaps_rollup), else (older kernels) its resident anonymous and shared pages (status). 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            text = f.read()
+    except OSError:
+        return 0
+    fields = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(b":")
+        if key in (b"Pss_Anon", b"Pss_Shmem", b"Rss"):
+            fields[key] = int(rest.split()[0]) * 1024
+    if b"Pss_Anon" in fields:
+        return fields[b"Pss_Anon"] + fields.get(b"Pss_Shmem", 0)
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = {k: v for k, _, v in (line.partition(b":") for line in f)}
+        return sum(int(status.get(k, b"0 kB").split()[0]) * 1024 for k in (b"RssAnon", b"RssShmem"))
+    except (OSError, ValueError):
+        return fields.get(b"Rss", 0)
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (bubblewrap's jail: its pid namespace's orphans are reparented to the
+    namespace's init, a child of `pid`, so none leaves the tree)."""
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        return [pid, *(p.pid for p in parent.children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+def shm_bytes(uid: int, folder: str = "/dev/shm") -> int:
+    """The disk blocks of what `uid` keeps in `folder` (a tmpfs: memory), the tree below each entry it owns."""
+    total = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if st.st_uid != uid:
+                continue
+            total += st.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                for top, _, files in os.walk(entry.path):
+                    for name in files:
+                        total += os.lstat(os.path.join(top, name)).st_blocks * 512
+        except OSError:
+            pass
+    return total
+
+
+class ResidentWatch:
+    """Calls `kill` once, from a thread of its own, the first time `members()`' resident memory (plus
+    `extra_bytes()`) passes `limit_mb`; `over` then says so. stop() ends the watch (idempotent)."""
+
+    def __init__(self, members: Callable[[], list[int]], limit_mb: int, kill: Callable[[], None], *,
+                 extra_bytes: Callable[[], int] | None = None, interval_s: float = INTERVAL_S) -> None:
+        self.limit = limit_mb * 2**20
+        self.over = False
+        self.peak = 0
+        self._members = members
+        self._extra = extra_bytes
+        self._kill = kill
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jail-memory-watch", daemon=True)
+        self._thread.start()
+
+    def used(self) -> int:
+        return sum(resident_bytes(pid) for pid in self._members()) + (self._extra() if self._extra else 0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            used = self.used()
+            self.peak = max(self.peak, used)
+            if used > self.limit:
+                self.over = True
+                self._kill()
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)

@@ -1,0 +1,82 @@
+"""One memory rule with and without cgroups (autograder.jail.memory): what a jail's processes hold resident counts,
+what they only reserve does not. Without a memory cgroup (COURSE_JAIL_NO_CGROUPS=1: the platforms' containers),
+the jail's watch stops a real hog with the same words as the cgroup, and lets address space alone through (JAX
+reserves it by the core count)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from autograder.jail import bwrap as jail, memory
+from autograder.jail.bwrap import JailLimits
+
+LIMITS = JailLimits(memory_mb=256, pids=256, cpu_s=60, file_mb=16, tmpfs_mb=32)
+
+RESERVE_16G = """
+import mmap
+m = mmap.mmap(-1, 16 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0))
+m[:1 << 20] = b"x" * (1 << 20)   # 1 MiB of it used
+print("ran", len(m) >> 30)
+"""
+HOGS = {
+    "anonymous pages": """
+import time
+held = []
+while True:
+    held.append(bytearray(64 << 20))   # zero-filled: every page touched
+    time.sleep(0.01)
+""",
+    "shared memory": """
+import mmap, time
+m = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+for i in range(0, len(m), 4096):
+    m[i] = 1
+time.sleep(5)
+""",
+    "a child's pages": """
+import subprocess, sys, time
+subprocess.run([sys.executable, "-c", "import time\\nh = [bytearray(64 << 20) for _ in range(40)]\\ntime.sleep(30)"])
+""",
+}
+
+
+@pytest.fixture(autouse=True)
+def no_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = jail.jail_problem()
+    if problem:
+        pytest.skip(problem)
+    monkeypatch.setenv(jail.NO_CGROUPS_ENV, "1")
+
+
+def run(script: str, limits: JailLimits = LIMITS) -> tuple[str, str, str]:
+    with jail.start([sys.executable, "-c", script], binds=jail.python_binds(), env={}, limits=limits) as j:
+        assert j._cgroups is None and j._watch is not None
+        out, err = j.process.communicate(timeout=60)
+        j.wait()
+        return out.decode(), err.decode(), j.ended() or ""
+
+
+def test_16_gb_of_untouched_address_space_runs_under_a_256_mb_limit() -> None:
+    out, err, ended = run(RESERVE_16G)
+    assert (out, ended) == ("ran 16\n", "exit 0"), err
+
+
+@pytest.mark.parametrize("how", HOGS)
+def test_a_memory_hog_ends_with_the_memory_limit_as_under_the_cgroup(how: str) -> None:
+    out, err, ended = run(HOGS[how])
+    assert ended == "memory limit (256 MB)", (out, err[-2000:])
+    assert "memory per jail by a watch of its processes' resident memory" in jail.limits_note()
+
+
+def test_resident_bytes_counts_touched_pages_not_reserved_ones() -> None:
+    import mmap
+
+    before = memory.resident_bytes(os.getpid())
+    m = mmap.mmap(-1, 1 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    reserved = memory.resident_bytes(os.getpid())
+    m[: 64 << 20] = b"x" * (64 << 20)
+    touched = memory.resident_bytes(os.getpid())
+    m.close()
+    assert reserved - before < 16 << 20 and touched - before > 60 << 20, (before, reserved, touched)
