@@ -1,6 +1,7 @@
 """Hostile and broken LAB·1.1 submissions, built from the student notebook (course_tools.demo.filled_in), each
 with the score and the reason the grader should give it on both paths (`course grade`, `nbgrader autograde`).
-Used by tests/test_grader_isolation.py. One case per class of attack of issue 11, plus the broken inputs.
+Used by tests/test_grader_isolation.py. One case per class of attack of issue 11, plus the broken inputs;
+build_33() adds issue 33's classes (tests/test_configurations.py grades both through every configuration).
 
 Most attacks start from the untouched stub (0/6): a forged pass would show as points. The few that start from
 the solution check that the hostile part costs what it should and nothing more.

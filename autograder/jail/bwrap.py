@@ -252,7 +252,8 @@ def limits_note() -> str:
         cpu = "a fair share of the CPU (at most 1 CPU)" if _cpu_writable() else "no CPU share (no cpu cgroup here)"
         return ("limits: memory (shared memory and tmpfs included), processes and "
                 f"{cpu} per jail by cgroups; CPU time and file size per process by rlimits")
-    return ("limits: no cgroup permission here, so memory per jail by a watch of its processes' resident memory "
+    why = f"{NO_CGROUPS_ENV}=1" if os.environ.get(NO_CGROUPS_ENV) == "1" else "no cgroup permission here"
+    return (f"limits: {why}, so memory per jail by a watch of its processes' resident memory "
             "(autograder.jail.memory: used, not reserved, as the cgroup counts; checked every "
             f"{memory.INTERVAL_S:g} s), processes per uid (shared by all jails) by rlimits, CPU time and file "
             "size per process by rlimits")
