@@ -199,7 +199,8 @@ SUBSET = ["ok-solution", "probe-outside", "network", "processes"]   # the full s
 
 
 def _class_run(gradescope: Path, tmp_path_factory: pytest.TempPathFactory, students: list[str]) -> tuple[dict, Path]:
-    """`course grade --jobs 2`, as the stand-in installed it, under the stand-in of Docker's profile."""
+    """`course grade --jobs 2 --jail-without-namespaces`, as the stand-in installed it, under the stand-in of
+    Docker's profile and without cgroups, as on the platforms."""
     work = Path(tempfile.mkdtemp(prefix="course-class-", dir="/tmp"))   # mode 700: nothing for the jails
     subs, out = work / "submitted", work / "grades"
     tree = gradescope / "source" / "course"
@@ -214,7 +215,8 @@ def _class_run(gradescope: Path, tmp_path_factory: pytest.TempPathFactory, stude
         (subs / "walker" / manifest().stage.id).mkdir(parents=True)
         nbformat.write(stub, subs / "walker" / manifest().stage.id / NAME)
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "PYTHONPATH": str(tree),
-           hostile.SECRET_ENV: "s3cret-of-the-grader"}
+           hostile.SECRET_ENV: "s3cret-of-the-grader",
+           "COURSE_JAIL_NO_CGROUPS": "1"}   # the platforms' containers: no cgroup permission (the memory watch)
     cmd = [str(gradescope / "course-env" / "bin" / "python"), "-c", "from course_tools.cli import main; main()", "grade", str(subs),
            "--out", str(out), "--jobs", "2", "--json", "--jail-without-namespaces", *LIMITS]
     try:
