@@ -19,6 +19,7 @@ CASES: dict[str, list[tuple[str, list[tuple[tuple[int, ...], str]], dict[str, in
         ("softmax", [((256, 512), "float32")], {}),
         ("softmax", [((256, 512), "bfloat16")], {"rows_per_block": 16}),
         ("layernorm", [((256, 512), "float32"), ((512,), "float32"), ((512,), "float32")], {}),
+        ("column_sums", [((200, 128), "float32")], {"rows_per_block": 16}),     # a partial last block of 8 rows
     ],
     "lab-1.4-pipelining-profile": [
         ("matmul_pipeline_off", [((256, 256), "float32"), ((256, 256), "float32")], {}),
