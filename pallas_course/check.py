@@ -17,7 +17,8 @@ import numpy as np
 from pallas_course.errors import explain
 # LAB·1.4's cases, rules and model matmul, importable from here as before (the grader and the jail's agent)
 from pallas_course.lab_1_4_rules import (  # noqa: F401 - re-exported
-    BLOCK_CHOICE_CASES, BLOCK_STEP, BUDGET_LINE_CASES, FED_BLOCK_CASES, PIPELINE_OFF_CASES, SEARCH_LIMIT, STEP_CASES,
+    BLOCK_CHOICE_CASES, BLOCK_STEP, BUDGET_LINE_CASES, FED_BLOCK_CASES, LEGAL_OR_NOT_CASES, PIPELINE_OFF_CASES,
+    SEARCH_LIMIT, STEP_CASES, legal_or_not_label, legal_or_not_problem,
     VMEM_HEADROOM, WORKING_SET_CASES, BudgetModel, ReportModel, StepDetail, StepModel, YourMatmul, block_choice_label,
     block_choice_problem, budget_entries, budget_line_label, budget_line_problem, fed_block_label, fed_block_problem,
     pipeline_off_families, pipeline_off_label, pipeline_off_problem, step_families, step_label, step_time_problem,
@@ -396,7 +397,7 @@ def check_one_kernel(name: str, fn: Callable[..., Any], *args: Any, outside_min_
 # LAB·1.4's visible checks (pallas_course.lab_1_4_checks) stay importable from here, where the notebooks and the
 # tests import them; they import this module, so they are loaded on first use (PEP 562), not above.
 _LAB_1_4_CHECKS = ("course_helpers", "check_fed_block", "check_budget_line", "check_block_choice", "check_step_times",
-                   "check_working_set", "check_pipeline_off")
+                   "check_working_set", "check_pipeline_off", "check_legal_or_not")
 
 
 def __getattr__(name: str) -> Any:

@@ -121,13 +121,24 @@ def block_as_written(text: str) -> str:
 def _tiling(m: re.Match[str]) -> str:
     if not m["block"]:
         return ("on a TPU the last two dimensions of a block must be multiples of (8, 128) (or the whole array "
-                "dimension), and this BlockSpec's are not")
+                "dimension), whatever the dtype, and this BlockSpec's are not")
     written = block_as_written(m["block"])
     squeezed = (f"; a None (squeezed) dimension is a block size of 1, so {written} reads as "
                 f"{written.replace('None', '1')}" if "None" in written else "")
     return (f"block {written} of {m['arg']} (array {m['shape']}) breaks the TPU tiling rule: its "
-            "last two sizes must be multiples of (8, 128) for 32-bit types, (16, 128) for bf16, or equal the whole "
-            f"array dimension{squeezed}")
+            "last two sizes must be multiples of (8, 128), or equal the whole array dimension, whatever the "
+            f"dtype{squeezed}")
+
+
+def _native_tile(m: re.Match[str]) -> str:
+    return (f"block {m['block']} of an array {m['shape']} is not a whole number of the array's native "
+            f"{m['tiling']} tiles: it passes the (8, 128) lowering rule, "
+            "but Mosaic refuses it at compile time (E2002)")
+
+
+def _native_tile_fix(m: re.Match[str]) -> str:
+    rows = m["tiling"].strip("()").split(",")[0]
+    return f"make the block's rows a multiple of {rows} (or the whole dimension): the tiling table in LAB·1.4"
 
 
 _MOSAIC_TYPES = {"i32": "int32", "i16": "int16", "i8": "int8", "f32": "float32", "bf16": "bfloat16", "f16": "float16",
@@ -292,8 +303,11 @@ PATTERNS: tuple[Pattern, ...] = (
                       r"(?:.*?Block spec for (?P<arg>\S+) in pallas_call .*? has block shape (?P<block>\((?:[^()]|\([^()]*\))*\)), "
                       r"array shape (?P<shape>\(.*?\)))?",
        _tiling,
-       "choose blocks whose last two sizes are multiples of 8 and 128 (16 and 128 for bf16), or the full "
-       "dimension", TPU_DOCS),
+       "choose blocks whose last two sizes are multiples of 8 and 128, or the full dimension (for an 8-bit "
+       "dtype, rows a multiple of 32: its native tile is (32, 128))", TPU_DOCS),
+    _p("tpu-tiling", r"E2002: CompileTimeMosaicMisalignedBlockAndTiling:.*?Operand of shape (?P<shape>\(.*?\)) has "
+                      r"tiling (?P<tiling>\(\d+, \d+\)), but its block shape (?P<block>\(.*?\)) is not divisible",
+       _native_tile, _native_tile_fix, TPU_DOCS),
     _p("store-dtype", r"Invalid dtype for `swap`\. Ref dtype: (?P<ref>\w+)\. Value dtype: (?P<val>\w+)",
        "the kernel stores a {val} value into a {ref} ref", _store_dtype_fix, QUICKSTART),
     _p("store-shape", r"Invalid shape for `swap`\. Ref shape: (?P<ref>\(.*?\))\..*?Value shape: (?P<val>\(.*?\))",

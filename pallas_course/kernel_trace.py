@@ -32,6 +32,9 @@ class BlockInfo:
     block_shape: tuple[int | None, ...]
     buffer_count: int | None       # pl.Buffered(n) if given, else None (the default, 2 on TPU)
     index_map: Callable[..., tuple[int, ...]] = field(repr=False, compare=False)
+    # the block is the whole array at a constant-zero index map (JAX's BlockMapping.has_trivial_window): jax 0.10.2
+    # single-buffers such an operand in VMEM whatever its pipeline_mode (mosaic/lowering.py)
+    trivial_window: bool = False
 
     def block_index(self, *grid_point: int) -> tuple[int, ...]:
         """The block index this operand's index map returns at `grid_point`."""
@@ -142,6 +145,7 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
             block_shape=_block_dims(bm.block_shape),
             buffer_count=getattr(mode, "buffer_count", None),
             index_map=_index_map(bm),
+            trivial_window=bool(bm.has_trivial_window()),
         ))
     scratch = tuple(
         (tuple(a.shape), np.dtype(a.dtype), str(getattr(a, "memory_space", "")))

@@ -13,7 +13,8 @@ import numpy as np
 
 from pallas_course.check import PASSED, CheckFailure, _run_under_course_mode, compare, explained
 from pallas_course.errors import explain
-from pallas_course.lab_1_4_rules import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, PIPELINE_OFF_CASES,
+from pallas_course.lab_1_4_rules import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, LEGAL_OR_NOT_CASES,
+                                         PIPELINE_OFF_CASES, legal_or_not_label, legal_or_not_problem,
                                          STEP_CASES, WORKING_SET_CASES, YourMatmul, block_choice_label,
                                          block_choice_problem, budget_line_label, budget_line_problem,
                                          fed_block_label, fed_block_problem, pipeline_off_label, pipeline_off_problem,
@@ -85,6 +86,12 @@ def check_block_choice(choose_blocks: Callable[..., Any], matmul: Callable[..., 
                                                                         model.report),
                  {"step_times": model.step_times, "vmem_working_set": model.working_set},
                  lambda fn, m, n, k, dtype, chip: fn(m, n, k, np.dtype(dtype), chip))
+
+
+def check_legal_or_not(blockspec_verdict: Callable[..., Any]) -> None:
+    """The grade's legal_or_not rule on every case it runs: the verdict of the course's tiling table."""
+    _check_cases("blockspec_verdict", blockspec_verdict, LEGAL_OR_NOT_CASES, legal_or_not_label, legal_or_not_problem,
+                 {}, lambda fn, shape, block, dtype: fn(shape, block, np.dtype(dtype)))
 
 
 def check_step_times(step_times: Callable[..., Any], matmul: Callable[..., Any]) -> None:

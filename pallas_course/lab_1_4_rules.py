@@ -47,13 +47,22 @@ BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
     (4096, 4096, 4096, "bfloat16", "v5e"), (4096, 4096, 4096, "bfloat16", "v6e"), (4096, 4096, 4096, "float32", "v5e"),
     (2048, 8192, 1024, "bfloat16", "v4"))
 
+# (array shape, block shape, dtype): every row and every outcome of the tiling table (pallas_course.tiling), each
+# verdict held to the real compiler by the course's tests (the tiling record)
+LEGAL_OR_NOT_CASES: tuple[tuple[tuple[int, int], tuple[int, int], str], ...] = (
+    ((256, 256), (8, 128), "float32"), ((256, 256), (4, 128), "float32"), ((256, 256), (8, 64), "float32"),
+    ((8, 100), (8, 100), "float32"), ((384, 256), (24, 128), "float32"), ((300, 256), (128, 128), "float32"),
+    ((256, 256), (8, 128), "bfloat16"), ((256, 256), (16, 128), "bfloat16"), ((256, 256), (16, 128), "int8"),
+    ((256, 256), (32, 128), "int8"), ((24, 256), (24, 128), "int8"), ((256, 256), (4, 256), "int8"))
+VERDICTS = ("legal", "note", "compile", "lowering")
+
 
 def visible_cases(test: str) -> tuple[tuple[Any, ...], ...]:
     """The cases the notebook's visible check of LAB·1.4's graded test `test` runs (each check_* of
     pallas_course.lab_1_4_checks)."""
     return {"pipeline_off": PIPELINE_OFF_CASES, "step_time_model": STEP_CASES, "working_set": WORKING_SET_CASES,
             "fed_block": FED_BLOCK_CASES, "budget_line": BUDGET_LINE_CASES,
-            "block_choice": BLOCK_CHOICE_CASES}.get(test, ())
+            "block_choice": BLOCK_CHOICE_CASES, "legal_or_not": LEGAL_OR_NOT_CASES}.get(test, ())
 
 
 def fed_block_label(dtype: Any, chip: str) -> str:
@@ -123,6 +132,34 @@ def step_families(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> frozenset
 def working_set_families(bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool) -> frozenset[str]:
     return frozenset({dtype_name(dtype), f"{buffers} buffer{'s' * (buffers != 1)}",
                       "an f32 scratch accumulator" if acc_scratch else "no scratch"})
+
+
+def legal_or_not_label(shape: tuple[int, ...], block: tuple[int, ...], dtype: Any) -> str:
+    return f"blockspec_verdict({tuple(shape)}, {tuple(block)}, {dtype_name(dtype)})"
+
+
+def legal_or_not_answer(shape: tuple[int, ...], block: tuple[int, ...], dtype: Any) -> tuple[str, str]:
+    """(verdict, the rule that decides it) by the course's legality model (pallas_course.legality, the tiling
+    table): "lowering" if the Pallas lowering refuses the block, "compile" if only Mosaic does, "note" if it is
+    legal with half-filled tiles or a partial last block, else "legal"."""
+    from pallas_course.legality import check_block
+
+    v = check_block(shape, block, np.dtype(dtype), "v5e")
+    failed = [c for c in v.checks if not c.ok]
+    for verdict, severity in (("lowering", "lowering"), ("compile", "compile"), ("note", "note")):
+        hit = [c for c in failed if c.severity == severity]
+        if hit:
+            return verdict, hit[0].message
+    return "legal", "every block dim passes the lowering rule and fills whole native tiles, and the blocks tile the array"
+
+
+def legal_or_not_problem(got: Any, shape: tuple[int, ...], block: tuple[int, ...], dtype: Any) -> str | None:
+    want, why = legal_or_not_answer(shape, block, dtype)
+    if not isinstance(got, str) or got not in VERDICTS:
+        return f"returned {got!r}: answer one of {', '.join(map(repr, VERDICTS))}"
+    if got != want:
+        return f"returned {got!r}, but it is {want!r}: {why}"
+    return None
 
 
 def block_choice_label(m: int, n: int, k: int, dtype: Any, chip: str) -> str:

@@ -1,13 +1,14 @@
 """BlockSpec legality and the VMEM budget, in one place: the rules the chapter quotes and the grader enforces.
 
-Three levels, because TPU tooling rejects bad blocks at three different moments:
+Three levels, because TPU tooling rejects bad blocks at three different moments (the course's one table of
+them is `pallas_course.tiling`; this module applies it):
 
 * ``lowering``: the Pallas TPU lowering (``jax/_src/pallas/mosaic/lowering.py``, the block-shape check) refuses
-  the kernel. This is what ``jax.jit(f).trace(...).lower(lowering_platforms=('tpu',))`` catches on a CPU
-  machine, and what `lowering_accepts` asks JAX directly; the tests hold the model to it in both directions.
-* ``compile``: lowering passes but Mosaic refuses at compile time (needs libtpu or a TPU). Seen on every chip
-  with jax 0.10.2 + libtpu 0.0.42.1: an 8-bit array is tiled (32, 128) in HBM, so a block of 8 or 16 rows
-  fails with ``E2002 CompileTimeMosaicMisalignedBlockAndTiling``.
+  the kernel: last two dims divisible by (8, 128) or equal the array's, whatever the dtype. This is what
+  ``jax.jit(f).trace(...).lower(lowering_platforms=('tpu',))`` catches on a CPU machine, and what
+  `lowering_accepts` asks JAX directly; the tests hold the model to it in both directions.
+* ``compile``: lowering passes but Mosaic refuses at compile time (needs libtpu or a TPU): an 8-bit array is
+  tiled (32, 128), so a block of 8, 16 or 24 rows fails with ``E2002 CompileTimeMosaicMisalignedBlockAndTiling``.
 * ``note``: legal, but worth saying (a bf16 block of 8 rows fills half a native (16, 128) tile; a grid that
   does not divide the array leaves a partial last block).
 
@@ -23,20 +24,22 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from . import tiling
 from .chips import Chip, chip as chip_by_name
 from .kernel_trace import PallasCallInfo
 
 Severity = Literal["lowering", "compile", "note"]
 
-LOWERING_SOURCE = "jax 0.10.2 jax/_src/pallas/mosaic/lowering.py (block shape check); docs/pallas/grid_blockspec.md"
-COMPILE_SOURCE = ("deviceless compile, jax 0.10.2 + libtpu 0.0.42.1 on v4/v5e/v5p/v6e topologies (2026-11-29): "
-                  "int8 (8, 128) and (16, 128) blocks fail with E2002 CompileTimeMosaicMisalignedBlockAndTiling, "
-                  "'has tiling (32, 128)'")
-TILE_SOURCE = "jax/_src/pallas/mosaic/tpu_info.py TpuInfo.get_sublane_tiling; FACTS.md native tiles"
+LOWERING_SOURCE = tiling.LOWERING_SOURCE
+COMPILE_SOURCE = tiling.COMPILE_SOURCE
+TILE_SOURCE = tiling.TILE_SOURCE
 # Default buffers per blocked operand when no pl.Buffered(n) is given: the TPU pipeline double-buffers.
 DEFAULT_BUFFER_COUNT = 2
-# The seed's EX·09 sandbox counts one block arriving, one being computed on and one leaving.
-SANDBOX_BLOCKS_IN_FLIGHT = 3
+# EX·09's sandbox models a copy kernel: the same BlockSpec in and out, so two operands, each with its buffers.
+SANDBOX_OPERANDS = 2
+VMEM_SOURCE = ("jax 0.10.2 jax/_src/pallas/mosaic/lowering.py ('Force single-buffering pipelining for trivial "
+               "windowing in VMEM'); bytes per buffer fitted to the compiler's own numbers: the course's record vmem-padding.json, "
+               "course_tools.bench.tpu_layout, jax 0.10.2 + libtpu 0.0.42.1, deviceless v5e, 2026-12-04")
 
 
 class BlockSpecError(ValueError):
@@ -222,21 +225,19 @@ def check_block(
             "sublane rule", rank - 2, f"bm % {c.sublanes} == 0 or bm == {m}", ok, "lowering",
             f"second-minor (sublane) dim: block {bm} must be a multiple of {c.sublanes} or equal the array's {m}; "
             f"try {max(c.sublanes, bm // c.sublanes * c.sublanes)} or {m}", LOWERING_SOURCE))
-        tile = c.sublane_tile(dt.itemsize if dt != np.bool_ else 4)
-        if tile != c.sublanes:
+        tile_row = tiling.row(bits)
+        tile = tile_row.native_tile[0]
+        if tile_row.misaligned is not None:
             ok = bm == m or bm % tile == 0
-            # 8-bit arrays are tiled (32, 128) in HBM and Mosaic refuses misaligned blocks; 16-bit ones are
-            # (8, 128)-tiled by default before TPU7x, so 8 rows compile, but fill half a packed vreg.
-            severity: Severity = "compile" if bits <= 8 else "note"
+            severity: Severity = tile_row.misaligned
             if severity == "compile":
                 msg = (f"second-minor (sublane) dim: a {name} array is tiled ({tile}, {c.lanes}) in HBM, so block {bm} "
                        f"must be a multiple of {tile} or equal the array's {m}; Mosaic rejects it at compile time")
-                src = COMPILE_SOURCE
             else:
                 msg = (f"second-minor (sublane) dim: {bm} rows of {name} fill only part of the native "
                        f"({tile}, {c.lanes}) tile; legal, but a multiple of {tile} uses whole packed vregs")
-                src = TILE_SOURCE
-            checks.append(RuleCheck("native tile", rank - 2, f"bm % {tile} == 0 or bm == {m}", ok, severity, msg, src))
+            checks.append(RuleCheck("native tile", rank - 2, f"bm % {tile} == 0 or bm == {m}", ok, severity, msg,
+                                    tile_row.source))
     else:
         b0, n0 = dims[0], shape[0]
         packing = 32 // bits
@@ -267,16 +268,37 @@ def check_block(
     return BlockVerdict(shape, block, name, c.name, tuple(checks), grid, block_bytes)
 
 
+def vmem_block_bytes(block_shape: Sequence[int | None], dtype: Any) -> int:
+    """Bytes one buffer of a block takes in VMEM, as the compiler allocates it: the last dim rounded up to whole
+    128-lane rows; the second-minor rounded up to a multiple of 8 rows, or below 8 rows to a power of two and at
+    least one 32-bit sublane (2 bf16 or 4 int8 rows). Fitted to every measurement in the course's record
+    vmem-padding.json (course_tools.bench.tpu_layout; jax 0.10.2 + libtpu 0.0.42.1, deviceless v5e): a (1, d) float32 block takes d x 4 bytes (not a whole
+    (8, 128) tile per 128 lanes), 3 rows take 4, 12 take 16; a (1, d) bfloat16 block takes 2 rows, int8 4.
+    Blocks of whole (8, 128) tiles, every matmul block in the course, are exactly their bytes."""
+    dims = [1 if b is None else int(b) for b in block_shape]
+    dt = np.dtype(dtype)
+    lanes = -(-dims[-1] // tiling.LANES) * tiling.LANES
+    rows = dims[-2] if len(dims) >= 2 else 1
+    sublane_rows = max(1, 4 // dt.itemsize)
+    if rows < tiling.SUBLANES:
+        rows = max(sublane_rows, 1 << (rows - 1).bit_length())
+    else:
+        rows = -(-rows // tiling.SUBLANES) * tiling.SUBLANES
+    return math.prod(dims[:-2]) * rows * lanes * dt.itemsize
+
+
 def sandbox_budget(
     verdict: BlockVerdict,
     *,
-    blocks_in_flight: int = SANDBOX_BLOCKS_IN_FLIGHT,
+    buffers: int = DEFAULT_BUFFER_COUNT,
     scratch_bytes: int = 0,
     vmem_limit_bytes: int | None = None,
 ) -> VmemBudget:
-    """The EX·09 sandbox's working set: `blocks_in_flight` blocks of one BlockSpec plus scratch."""
+    """The EX·09 sandbox's working set: a copy kernel with this BlockSpec in and out, each block held `buffers`
+    times (2 by default, 1 with pl.Buffered(1)), at the bytes the compiler allocates for it, plus scratch."""
     c = chip_by_name(verdict.chip)
-    entries = [VmemEntry("block", verdict.block_bytes, blocks_in_flight)]
+    per_buffer = vmem_block_bytes(verdict.block_shape, verdict.dtype)
+    entries = [VmemEntry(name, per_buffer, buffers) for name in ("in[0]", "out[0]")[:SANDBOX_OPERANDS]]
     if scratch_bytes:
         entries.append(VmemEntry("scratch", scratch_bytes, 1))
     return _budget(c, entries, vmem_limit_bytes)
@@ -328,8 +350,10 @@ def check_pallas_call(
 ) -> PallasCallReport:
     """Legality of every BlockSpec of a traced pallas_call, and its VMEM working set on `chip`.
 
-    Working set = sum over blocked operands of block bytes x buffers (pl.Buffered(n) if the kernel set it,
-    else `buffers`, else 2) + scratch. Operands in SMEM/ANY are not counted (nothing was traced for them here).
+    Working set = sum over blocked operands of block bytes x buffers + scratch. Buffers: 1 for an operand whose
+    block is the whole array at a constant-zero index map (jax 0.10.2 single-buffers a trivial window), else
+    pl.Buffered(n) if the kernel set it, else `buffers`, else 2. Block bytes as the compiler allocates them
+    (`vmem_block_bytes`). Operands in SMEM/ANY are not counted (nothing was traced for them here).
     """
     c = _as_chip(chip)
     operands = []
@@ -337,8 +361,8 @@ def check_pallas_call(
     for b in info.blocks:
         label = f"{b.role}[{b.position}]"
         operands.append((label, check_block(b.array_shape, b.block_shape, b.dtype, c)))
-        n = b.buffer_count or buffers or DEFAULT_BUFFER_COUNT
-        entries.append(VmemEntry(label, b.block_bytes, n))
+        n = 1 if b.trivial_window else (b.buffer_count or buffers or DEFAULT_BUFFER_COUNT)
+        entries.append(VmemEntry(label, vmem_block_bytes(b.block_shape, b.dtype), n))
     for i, (shape, dtype, space) in enumerate(info.scratch):
         if "smem" in space.lower() or "semaphore" in space.lower():
             continue

@@ -71,7 +71,8 @@ def test_schedule_errors_are_one_line():
 
 
 def test_blockspec_seed_ex09():
-    """EX·09: legal, 8 x 8 = 64 blocks, 131 KB per block, 393 KB in flight, 134,217,728 B on v5e."""
+    """EX·09: legal, 8 x 8 = 64 blocks, 131 KB per block, a copy kernel's 2 operands x 2 buffers = 524 KB,
+    134,217,728 B on v5e."""
     result = runner.invoke(app, ["blockspec", "--shape", "2048,2048", "--block", "256,256",
                                  "--dtype", "bfloat16", "--chip", "v5e"])
     assert result.exit_code == 0, result.output
@@ -79,7 +80,7 @@ def test_blockspec_seed_ex09():
     assert out.startswith("legal: BlockSpec(256, 256) on the (2048, 2048) bfloat16 array, chip v5e")
     assert "grid 8 x 8 = 64 blocks" in out
     assert "bytes/block 131 KB (131,072 B)" in out
-    assert "VMEM working set (3 blocks in flight) 393 KB (393,216 B) / 134 MB" in out
+    assert "VMEM working set (copy kernel: 2 operands x 2 buffers) 524 KB (524,288 B) / 134 MB" in out
     assert "VMEM budget 134,217,728 B for v5e, source: " in out
     assert "default scoped limit 16 MiB" in out
 
@@ -92,7 +93,7 @@ def test_blockspec_json():
     data = json.loads(result.output)
     assert data["verdict"]["legal"] is True and data["verdict"]["num_blocks"] == 64
     assert data["verdict"]["block_bytes"] == 131_072
-    assert data["budget"]["working_set_bytes"] == 393_216 and data["budget"]["vmem_bytes"] == 134_217_728
+    assert data["budget"]["working_set_bytes"] == 524_288 and data["budget"]["vmem_bytes"] == 134_217_728
 
 
 def test_blockspec_illegal_names_violation():

@@ -94,7 +94,7 @@ def test_sandbox_flags_an_illegal_block_and_says_why(browser, built_site):  # no
         assert page.get_attribute(root, "data-legal") == "true"
         assert "8 × 8 = 64 blocks launched" in page.inner_text(f"{root} [data-out=launch]")
         assert page.inner_text(f"{root} [data-out=bytes]") == "131 KB"
-        assert page.inner_text(f"{root} [data-out=working-set]") == "393 KB / 134 MB"
+        assert page.inner_text(f"{root} [data-out=working-set]") == "524 KB / 134 MB"
         page.select_option(f"{root} select[name=dtype]", "float32")
         page.fill(f"{root} input[name=bm]", "100")
         assert page.get_attribute(root, "data-legal") == "false"

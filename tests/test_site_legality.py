@@ -32,7 +32,7 @@ JS_EVALUATE = """
   cases: cases.map((c) => {
     try {
       const verdict = mod.checkBlock(data, c.shape, c.block, c.dtype, c.chip);
-      const budget = mod.sandboxBudget(data, verdict, c.in_flight ?? data.blocks_in_flight, c.vmem_limit_bytes ?? null);
+      const budget = mod.sandboxBudget(data, verdict, c.buffers ?? data.buffers, c.vmem_limit_bytes ?? null);
       return { verdict, budget };
     } catch (e) {
       return { error: e.message, kind: e.constructor.name };
@@ -51,7 +51,7 @@ def python_results() -> dict:
         except BlockSpecError as e:
             out.append({"error": str(e), "kind": "BlockSpecError"})
             continue
-        b = sandbox_budget(v, blocks_in_flight=c.get("in_flight", 3), vmem_limit_bytes=c.get("vmem_limit_bytes"))
+        b = sandbox_budget(v, buffers=c.get("buffers", 2), vmem_limit_bytes=c.get("vmem_limit_bytes"))
         budget = b.to_dict()
         out.append({"verdict": json.loads(json.dumps(v.to_dict())),
                     "budget": json.loads(json.dumps({k: budget[k] for k in BUDGET_KEYS}))})

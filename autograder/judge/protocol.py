@@ -75,7 +75,8 @@ def _block(d: Any, grid: tuple[int, ...]) -> BlockInfo:
             count is None or isinstance(count, int)):
         raise BadStructure("a block of no known role")
     return BlockInfo(role=role, position=d["position"], array_shape=_ints(d.get("array_shape"), "an array shape"),
-                     dtype=_dtype(d.get("dtype")), block_shape=tuple(block), buffer_count=count, index_map=index_map)
+                     dtype=_dtype(d.get("dtype")), block_shape=tuple(block), buffer_count=count, index_map=index_map,
+                     trivial_window=d.get("trivial_window") is True)
 
 
 def _dtype(name: Any) -> np.dtype:

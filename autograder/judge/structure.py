@@ -17,6 +17,7 @@ MAX_GRID_POINTS = 65_536   # larger grids are compared without their index table
 def _block_data(b: Any, points: list[tuple[int, ...]] | None) -> dict[str, Any]:
     return {"role": b.role, "position": b.position, "array_shape": list(b.array_shape), "dtype": b.dtype.name,
             "block_shape": list(b.block_shape), "buffer_count": b.buffer_count,
+            "trivial_window": bool(b.trivial_window),
             "block_indices": None if points is None else [list(b.block_index(*p)) for p in points]}
 
 

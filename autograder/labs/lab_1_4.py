@@ -19,6 +19,7 @@ import numpy as np
 from autograder.labs.harness import (TestFailure, call, call_alone, expect_close, fresh_seed,
                                one_pallas_call, quiet)
 from pallas_course.check import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, PIPELINE_OFF_CASES,
+                                 LEGAL_OR_NOT_CASES, legal_or_not_label, legal_or_not_problem,
                                  STEP_CASES, WORKING_SET_CASES, pipeline_off_families, pipeline_off_label,
                                  pipeline_off_problem,
                                  block_choice_label, block_choice_problem, budget_line_label, budget_line_problem,
@@ -263,6 +264,18 @@ def block_choice(choose_blocks: Callable[..., Any]) -> None:
             raise TestFailure(f"{test}: {label} {problem}")
 
 
+def legal_or_not(blockspec_verdict: Callable[..., Any]) -> None:
+    """Legal or not, and where it fails: the tiling table's verdict ("legal", "note", "compile", "lowering") for
+    blocks of every dtype width, each verdict held to the real compiler by the course's tiling record."""
+    test = "legal_or_not"
+    for shape, block, dtype in LEGAL_OR_NOT_CASES:
+        label = legal_or_not_label(shape, block, dtype)
+        got = call(test, label, blockspec_verdict, shape, block, _dtype(dtype))
+        problem = legal_or_not_problem(got, shape, block, dtype)
+        if problem is not None:
+            raise TestFailure(f"{test}: {label} {problem}")
+
+
 def families(test: str) -> frozenset[str]:
     """The families of this test's cases: the notebook's visible checks must show each (tests/test_families.py).
     Each case is a family of its own (the notebook runs every one): its combination of dtype, chip, sizes,
@@ -270,6 +283,7 @@ def families(test: str) -> frozenset[str]:
     return frozenset(_case_families(test, {
         "pipeline_off": PIPELINE_OFF_CASES, "step_time_model": STEP_CASES, "working_set": WORKING_SET_CASES,
         "fed_block": FED_BLOCK_CASES, "budget_line": BUDGET_LINE_CASES, "block_choice": BLOCK_CHOICE_CASES,
+        "legal_or_not": LEGAL_OR_NOT_CASES,
     }.get(test, ())))
 
 

@@ -31,8 +31,8 @@ def blockspec(
     dtype: Annotated[str, typer.Option("--dtype", help="Element type: float32, bfloat16, int8, ...")] = "float32",
     chip: Annotated[str, typer.Option("--chip", help="Chip from course.yml (v4, v5e, v5p, v6e, v7x) or a "
                                       "device kind ('TPU v5 lite').")] = "v5e",
-    in_flight: Annotated[int, typer.Option("--in-flight", help="Blocks of this size resident in VMEM at once "
-                                           "(3: one arriving, one computed on, one leaving).")] = 3,
+    buffers: Annotated[int, typer.Option("--buffers", help="Buffers per operand of a copy kernel with this "
+                                         "BlockSpec in and out: 2 (the default pipeline) or 1 (pl.Buffered(1)).")] = 2,
     vmem_limit_bytes: Annotated[int, typer.Option("--vmem-limit-bytes", help="A kernel's "
                                                   "pltpu.CompilerParams(vmem_limit_bytes=...); 0 = the chip's "
                                                   "default scoped limit.")] = 0,
@@ -59,13 +59,13 @@ def blockspec(
         dt = np.dtype(dtype)
     except TypeError:
         raise fail(f"--dtype={dtype!r} is not a dtype; try float32, bfloat16 or int8") from None
-    if in_flight < 1:
-        raise fail(f"--in-flight={in_flight}: at least one block is in VMEM")
+    if buffers not in (1, 2):
+        raise fail(f"--buffers={buffers}: Pallas TPU pipelines hold 1 or 2 buffers per operand")
     try:
         verdict = check_block(_ints(shape, "--shape"), _ints(block, "--block", allow_none=True), dt, chip)
     except (BlockSpecError, ChipError) as e:
         raise fail(str(e)) from None
-    budget = sandbox_budget(verdict, blocks_in_flight=in_flight, vmem_limit_bytes=vmem_limit_bytes or None)
+    budget = sandbox_budget(verdict, buffers=buffers, vmem_limit_bytes=vmem_limit_bytes or None)
     if as_json:
         typer.echo(json.dumps({"verdict": verdict.to_dict(), "budget": budget.to_dict()}, indent=1))
         return
@@ -77,7 +77,7 @@ def blockspec(
         typer.echo(f"  {mark} {c.rule}: {c.expression}" + ("" if c.ok else f" -- {c.message}"))
     typer.echo(f"grid {' x '.join(map(str, verdict.grid))} = {verdict.num_blocks} blocks")
     typer.echo(f"bytes/block {fmt_bytes(verdict.block_bytes)} ({verdict.block_bytes:,} B)")
-    typer.echo(f"VMEM working set ({in_flight} blocks in flight) {fmt_bytes(budget.working_set_bytes)} "
+    typer.echo(f"VMEM working set (copy kernel: 2 operands x {buffers} buffers) {fmt_bytes(budget.working_set_bytes)} "
                f"({budget.working_set_bytes:,} B) / {fmt_bytes(budget.vmem_bytes)}")
     typer.echo(f"VMEM budget {budget.vmem_bytes:,} B for {verdict.chip}, source: {budget.sources['vmem_bytes']}")
     typer.echo(f"default scoped limit {fmt_mib(budget.default_scoped_vmem_bytes)}, source: "

@@ -1,7 +1,7 @@
 """What EX·09's in-page legality arithmetic (site/js/legality.js) reads: the same constants the Python rules use.
 
 Chip constants and their sources come from course.yml through pallas_course.chips, rule sources and the
-blocks-in-flight count from pallas_course.legality, and each dtype's width from NumPy/ml_dtypes, so the page
+the copy kernel's operands and buffers from pallas_course.legality, and each dtype's width from NumPy/ml_dtypes, so the page
 never types a number of its own. tests/test_site_legality.py runs legality.js on this data against
 pallas_course.legality.check_block over a shared table of cases.
 """
@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from pallas_course import legality
+from pallas_course import legality, tiling
 from pallas_course.chips import chips
 
 
@@ -37,5 +37,8 @@ def legality_data(dtypes: Iterable[str]) -> dict[str, Any]:
         "chips": {name: chip_info(name) for name in chips()},
         "sources": {"lowering": legality.LOWERING_SOURCE, "compile": legality.COMPILE_SOURCE,
                     "tile": legality.TILE_SOURCE},
-        "blocks_in_flight": legality.SANDBOX_BLOCKS_IN_FLIGHT,
+        "tiling": tiling.as_data(),
+        "operands": legality.SANDBOX_OPERANDS,
+        "buffers": legality.DEFAULT_BUFFER_COUNT,
+        "vmem_source": legality.VMEM_SOURCE,
     }

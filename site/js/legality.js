@@ -87,6 +87,12 @@ export function fmtMib(n) {
   return `${formatG4(n, 2 ** 20)} MiB`;
 }
 
+// The course's one tiling table (pallas_course/tiling.py, through data.tiling): the row for a dtype `bits` wide.
+export function tilingRow(data, bits) {
+  const rows = data.tiling.rows;
+  return rows.find((r) => bits >= r.bits) || rows[rows.length - 1];
+}
+
 // Legality of BlockSpec(blockShape) over an array of arrayShape and dtype on chip (names into `data`).
 // A null block dim is squeezed (size 1 in the kernel). Mirrors legality.check_block and its to_dict().
 export function checkBlock(data, arrayShape, blockShape, dtypeName, chipName) {
@@ -133,9 +139,10 @@ export function checkBlock(data, arrayShape, blockShape, dtypeName, chipName) {
         `try ${Math.max(c.sublanes, floorDiv(bm, c.sublanes) * c.sublanes)} or ${m}`,
       source: S.lowering,
     });
-    const tile = c.sublanes * Math.max(1, floorDiv(4, dt.tile_itemsize));
-    if (tile !== c.sublanes) {
-      const compile = bits <= 8;
+    const tileRow = tilingRow(data, bits);
+    const tile = tileRow.native_tile[0];
+    if (tileRow.misaligned !== null) {
+      const compile = tileRow.misaligned === "compile";
       checks.push({
         rule: "native tile", axis: rank - 2, expression: `bm % ${tile} == 0 or bm == ${m}`,
         ok: bm === m || bm % tile === 0, severity: compile ? "compile" : "note",
@@ -144,7 +151,7 @@ export function checkBlock(data, arrayShape, blockShape, dtypeName, chipName) {
             `must be a multiple of ${tile} or equal the array's ${m}; Mosaic rejects it at compile time`
           : `second-minor (sublane) dim: ${bm} rows of ${name} fill only part of the native ` +
             `(${tile}, ${c.lanes}) tile; legal, but a multiple of ${tile} uses whole packed vregs`,
-        source: compile ? S.compile : S.tile,
+        source: tileRow.source,
       });
     }
   } else {
@@ -196,11 +203,29 @@ export function checkBlock(data, arrayShape, blockShape, dtypeName, chipName) {
   };
 }
 
-// The EX·09 working set: blocksInFlight blocks of one BlockSpec, against the chip's scoped limit and VMEM.
-// Mirrors legality.sandbox_budget(...).to_dict() for its numbers and verdict.
-export function sandboxBudget(data, verdict, blocksInFlight = data.blocks_in_flight, vmemLimitBytes = null) {
+// Bytes one buffer of a block takes in VMEM, as the compiler allocates it. Mirrors legality.vmem_block_bytes:
+// lanes rounded up to 128; rows to a multiple of 8, or below 8 to a power of two of at least one 32-bit sublane.
+export function vmemBlockBytes(data, blockShape, dtypeName) {
+  const dt = data.dtypes[dtypeName];
+  const { sublanes, lanes } = data.tiling;
+  const dims = blockShape.map((b) => (b === null ? 1 : b));
+  const cols = Math.ceil(dims[dims.length - 1] / lanes) * lanes;
+  let rows = dims.length >= 2 ? dims[dims.length - 2] : 1;
+  if (rows < sublanes) {
+    let p = 1;
+    while (p < rows) p *= 2;
+    rows = Math.max(Math.max(1, floorDiv(4, dt.itemsize)), p);
+  } else {
+    rows = Math.ceil(rows / sublanes) * sublanes;
+  }
+  return prod(dims.slice(0, -2)) * rows * cols * dt.itemsize;
+}
+
+// The EX·09 working set: a copy kernel, the BlockSpec in and out (data.operands), each held `buffers` times,
+// against the chip's scoped limit and VMEM. Mirrors legality.sandbox_budget(...).to_dict().
+export function sandboxBudget(data, verdict, buffers = data.buffers, vmemLimitBytes = null) {
   const c = data.chips[verdict.chip];
-  const ws = verdict.block_bytes * blocksInFlight;
+  const ws = data.operands * buffers * vmemBlockBytes(data, verdict.block_shape, verdict.dtype);
   const limit = vmemLimitBytes || c.default_scoped_vmem_bytes;
   const fitsLimit = ws <= limit;
   const fitsCapacity = ws <= c.vmem_bytes;

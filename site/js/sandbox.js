@@ -73,7 +73,7 @@ function render(root, data, form) {
     ...v.checks.filter((c) => c.rule !== "partial block")
       .map((c) => row(c.rule, c.expression, `rule ${c.ok ? "ok" : c.severity}`)),
     row("bytes/block", fmtBytes(v.block_bytes), "", "bytes"),
-    row(`VMEM working set (${data.blocks_in_flight} blocks in flight)`,
+    row(`VMEM working set (copy kernel: ${data.operands} operands × ${data.buffers} buffers)`,
       `${fmtBytes(b.working_set_bytes)} / ${fmtBytes(b.vmem_bytes)}`, "", "working-set"),
     row("scoped VMEM limit (compiler default)", fmtMib(b.limit_bytes), "", "limit"),
   );
@@ -85,7 +85,8 @@ function render(root, data, form) {
   out("sources").textContent =
     `VMEM budget ${fmtInt(b.vmem_bytes)} B for ${chip.device_kind}, source: ${b.sources.vmem_bytes} · ` +
     `default scoped limit ${fmtInt(b.default_scoped_vmem_bytes)} B, source: ${b.sources.default_scoped_vmem_bytes} · ` +
-    `lanes ${chip.lanes} and sublanes ${chip.sublanes}, source: ${chip.sources.lanes} · rules: ${data.sources.lowering}`;
+    `lanes ${chip.lanes} and sublanes ${chip.sublanes}, source: ${chip.sources.lanes} · rules: ${data.sources.lowering} · ` +
+    `buffers: ${data.vmem_source}`;
 }
 
 export function initSandbox(doc = document) {
