@@ -29,7 +29,8 @@ def _runner_call(test_id: str, lab) -> str:
         return {"pipeline_off": "check_pipeline_off(matmul_pipeline_off",
                 "step_time_model": "check_step_times(step_times", "working_set": "check_working_set(vmem_working_set",
                 "fed_block": "check_fed_block(smallest_fed_block", "budget_line": "check_budget_line(largest_square_block",
-                "block_choice": "check_block_choice(choose_blocks"}.get(test_id, f"{kernel}(")
+                "block_choice": "check_block_choice(choose_blocks",
+                "legal_or_not": "check_legal_or_not(blockspec_verdict"}.get(test_id, f"{kernel}(")
     if test_id == "softmax_time_model":     # LAB·1.3's model, a plain function: pallas_course.lab_1_3_rules
         return "check_softmax_seconds(softmax_seconds"
     return f'check_kernel("{kernel}", {kernel})'

@@ -77,6 +77,24 @@ MUTANTS = [
            {"    for b in range(128, 8192 + 1, 128):\n        dma, mxu = step_times(b, b, b, dtype, chip)":
             "    for b in (128, 256, 512, 1024, 2048, 4096, 8192):\n        dma, mxu = step_times(b, b, b, dtype, chip)"},
            {"fed_block": "is fed there, but so is"}),
+    # -------------------------------------------------------------------------------------------- legal or not
+    Mutant("verdict_bf16_needs_16_rows", "the old rule that bf16 blocks need 16 rows: an 8-row bf16 block 'does not "
+           "compile' (it does: it only fills half a native tile)",
+           {'    if not whole_tiles and itemsize == 1:': '    if not whole_tiles and itemsize <= 2:'},
+           {"legal_or_not": r"\(256, 256\), \(8, 128\), bfloat16\) returned 'compile', but it is 'note': .*fill only "
+                            r"part of the native \(16, 128\) tile"}),
+    Mutant("verdict_ignores_native_tile", "only the (8, 128) lowering rule: an 8-row bf16 block is 'legal' with no "
+           "note, an int8 block of 16 rows 'legal' too",
+           {"    whole_tiles = bm == m or bm % tile_rows == 0": "    whole_tiles = True"},
+           {"legal_or_not": r"bfloat16\) returned 'legal', but it is 'note': .*native \(16, 128\) tile"}),
+    Mutant("verdict_int8_only_a_note", "an int8 block of 16 rows is only a note, as for bf16 (Mosaic refuses it)",
+           {'    if not whole_tiles and itemsize == 1:': '    if not whole_tiles and itemsize == 0:'},
+           {"legal_or_not": r"int8\) returned 'note', but it is 'compile': .*int8 array is tiled \(32, 128\)"}),
+    Mutant("verdict_equal_dims_ignored", "forgets that a block dim equal to the array's passes: (8, 100) over "
+           "(8, 100) 'does not lower'",
+           {"if not (bn == n or bn % 128 == 0) or not (bm == m or bm % 8 == 0):":
+            "if bn % 128 or bm % 8:"},
+           {"legal_or_not": r"\(8, 100\), \(8, 100\), float32\) returned 'lowering', but it is 'legal'"}),
     # --------------------------------------------------------------------------------------------- working set
     Mutant("ws_no_output_block", "forgets the output block C",
            {WS_BLOCKS: "blocks = (bm * bk + bk * bn) * np.dtype(dtype).itemsize * buffers"},
