@@ -36,6 +36,18 @@ def test_each_style_s_step_is_xla_s_count(models: dict[str, YourMatmul], style: 
         assert (moved, flops) == _xla_step(bm, bn, bk, dtype), (style, bm, bn, bk, dtype)
 
 
+@pytest.mark.parametrize("style", list(STYLES))
+def test_each_style_s_working_set_is_the_lab_s(models: dict[str, YourMatmul], style: str) -> None:
+    """The VMEM model of every style is the lab's arithmetic (cost_model.matmul_working_set): a student's own scratch
+    accumulator is the one acc_scratch asks about, never counted twice."""
+    from pallas_course.cost_model import matmul_working_set
+    from pallas_course.lab_1_4_rules import WORKING_SET_CASES
+
+    for bm, bn, bk, dtype, buffers, acc in WORKING_SET_CASES:
+        got = models[style].working_set(bm, bn, bk, np.dtype(dtype), buffers, acc)
+        assert got == matmul_working_set(bm, bn, bk, dtype, buffers, acc), (style, bm, bn, bk, dtype, buffers, acc)
+
+
 def test_a_when_branch_counts_at_the_step_that_takes_it() -> None:
     """assign_then_add: the first K step runs the assignment's dot, a later one the add's; each one dot."""
     from pallas_course.kernel_trace import trace

@@ -1,6 +1,7 @@
 """Fifty-odd typical mistakes across LAB·1.1-1.4, each an edit to the solution notebook's code, written as a student
 writes them (issue 20's eight that once passed every visible check and lost points, its wrong diagnoses, and more)."""
 from tests.mistakes import Mistake
+from tests.mistakes.matmul_styles import REFERENCE, STYLES
 
 ADD = "o_ref[...] = x_ref[...] + y_ref[...]"
 T_OUT = "out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),"
@@ -392,6 +393,14 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), pipeline_mode=one_buffer),":
                  "pl.BlockSpec((bn, bk), lambda i, j, kk: (kk, j), pipeline_mode=one_buffer),"},
                 r"inner sizes differ|block of B's BlockSpec", ("pipeline_off",)),
+        # issue 37: correct LAB·1.2 matmuls in other styles pasted: the models read the same step (every check ✓,
+        # full marks); before, both pl.when branches counted (2x the FLOPs) and a fori_loop body once
+        Mistake("matmul_assign_then_add_is_right", "a correct matmul that assigns on the first K step, adds after",
+                {REFERENCE.rstrip("\n"): STYLES["assign_then_add"].rstrip("\n")}, r"", (),
+                ("step_time_model", "fed_block", "block_choice")),
+        Mistake("matmul_fori_subtiles_is_right", "a correct matmul looping over 128-wide K sub-tiles with fori_loop",
+                {REFERENCE.rstrip("\n"): STYLES["fori_subtiles"].rstrip("\n")}, r"", (),
+                ("step_time_model", "fed_block", "block_choice")),
         # issue 27: the lab's conventions named
         Mistake("step_times_halved_peak_f32", "half the bf16 peak for float32 (the lab uses the bf16 peak for every dtype)",
                 {"    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s":
