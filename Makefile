@@ -54,6 +54,7 @@ check-colab:
 
 # Every supported configuration (door x jail x memory rule: docs/grader.md, "Configurations") over the honest and
 # hostile corpus (tests/hostile.py, issue 33's cases): the same scores, test by test. Needs root and bubblewrap.
+# A part: COURSE_CONFIG_CASES='ok-solution,c33-*' make configurations
 .PHONY: configurations
 configurations:
 	python -m pytest -m slow -p no:cacheprovider tests/test_configurations.py

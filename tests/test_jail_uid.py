@@ -8,11 +8,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from autograder.jail import bwrap as jail, uid as jail_uid
+from autograder.judge import box
 from autograder.jail.syscall_filter import fallback_filter, loader_argv, no_namespaces_filter
 from tests import no_namespaces
 
@@ -145,6 +147,9 @@ def test_kill_uid_signals_that_uids_processes_one_by_one_and_nothing_else() -> N
     jailed = [_as_uid(uid, "sleep", "60") for _ in range(2)]
     neighbour = _as_uid(uid + 1, "sleep", "60")
     try:
+        deadline = time.monotonic() + 30
+        while len(jail_uid.uid_processes(uid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)   # setpriv has switched to the uid (a loaded machine takes its time)
         jail_uid.kill_uid(uid)
         assert [p.wait(timeout=5) for p in jailed] == [-9, -9]
         assert neighbour.poll() is None and jail_uid.uid_processes(uid) == []
@@ -173,13 +178,16 @@ def test_the_orphan_sweep_takes_no_uid_from_a_name_in_tmp() -> None:
         ours.mkdir(mode=0o711)
         (ours / jail_uid.RECORD).write_text("1 0 0\n")   # a record of ours naming uid 0: refused all the same
         os.chmod(ours / jail_uid.RECORD, 0o600)
-        assert jail_uid.kill_orphans() == 0
-        assert bystander.poll() is None and planted.exists() and ours.exists()
+        judge = Path(jail_uid.STAGE_ROOT) / "course-judge-1-0-x"   # a dead grader's judge folder, by its name
+        judge.mkdir()
+        os.chown(judge, 64992, 64992)
+        assert jail_uid.kill_orphans() == 0 and box.remove_orphans() == 0
+        assert bystander.poll() is None and planted.exists() and ours.exists() and judge.exists()
     finally:
         bystander.kill()
         bystander.wait()
-        shutil.rmtree(planted, ignore_errors=True)
-        shutil.rmtree(ours, ignore_errors=True)
+        for d in (planted, ours, Path(jail_uid.STAGE_ROOT) / "course-judge-1-0-x"):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def test_exposed_walks_the_checkout_git_included_and_spares_only_the_jails_python(monkeypatch, tmp_path) -> None:

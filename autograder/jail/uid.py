@@ -330,7 +330,7 @@ def _reserve() -> Stage:
     raise OSError("no free uid for a jail in UID_RANGE")
 
 
-def _ours(path: Path | int) -> bool:
+def ours(path: Path | int) -> bool:
     """Whether `path` (or an open fd) was made by this grader's user and no one else can change it: owned by us,
     not a link, writable by neither group nor other. Anything a jail made fails this (it is another uid)."""
     try:
@@ -343,14 +343,14 @@ def _ours(path: Path | int) -> bool:
 
 def _record(root: Path) -> tuple[int, str, int] | None:
     """A jail folder's record (grader pid, its start time, the uid it allotted), if the grader wrote it."""
-    if not _ours(root):
+    if not ours(root):
         return None
     try:
         fd = os.open(root / RECORD, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
-        if not _ours(fd):
+        if not ours(fd):
             return None
         pid, started, uid = os.read(fd, 200).decode().split()
         return int(pid), started, int(uid)

@@ -54,7 +54,11 @@ def remove_orphans() -> int:
     signal; their cgroups go with jail.kill_orphans()). Returns how many."""
     found = 0
     root = Path(jail.STAGE_DIR)
+    from autograder.jail.uid import ours
+
     for d in root.glob(f"{TMP_PREFIX}*"):
+        if not ours(d):
+            continue   # not a folder this grader's user made (a jail without namespaces can write /tmp)
         parts = d.name[len(TMP_PREFIX):].split("-")
         if len(parts) != 3 or not parts[0].isdigit() or jail._started(int(parts[0])) == parts[1]:
             continue
