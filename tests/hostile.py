@@ -468,13 +468,13 @@ if text:
         if cell["cell_type"] == "code" and ("def add" in src or "def transpose" in src):
             exec(src, globals())
 '''
-# Leaves 120 busy processes in sessions of their own: the next submission's jail (started ahead, beside this
-# one) must still start, and its student be graded as if alone.
+# Leaves 120 busy processes in sessions of their own (each for 20 s: the corpus stays affordable): the next
+# submission's jail (started ahead, beside this one) must still start, and its student be graded as if alone.
 SPINNERS = '''
 import subprocess
 for _ in range(120):
     try:
-        subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"], start_new_session=True)
+        subprocess.Popen(["/usr/bin/timeout", "20", "/bin/sh", "-c", "while :; do :; done"], start_new_session=True)
     except OSError as e:
         print("stopped at", type(e).__name__)
         break
