@@ -408,6 +408,11 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
                        n_params: int) -> str | None:
     """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step."""
     n, d = shape
+    split = pc.inputs[0].block_shape[-1] if pc.inputs and pc.inputs[0].block_shape else None
+    if split is not None and split < d:
+        return (f"the input x block of {label} is {tuple(pc.inputs[0].block_shape)}: the feature axis is split into "
+                f"blocks of {split}, so each step would normalise its piece by that piece's own statistics; a block "
+                f"is rows_per_block whole rows, (rows_per_block, d) = ({r}, {d}), on the grid (n // rows_per_block,)")
     wrong = _equal(f"the grid of {label}", pc.grid, (n // r,),
                    "one grid step per block of rows_per_block rows, so the grid is (n // rows_per_block,)")
     if wrong:
@@ -571,6 +576,15 @@ def transpose_hint(x: Any, out: Any, bm: int, bn: int) -> str | None:
     if np.array_equal(got, reshaped) and bm != bn:
         return ("each block lands in its place but reshaped to (bn, bm), not transposed: a reshape keeps the block's "
                 "row-major order; store its transpose, o_ref[...] = x_ref[...].T")
+    if m == n and bm == bn:
+        in_place = np.empty_like(got)
+        for i in range(m // bm):
+            for j in range(n // bn):
+                in_place[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn] = X[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn].T
+        if np.array_equal(got, in_place):
+            return ("each block is transposed but stored in its own place: block (i, j) of x, transposed, lands at "
+                    "block (i, j) of the output, where only the diagonal blocks are right; it belongs at block (j, i): "
+                    "the output index map swaps the indices, lambda i, j: (j, i)")
     if bm == bn and np.array_equal(got, untransposed):
         return ("each block lands where its transpose belongs, but its values are stored as they were read (as "
                 "x_ref[...], or a reshape of it to the block's shape, gives): the blocks move, their values do not; "
@@ -625,6 +639,11 @@ def softmax_hint(x: Any, out: Any, rows: int | None = None) -> str | None:
         if r > 1 and np.abs(by_block - 1).max() < 1e-2:
             return (f"each column of every {r}-row block sums to 1, not each row: the max and the sum reduce over "
                     "the block's rows (axis=0); a softmax reduces over the features, axis=-1 (keepdims=True)")
+    for w in range(128, d, 128):
+        if d % w == 0 and np.abs(a.reshape(n, d // w, w).sum(axis=-1) - 1).max() < 1e-2:
+            return (f"every {w}-feature piece of each row sums to 1 (each row sums to {d // w}): the feature axis is "
+                    f"split into blocks of {w}, and each step normalises its piece by that piece's own max and sum; "
+                    "a block spans all d features, (rows_per_block, d), on the grid (n // rows_per_block,)")
     sums = a.sum(axis=-1)
     if np.abs(sums - 1).max() > 1e-2:
         return (f"rows of the output do not sum to 1 (row sums from {sums.min():.3g} to {sums.max():.3g}), as every "

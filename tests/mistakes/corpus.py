@@ -50,7 +50,8 @@ MISTAKES: dict[str, list[Mistake]] = {
                 r"a ref is used as an array", ("transpose_values",)),
         Mistake("transpose_identity_out_map", "out index map (i, j)",
                 {T_OUT: "out_specs=pl.BlockSpec((bn, bm), lambda i, j: (i, j)),"},
-                r"differ by more than|block", ("transpose_schedule", "transpose_values")),
+                r"differ by more than|block", ("transpose_schedule", "transpose_values"),
+                graded=r"(?s)^(?!.*no usual mistake).*(out index map must swap|belongs at block \(j, i\))"),
         Mistake("transpose_out_block_not_swapped", "out block (bm, bn) instead of (bn, bm)",
                 {T_OUT: "out_specs=pl.BlockSpec((bm, bn), lambda i, j: (j, i)),"},
                 r"Out-of-bounds|outside the array|stores a \(256, 128\) value into a \(128, 256\) block|BlockSpec",
@@ -324,6 +325,13 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "o_ref[...] = (e * pl.reciprocal(jnp.sum(e, axis=-1, keepdims=True), approx=True))"},
                 r"(?s)^(?!.*no usual mistake).*pl\.reciprocal\(s, approx=True\)", ("softmax_values", "softmax_stability"),
                 ("softmax_fused",), graded=r"(?s)^(?!.*no usual mistake).*pl\.reciprocal\(s, approx=True\)"),
+        Mistake("softmax_feature_axis_split", "(rows_per_block, 128) blocks on a 2-D grid: each piece normalised alone",
+                {"grid=(n // rows_per_block,),\n        in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],\n"
+                 "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),":
+                 "grid=(n // rows_per_block, d // 128),\n        in_specs=[pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j))],\n"
+                 "        out_specs=pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j)),"},
+                r"feature axis is split into blocks of 128", ("softmax_values", "softmax_fused", "softmax_stability"),
+                graded=r"feature axis is split into blocks of 128"),
         # only the TPU compiler refuses it (needs libtpu): bf16 rows one at a time, pl.ds(r, 1), 16 to a tile
         Mistake("softmax_one_row_at_a_time", "a fori_loop over the block's rows, one pl.ds(r, 1) row each",
                 {"""    x = x_ref[...].astype(jnp.float32)\n    m = jnp.max(x, axis=-1, keepdims=True)\n    e = jnp.exp(x - m)\n    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)""":
