@@ -191,6 +191,37 @@ def forward() -> Any:
     return vendored.import_module(KERNEL).linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu
 
 
+# The ragged-vocabulary bug: this line takes the logsumexp of the whole V block, the padded columns of the last one
+# included (their logits are 0: line 92 zeroed w there), so each adds exp(0) = 1. LAB·1.5 fixes it in code.
+LSE_LINE = 209
+LSE_TEXT = "lse_block = jax.nn.logsumexp(xw_tiled[...], axis=-1)"
+
+
+def forward_with_mask(masked_logits: Any) -> Any:
+    """tokamax's forward with its one ragged-V line fixed by `masked_logits(xw, v_index, v_block_size, v_dim)`: line
+    209 takes the logsumexp of what it returns for this V block's logits instead of the logits themselves. The rest
+    of the file is the one read, line for line (the module is its own copy: tokamax's stays as it is)."""
+    import types
+    from pathlib import Path
+
+    require()
+    from pallas_course import vendored
+
+    original = vendored.import_module(KERNEL)
+    lines = Path(original.__file__).read_text().split("\n")
+    line = lines[LSE_LINE - 1]
+    if line.strip() != LSE_TEXT:
+        raise RuntimeError(f"line {LSE_LINE} of {original.__file__} is {line.strip()!r}, not {LSE_TEXT!r}: "
+                           "this is not the tokamax release the lab reads")
+    indent = line[: len(line) - len(line.lstrip())]
+    lines[LSE_LINE - 1] = (f"{indent}lse_block = jax.nn.logsumexp(masked_logits(xw_tiled[...], v_index, v_block_size, "
+                           "v_dim), axis=-1)")
+    fixed = types.ModuleType(f"{original.__name__}_masked")
+    fixed.__dict__["masked_logits"] = masked_logits
+    exec(compile("\n".join(lines), f"{original.__file__} (line {LSE_LINE} masked)", "exec"), fixed.__dict__)  # noqa: S102
+    return fixed.linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu
+
+
 def reference() -> Any:
     """tokamax's reference.py: plain jnp, the whole (B, V) logits at once."""
     require()

@@ -7,6 +7,7 @@ import datetime as dt
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import json
 
@@ -343,12 +344,12 @@ def test_check_form_reads_the_usual_abbreviations_and_says_what_is_missing(key: 
 
 # ------------------------------------------------------------------------------ the kernel, interpret mode
 
-def _run(b: int, h: int, v: int, blocks: dict, reduction: str = "sum"):
+def _run(b: int, h: int, v: int, blocks: dict, reduction: str = "sum", forward: Any = None):
     from pallas_course.runtime import interpret_params
 
     x, labels, w = tokamax_reading.example_inputs(b, h, v, seed=1)
     with tokamax_reading.on_this_machine(interpret_params()):
-        loss, lse = tokamax_reading.forward()(x, labels, w, reduction=reduction, **blocks)
+        loss, lse = (forward or tokamax_reading.forward())(x, labels, w, reduction=reduction, **blocks)
     ref_loss, ref_lse = tokamax_reading.reference()(x, labels, w, reduction=reduction)
     return (np.asarray(loss, np.float64), np.asarray(lse, np.float64),
             np.asarray(ref_loss, np.float64), np.asarray(ref_lse, np.float64))
@@ -370,6 +371,19 @@ def test_ragged_vocabulary_counts_each_padded_logit_as_zero() -> None:
     pad = 3 * 256 - 640
     assert np.max(np.abs(lse - ref_lse)) > 0.05
     np.testing.assert_allclose(lse, np.logaddexp(ref_lse, np.log(pad)), rtol=1e-5, atol=1e-5)
+
+
+def test_the_solution_s_mask_on_line_209_fixes_the_ragged_vocabulary() -> None:
+    """LAB·1.5's fix in code: tokamax_reading.forward_with_mask with the solution's masked_logits (padded columns to
+    -inf) gives the reference's logsumexp and loss on the ragged run; the rest of the file is the one read."""
+    from autograder.notebook_code import load
+
+    masked_logits = load(REPO_ROOT / LAB.source)["masked_logits"]
+    fixed = tokamax_reading.forward_with_mask(masked_logits)
+    loss, lse, ref_loss, ref_lse = _run(256, 256, 640, dict(b_block_size=128, h_block_size=128, v_block_size=256),
+                                        forward=fixed)
+    np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
 
 
 # ------------------------------------------------------------------ through the notebook, as students hand it in
