@@ -35,14 +35,14 @@ def course_helpers(fn: Callable[..., Any], helpers: Mapping[str, Callable[..., A
 
 def _check_cases(name: str, fn: Callable[..., Any], cases: Sequence[tuple[Any, ...]], label: Callable[..., str],
                  problem: Callable[..., str | None], helpers: Mapping[str, Callable[..., Any]],
-                 call: Callable[..., Any]) -> None:
+                 call: Callable[..., Any], judged: str | None = None) -> None:
     """Each case: `call(fn, *case)` with the course's `helpers`, then the grade's rule, `problem(got, *case)`."""
     import ml_dtypes  # noqa: F401 - the cases name bfloat16
 
     names = list(helpers)
     alone = (f"checked on its own: the course's {' and '.join(names)} (read off your matmul) stand"
              f"{'s' if len(names) == 1 else ''} in for yours here, as in the grade" if names
-             else "judged by the course's models of your matmul, as the grade judges it by its own")
+             else judged or "judged by the course's models of your matmul, as the grade judges it by its own")
     for case in cases:
         where = label(*case)
         try:
@@ -91,7 +91,8 @@ def check_block_choice(choose_blocks: Callable[..., Any], matmul: Callable[..., 
 def check_legal_or_not(blockspec_verdict: Callable[..., Any]) -> None:
     """The grade's legal_or_not rule on every case it runs: the verdict of the course's tiling table."""
     _check_cases("blockspec_verdict", blockspec_verdict, LEGAL_OR_NOT_CASES, legal_or_not_label, legal_or_not_problem,
-                 {}, lambda fn, shape, block, dtype: fn(shape, block, np.dtype(dtype)))
+                 {}, lambda fn, shape, block, dtype: fn(shape, block, np.dtype(dtype)),
+                 judged="judged by the course's tiling table, the cases the grade runs")
 
 
 def check_step_times(step_times: Callable[..., Any], matmul: Callable[..., Any]) -> None:

@@ -117,6 +117,11 @@ def detect(mode: str | None = None) -> Runtime:
 _COURSE_INTERPRET: Any = None     # what setup() decided: TPU interpret params, or None where kernels compile
 
 
+def compiled_on_a_tpu() -> bool:
+    """Kernels compile and run on a TPU here: setup() chose no interpret mode, and JAX's backend is a TPU."""
+    return _COURSE_INTERPRET is None and jax.default_backend() == "tpu"
+
+
 @contextlib.contextmanager
 def course_mode() -> Iterator[None]:
     """Run under the course's TPU interpret mode where it interprets (what the grade always forces)."""
