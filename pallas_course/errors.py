@@ -224,9 +224,12 @@ PATTERNS: tuple[Pattern, ...] = (
                        "floating-point blocks (bfloat16, float32)" + (
                            f", and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
                            f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
-                           f"({m['rhs'].replace('x', ' x ')})" if m["lt"] else ", and these operands are not")),
-            "cast both operands to float32 (or bfloat16) before the dot; to move values rather than multiply them "
-            "(a transpose by an identity matrix), write x_ref[...].T instead", TPU_DOCS),
+                           f"({m['rhs'].replace('x', ' x ')})" if m["lt"] else
+                           ", and refuses this product's operand type: integer blocks, or bfloat16 blocks with "
+                           "precision=HIGHEST, which asks for f32 passes (jax 0.10.2 with libtpu 0.0.42.1)")),
+            "cast both operands to float32 (or bfloat16) before the dot; on bfloat16 blocks leave precision at its "
+            "default (one MXU pass multiplies bfloat16 exactly, accumulating in f32); to move values rather than "
+            "multiply them (a transpose by an identity matrix), write x_ref[...].T instead", TPU_DOCS),
     Pattern("tpu-alignment", re.compile(r"cannot statically prove that index in dimension (?P<dim>\d+) is a multiple "
                                         r"of (?P<n>\d+)|[Uu]naligned (?:load|store|slice|access)|not aligned to tile"),
             lambda m: ("the TPU compiler refuses a slice of a ref: " + (

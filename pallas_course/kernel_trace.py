@@ -59,6 +59,9 @@ class PallasCallInfo:
     # read_before_written's answer where there is no jaxpr to read it from (the grader's view of a structure its
     # judge read off the rebuilt computation: autograder.judge.protocol)
     unread: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    # the precision each dot_general in the kernel body asks for, in order ("DEFAULT", "HIGHEST", or one name per
+    # operand, "HIGHEST/DEFAULT"): interpret mode on a CPU multiplies f32 exactly whatever it asks, a TPU does not
+    dot_precisions: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def blocks(self) -> tuple[BlockInfo, ...]:
@@ -169,7 +172,19 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
         dimension_semantics=semantics,
         kernel_jaxpr=eqn.params["jaxpr"],
         kernel_ops=_ops(eqn.params["jaxpr"]),
+        dot_precisions=tuple(dot_precision(e) for e in find_eqns(eqn.params["jaxpr"], "dot_general")),
     )
+
+
+def dot_precision(eqn: Any) -> str:
+    """What a dot_general equation asks the MXU for: "DEFAULT" (no precision=, or DEFAULT for both operands),
+    a member's name ("HIGHEST", "HIGH"), "HIGHEST/DEFAULT" when the operands differ, or an algorithm preset's name."""
+    p = eqn.params.get("precision")
+    if p is None:
+        return "DEFAULT"
+    names = [getattr(q, "name", str(q)) for q in (p if isinstance(p, (tuple, list)) else (p,))]
+    names = ["DEFAULT" if n in ("None", "") else n for n in names]
+    return names[0] if len(set(names)) == 1 else "/".join(names)
 
 
 def _ops(jaxpr: Any) -> dict[str, tuple[str, ...]]:

@@ -40,6 +40,7 @@ class Case:
 FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
     "add": lambda c: rules.array_families(c.shape, c.dtype),
     "transpose": lambda c: rules.transpose_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
+    "rowsum": lambda c: rules.rowsum_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
     "matmul": lambda c: rules.matmul_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.kwargs["bk"], c.dtype),
     "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
@@ -48,8 +49,9 @@ FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
 FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
 
 F32, BF16 = "float32", "bfloat16"
-MM = ("matmul_schedule", "matmul_f32")
-ACC = ("matmul_acc_schedule", "matmul_acc_f32_accumulator")
+ROWSUM = ("rowsum_schedule", "rowsum_values")
+MM = ("matmul_schedule", "matmul_f32", "matmul_precision")
+ACC = ("matmul_acc_schedule", "matmul_acc_semantics", "matmul_acc_f32_accumulator")
 GELU = ("matmul_gelu_values", "matmul_gelu_fused")
 SOFTMAX = ("softmax_values", "softmax_fused")
 LAYERNORM = ("layernorm_values", "layernorm_fused")
@@ -63,14 +65,14 @@ CASES: dict[str, tuple[Case, ...]] = {
         Case(("transpose_schedule", "transpose_values"), (256, 256), F32, {"bm": 128, "bn": 128}),
         Case(("transpose_schedule", "transpose_values"), (384, 256), F32, {"bm": 128, "bn": 128}),   # 3 × 2 grid
         Case(("transpose_schedule", "transpose_values"), (256, 512), BF16, {"bm": 128, "bn": 256})),  # (128, 256) blocks
+    "rowsum": (Case(ROWSUM, (64, 1024), F32, {"bm": 8, "bn": 256}),        # 8 × 4 grid, bm the default 8
+               Case(ROWSUM, (128, 2048), F32, {"bm": 32, "bn": 512})),    # 4 × 4 grid
     "matmul": (Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),     # 2 × 3 × 4 grid
                Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),     # bk != bn
                Case(MM, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128})),    # bm != bn, a 2 × 2 × 2 grid
     "matmul_acc": (Case(ACC, (256, 2048, 256), BF16, {"bm": 128, "bn": 128, "bk": 128}),   # 16 K steps
-                   Case(("matmul_acc_schedule",), (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 256},
-                        run=False),
-                   Case(("matmul_acc_schedule",), (512, 256, 256), BF16, {"bm": 256, "bn": 128, "bk": 128},
-                        run=False)),
+                   Case(ACC[:2], (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 256}, run=False),
+                   Case(ACC[:2], (512, 256, 256), BF16, {"bm": 256, "bn": 128, "bk": 128}, run=False)),
     # first, the GELU judged by what the epilogue computes: b the identity (rules.GELU_PROBE)
     "matmul_gelu": (Case(("matmul_gelu_fused",), rules.GELU_PROBE[0], F32,
                          dict(zip(("bm", "bn", "bk"), rules.GELU_PROBE[1:])), kind="b the identity"),
@@ -97,7 +99,7 @@ SEED = 20            # the visible inputs are fixed; the grade draws fresh ones
 
 def _label(kernel: str, case: Case) -> str:
     args = {"add": "x, y", "layernorm": "x, g, b", "softmax": "x", "transpose": "x",
-            "column_sums": "x"}.get(kernel, "a, b")
+            "column_sums": "x", "rowsum": "x"}.get(kernel, "a, b")
     kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
     if kernel.startswith("matmul"):
         m, k, n = case.shape
@@ -110,7 +112,7 @@ def _label(kernel: str, case: Case) -> str:
 def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...]:
     if kernel == "add":
         return rules.random_array(rng, case.shape, case.dtype), rules.random_array(rng, case.shape, case.dtype)
-    if kernel == "transpose":
+    if kernel in ("transpose", "rowsum"):
         return (rules.random_array(rng, case.shape, case.dtype),)
     if kernel == "matmul_gelu" and case.kind == "b the identity":
         return rules.gelu_probe_inputs(rng)
@@ -159,11 +161,15 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
     kw = case.kwargs
     if kernel == "transpose":
         return rules.transpose_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
+    if kernel == "rowsum":
+        return rules.rowsum_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
     if kernel.startswith("matmul"):
         problem = rules.matmul_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"], kw["bk"])
+        if problem is None and kernel == "matmul":
+            problem = rules.f32_precision_problem(label, pc)
         if problem is None and kernel == "matmul_acc":
-            problem = (rules.out_dtype_problem(label, pc, case.dtype) or rules.f32_accumulator_problem(label, pc)
-                       or rules.f32_dot_problem(label, pc))
+            problem = (rules.out_dtype_problem(label, pc, case.dtype) or rules.matmul_semantics_problem(label, pc)
+                       or rules.f32_accumulator_problem(label, pc) or rules.f32_dot_problem(label, pc))
         return problem
     if kernel in ("softmax", "layernorm"):
         return rules.row_blocks_problem(label, pc, case.shape, case.dtype, kw.get("rows_per_block", 8),
@@ -191,6 +197,8 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
         return (f64[0] + f64[1]).astype(np.dtype(case.dtype)), rules.ADD_BF16 if bf16 else rules.ADD_F32
     if kernel == "transpose":
         return f64[0].T.astype(np.dtype(case.dtype)), rules.TRANSPOSE
+    if kernel == "rowsum":
+        return f64[0].sum(axis=1, keepdims=True).astype(np.dtype(case.dtype)), rules.ROWSUM_F32
     if kernel in ("matmul", "matmul_gelu"):
         c = _default_precision_product(*inputs) if compiled_on_a_tpu() else f64[0] @ f64[1]
         return (rules.gelu(c) if kernel == "matmul_gelu" else c).astype(np.float32), rules.MATMUL_F32
@@ -211,6 +219,8 @@ def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
     kw = case.kwargs
     if kernel == "transpose":
         return kw["bn"], kw["bm"]
+    if kernel == "rowsum":
+        return kw["bm"], 1
     if kernel.startswith("matmul"):
         return kw["bm"], kw["bn"]
     if kernel in ("softmax", "layernorm"):
@@ -228,6 +238,8 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
         return rules.add_hint(*inputs, out)
     if kernel == "transpose":
         return rules.transpose_hint(inputs[0], out, kw["bm"], kw["bn"])
+    if kernel == "rowsum":
+        return rules.rowsum_hint(inputs[0], out, kw["bn"], tols["tol"])
     if kernel == "softmax":
         return rules.softmax_hint(inputs[0], out, rows)
     if kernel == "layernorm":

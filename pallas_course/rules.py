@@ -50,6 +50,10 @@ EPS = 1e-6
 # of the running sum (measured <= 1.5e-5 absolute under interpret mode, sums ~n); 1e-4 absolute and relative leaves
 # room for other orders. A dropped tail or one row too many misses by ~1.
 COLUMN_SUMS = dict(tol=1e-4)
+# rowsum f32: a sum of n <= 2048 N(0, 1) values in f32, blocked, is off from float64 by at most ~n·2^-24·max|x|
+# (~5e-4 absolute, far less in practice); the row sums are ~sqrt(n) ~ 45. 1e-4 absolute and relative; a missing
+# init (NaN), an init on every step (the last block's sum alone) or a lost block miss by O(sqrt(bn)).
+ROWSUM_F32 = dict(tol=1e-4)
 # matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
 MATMUL_ACC_HINT_TOL = 2.0 ** -7
 
@@ -89,6 +93,14 @@ def matmul_families(shape: tuple[int, int, int], bm: int, bn: int, bk: int, dtyp
     return (frozenset({dtype_name(dtype), f"{'one K step' if k == bk else 'several K steps'}",
                        "16 or more K steps" if k // bk >= 16 else "fewer than 16 K steps"} | pairs)
             | grid_families((m // bm, n // bn), (bm, bn, bk)))
+
+
+def rowsum_families(shape: tuple[int, int], bm: int, bn: int, dtype: Any) -> frozenset[str]:
+    """rowsum: the dtype, the grid's shape, whether bm differs from 8 (the default), several column steps."""
+    m, n = shape
+    return (frozenset({dtype_name(dtype), "several column steps" if n // bn > 1 else "one column step",
+                       "bm = 8" if bm == 8 else "bm != 8"})
+            | grid_families((m // bm, n // bn), (bm, bn)))
 
 
 def rows_families(shape: tuple[int, int], dtype: Any, rows_per_block: int | None, kind: str = "") -> frozenset[str]:
@@ -316,6 +328,112 @@ def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm
             if got != want:
                 return (f"{label}: the index map of {name} sends grid step {point} to block {got}; step (i, j, k) "
                         f"needs block {want} of {name}")
+    return None
+
+
+def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | None:
+    """The last grid axis carries an accumulator (`what`): marked "parallel" it may run out of order, or on the
+    other TensorCore of a megacore chip at once (a race)."""
+    semantics = tuple(str(s) for s in pc.dimension_semantics or ())
+    if semantics and "parallel" in semantics[-1].lower():
+        return (f"{label} marks its last grid axis \"parallel\" (dimension_semantics={semantics}), but its steps all "
+                f"add into {what}: they must run in order, on one core; make it \"arbitrary\" (TPU interpret mode "
+                "runs a \"parallel\" axis in a shuffled order, so the zeroing lands mid-run)")
+    return None
+
+
+def rowsum_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
+    """Grid (m/bm, n/bn), the summed axis last; x block (bm, bn) at (i, j) -> out block (bm, 1) at (i, 0); the summed
+    axis not "parallel"; no dot (the sum is the vector unit's, not the MXU's)."""
+    m, n = shape
+    grid = (m // bm, n // bn)
+    if pc.grid == grid[::-1] != grid:
+        return (f"the grid of {label} is {pc.grid}, expected {grid}: the column axis, the one summed over, must be the "
+                "last (innermost) grid axis, so each row block's column steps run back to back while its output "
+                "block stays in VMEM")
+    wrong = _equal(f"the grid of {label}", pc.grid, grid,
+                   "one step per (bm, bn) block of x: grid=(m // bm, n // bn), the summed axis last")
+    if wrong:
+        return wrong
+    if len(pc.inputs) != 1 or len(pc.outputs) != 1:
+        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected one BlockSpec in "
+                "in_specs (x) and one in out_specs")
+    src, dst = pc.inputs[0], pc.outputs[0]
+    wrong = (_equal(f"the block of x in {label}", tuple(src.block_shape), (bm, bn), "x is carved into (bm, bn) blocks")
+             or _equal(f"the output block of {label}", tuple(dst.block_shape), (bm, 1),
+                       "the output (m, 1) is carved into (bm, 1) blocks, one sum per row"))
+    if wrong:
+        return wrong
+    for point in pc.grid_points():
+        i, j = point
+        got_in, got_out = src.block_index(*point), dst.block_index(*point)
+        if got_in != (i, j):
+            return (f"{label}: the index map of x sends grid step {point} to block {got_in}; step (i, j) reads block "
+                    f"({i}, {j}) of x, lambda i, j: (i, j)")
+        if got_out != (i, 0):
+            return (f"{label}: the output index map sends grid step {point} to block {got_out}; every column step of "
+                    f"row block i adds into the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)")
+    problem = accumulated_axis_parallel_problem(label, pc, "the same output block")
+    if problem:
+        return problem
+    if pc.kernel_out_dtypes("dot_general"):
+        return (f"the kernel of {label} calls jnp.dot: a row sum is jnp.sum(x_ref[...], axis=1, keepdims=True), the "
+                "vector unit's work; the MXU (jnp.dot) is for the matmul that comes next")
+    return None
+
+
+def rowsum_hint(x: Any, out: Any, bn: int, tol: float) -> str | None:
+    """Why rowsum's values are wrong, when they are a named mistake's (None otherwise)."""
+    X, got = as_f64(x), as_f64(out)
+    n = X.shape[1]
+    if got.shape != (X.shape[0], 1) or n // bn < 2:
+        return None
+    with np.errstate(all="ignore"):
+        if _close(got, X[:, -bn:].sum(axis=1, keepdims=True), tol):
+            return ("each output holds the last column block's sum alone: every step overwrites it (o_ref[...] = ...) "
+                    "or zeroes it again; add with += and zero only on the first column step, "
+                    "@pl.when(pl.program_id(1) == 0)")
+        if _close(got, X[:, :bn].sum(axis=1, keepdims=True), tol):
+            return ("each output holds the first column block's sum alone: the later column steps add nothing (the "
+                    "sum is stored under pl.when(j == 0)); add on every step")
+    return None
+
+
+def matmul_semantics_problem(label: str, pc: Any) -> str | None:
+    """dimension_semantics ("parallel", "parallel", "arbitrary"): the (i, j) blocks are independent, K accumulates."""
+    sem = tuple(str(s) for s in pc.dimension_semantics or ())
+    fix = 'compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary"))'
+    if not sem:
+        return (f"{label} sets no dimension_semantics, so every grid axis is \"arbitrary\" and a chip with two "
+                f"TensorCores behind one device (megacore: v4, v5p) runs the whole grid on one of them; pass {fix}")
+    problem = accumulated_axis_parallel_problem(label, pc, "the same accumulator")
+    if problem:
+        return problem
+    if len(sem) != 3 or any("parallel" not in s.lower() for s in sem[:2]):
+        return (f"{label} marks its grid axes {sem}: the M and N axes compute independent output blocks, so mark "
+                f"them \"parallel\" (a megacore chip splits them between its two TensorCores) and K \"arbitrary\": {fix}")
+    return None
+
+
+F32_PRECISION_FIX = "pass precision=jax.lax.Precision.HIGHEST to jnp.dot"
+
+
+def f32_precision_problem(label: str, pc: Any) -> str | None:
+    """An f32 matmul's dots ask for precision HIGHEST: at the default precision the MXU rounds f32 inputs to bf16.
+    Read off the trace: interpret mode on a CPU multiplies in full f32 whatever the dot asks."""
+    for p in pc.dot_precisions:
+        if p == "HIGHEST":
+            continue
+        if p == "DEFAULT":
+            return (f"the dot in the kernel of {label} asks for the default precision: on a TPU the MXU then rounds its "
+                    "f32 inputs to bfloat16 (8 significant bits) before multiplying, so the f32 matmul is only "
+                    "bf16-accurate there, while interpret mode on a CPU multiplies in full f32 and hides it; "
+                    + F32_PRECISION_FIX)
+        if "/" in p:
+            return (f"the dot in the kernel of {label} asks a different precision per operand ({p}), which the TPU "
+                    f"lowering refuses (\"Per-operand dot precision unsupported\"); {F32_PRECISION_FIX}")
+        return (f"the dot in the kernel of {label} asks for precision {p}; inside a kernel the TPU lowering takes "
+                f"DEFAULT (bf16 inputs) or HIGHEST (f32) only; {F32_PRECISION_FIX}")
     return None
 
 

@@ -216,3 +216,31 @@ def test_matmul_estimate_row_names_chip_blocks_and_threshold():
     assert est.chip == "v5e" and est.passes
     assert "on v5e" in est.summary and "blocks" in est.summary and "needs <= 1.15x" in est.summary
     assert any("fitted" in a for a in est.assumptions)
+
+
+# ---------------------------------------------------------------------------------------------- the timed kernel
+
+def test_the_gate_times_lab_1_2_s_graded_matmul_acc() -> None:
+    """GATE 01 times the kernel LAB·1.2 grades, not one of its own: at every block config of the gate, the bench's
+    matmul_acc traces to the solution notebook's matmul_acc (grid, blocks, index maps at every step, scratch,
+    dimension_semantics, the kernel body's operations and dot precision). Only a VMEM limit may differ: the bench
+    raises it for blocks past the default scoped VMEM (LAB·1.4), which no structure here records."""
+    import jax
+
+    from autograder.course_manifest import REPO_ROOT, manifest
+    from autograder.judge.structure import structure_data
+    from autograder.notebook_code import load
+    from course_tools import bench_workloads
+    from pallas_course.kernel_trace import trace
+
+    lab = manifest().lab("lab-1.2-tiled-matmul")
+    graded = load(REPO_ROOT / lab.source)["matmul_acc"]
+    (criterion,) = [c for c in G.criteria if c.workload == "matmul"]
+    for blocks in criterion.configs:
+        bm, bn, bk = blocks.bm, blocks.bn, blocks.bk
+        a = jax.ShapeDtypeStruct((2 * bm, 2 * bk), criterion.dtype)
+        b = jax.ShapeDtypeStruct((2 * bk, 2 * bn), criterion.dtype)
+        timed = structure_data(trace(bench_workloads.matmul_acc, a, b, bm=bm, bn=bn, bk=bk, interpret=True))
+        lab_kernel = structure_data(trace(graded, a, b, bm=bm, bn=bn, bk=bk))
+        assert timed["pallas_calls"] == lab_kernel["pallas_calls"], (bm, bn, bk)
+        assert lab_kernel["pallas_calls"][0]["dimension_semantics"] == ["parallel", "parallel", "arbitrary"]

@@ -63,8 +63,8 @@ def test_walks_follow_a_notebook_edit(tmp_path: Path) -> None:
     nbformat.write(nb, tmp_path / notebook)
 
     before, after = R.walk("matmul"), R.walk("matmul", root=tmp_path)
-    assert after.lines[8] == "    m, k = a.shape  # rows, depth"
-    assert after.lines[9] == "    assert m % bm == 0"
+    assert after.lines[9] == "    m, k = a.shape  # rows, depth"
+    assert after.lines[10] == "    assert m % bm == 0"
     assert len(after.lines) == len(before.lines) + 1
     assert after.source_hash != before.source_hash
     assert after.stale and "the code changed since these notes and marks were written" in after.stale
@@ -117,7 +117,7 @@ def test_the_seed_marks_the_program_id_line_schedule() -> None:
     """The chapter's step-1 note: `k = pl.program_id(2)` is schedule."""
     w = R.walk("WALK·matmul")
     assert w.text(2).strip() == "k = pl.program_id(2)" and w.marks[2] == "schedule"
-    assert w.marks[6] == "algorithm" and w.marks[7] == "blank"
+    assert w.marks[7] == "algorithm" and w.marks[8] == "blank"
 
 
 def test_walk_by_id_or_code_and_unknown_names_the_walks() -> None:

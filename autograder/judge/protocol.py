@@ -98,8 +98,9 @@ def _call(d: Any) -> PallasCallInfo:
     ops = d.get("kernel_ops") or {}
     unread = d.get("unread")
     sem = d.get("dimension_semantics")
+    dots = d.get("dot_precisions") or []
     if not (isinstance(scratch, list) and isinstance(ops, dict) and (unread is None or isinstance(unread, list))
-            and (sem is None or isinstance(sem, list))):
+            and (sem is None or isinstance(sem, list)) and isinstance(dots, list)):
         raise BadStructure("a malformed pallas_call")
     return PallasCallInfo(
         name=str(d.get("name", "kernel"))[:200], grid=grid,
@@ -109,7 +110,8 @@ def _call(d: Any) -> PallasCallInfo:
         dimension_semantics=None if sem is None else tuple(str(s)[:40] for s in sem),
         kernel_jaxpr=None,
         kernel_ops={str(k): tuple(str(t) for t in v) for k, v in ops.items() if isinstance(v, list)},
-        unread=None if unread is None else tuple(str(u) for u in unread))
+        unread=None if unread is None else tuple(str(u) for u in unread),
+        dot_precisions=tuple(str(p)[:40] for p in dots))
 
 
 def view(data: Any) -> Trace:

@@ -1,4 +1,4 @@
-"""LAB·1.2 hidden checks: matmul, matmul_acc, matmul_gelu.
+"""LAB·1.2 hidden checks: rowsum, matmul, matmul_acc, matmul_gelu.
 
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 References are float64 NumPy products of the (already rounded) inputs.
@@ -22,10 +22,14 @@ CASES = [((256, 512, 384), 128, 128, 128), ((256, 512, 384), 128, 128, 256), ((5
 F32_TOL = rules.MATMUL_F32["tol"]
 # Long K, small M and N: 16 K steps, where a bf16 running sum drifts by several bf16 roundings.
 ACC_CASE = ((256, 2048, 256), 128, 128, 128)
+# rowsum: ((m, n), bm, bn): more than one block on both axes, the grid square and not, bm = 8 (the default) and not.
+ROWSUM_CASES = [((64, 1024), 8, 256), ((128, 2048), 32, 512), ((96, 512), 16, 128)]
 
 
 def families(test: str) -> frozenset[str]:
     """The families of this test's cases (rules.matmul_families): the notebook's visible checks must show each."""
+    if test.startswith("rowsum"):
+        return frozenset().union(*(rules.rowsum_families(shape, bm, bn, "float32") for shape, bm, bn in ROWSUM_CASES))
     dtype = "bfloat16" if test.startswith("matmul_acc") else "float32"
     cases = [ACC_CASE] if test == "matmul_acc_f32_accumulator" else CASES
     if test == "matmul_gelu_fused":
@@ -61,6 +65,38 @@ def _check_schedules(test: str, name: str, fn: Callable[..., Any], dtype: str) -
     return checked
 
 
+def _rowsum_label(m: int, n: int, bm: int, bn: int) -> str:
+    return f"rowsum(x, bm={bm}, bn={bn}) on ({m}, {n}) float32"
+
+
+def rowsum_schedule(rowsum: Callable[..., Any]) -> None:
+    """Grid (m/bm, n/bn), the summed axis last and not "parallel"; x block (bm, bn) at (i, j) -> (bm, 1) at (i, 0);
+    no dot."""
+    import jax
+
+    test = "rowsum_schedule"
+    for (m, n), bm, bn in ROWSUM_CASES:
+        label = _rowsum_label(m, n, bm, bn)
+        pc = one_pallas_call(test, label, rowsum, jax.ShapeDtypeStruct((m, n), "float32"), bm=bm, bn=bn)
+        _fails(test, rules.rowsum_schedule_problem(label, pc, (m, n), bm, bn))
+
+
+def rowsum_values(rowsum: Callable[..., Any]) -> None:
+    """f32 row sums at several shapes and blocks, under TPU interpret mode (a missing init reads NaN, a summed axis
+    first revisits the output block), against float64."""
+    test = "rowsum_values"
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for (m, n), bm, bn in ROWSUM_CASES:
+        label = _rowsum_label(m, n, bm, bn)
+        x = random_array(rng, (m, n), np.float32)
+        pc = one_pallas_call(test, label, rowsum, x, bm=bm, bn=bn)
+        out = call(test, label, rowsum, x, bm=bm, bn=bn)
+        expected = as_f64(x).sum(axis=1, keepdims=True).astype(np.float32)
+        expect_close(test, label, out, expected, block=(bm, 1), seed=seed, kernel=pc, **rules.ROWSUM_F32,
+                     hint=lambda: rules.rowsum_hint(x, out, bn, rules.ROWSUM_F32["tol"]))
+
+
 def matmul_schedule(matmul: Callable[..., Any]) -> None:
     """Grid (M/bm, N/bn, K/bk) with K innermost; blocks (bm, bk), (bk, bn) -> (bm, bn) at (i, k), (k, j) -> (i, j)."""
     _check_schedules("matmul_schedule", "matmul", matmul, "float32")
@@ -85,11 +121,39 @@ def matmul_f32(matmul: Callable[..., Any]) -> None:
     _values("matmul_f32", "matmul", matmul, lambda c: c)
 
 
+def matmul_precision(matmul: Callable[..., Any]) -> None:
+    """Every dot in the f32 kernel asks for precision HIGHEST, read off the trace (interpret mode on a CPU multiplies
+    exactly whatever the dot asks; a TPU's MXU at the default precision rounds f32 inputs to bf16)."""
+    import jax
+
+    test = "matmul_precision"
+    (m, k, n), bm, bn, bk = CASES[0]
+    label = f"matmul(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n} float32"
+    a, b = jax.ShapeDtypeStruct((m, k), "float32"), jax.ShapeDtypeStruct((k, n), "float32")
+    pc = one_pallas_call(test, label, matmul, a, b, bm=bm, bn=bn, bk=bk)
+    if not pc.dot_precisions:
+        raise TestFailure(f"{test}: the kernel of {label} calls no jnp.dot: the matmul's product is the MXU's, "
+                          "jnp.dot(a_ref[...], b_ref[...], ...)")
+    _fails(test, rules.f32_precision_problem(label, pc))
+
+
 def matmul_acc_schedule(matmul_acc: Callable[..., Any]) -> None:
     """One pallas_call with matmul's schedule; bf16 out; the cast happens inside the kernel."""
     test = "matmul_acc_schedule"
     for label, pc in _check_schedules(test, "matmul_acc", matmul_acc, "bfloat16"):
         _fails(test, rules.out_dtype_problem(label, pc, "bfloat16"))
+
+
+def matmul_acc_semantics(matmul_acc: Callable[..., Any]) -> None:
+    """dimension_semantics ("parallel", "parallel", "arbitrary"), read off the trace (nothing runs)."""
+    import jax
+
+    test = "matmul_acc_semantics"
+    (m, k, n), bm, bn, bk = CASES[0]
+    label = f"matmul_acc(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n} bfloat16"
+    a, b = jax.ShapeDtypeStruct((m, k), "bfloat16"), jax.ShapeDtypeStruct((k, n), "bfloat16")
+    pc = one_pallas_call(test, label, matmul_acc, a, b, bm=bm, bn=bn, bk=bk)
+    _fails(test, rules.matmul_semantics_problem(label, pc))
 
 
 def matmul_acc_f32_accumulator(matmul_acc: Callable[..., Any]) -> None:

@@ -105,7 +105,10 @@ def layernorm(x, g, b, rows_per_block=8):
 
 
 # LAB·1.2's matmul with an f32 scratch accumulator, as the notebook's solution writes it: the bench's matmul
-# and LAB·1.4's model of a matmul with a scratch (configurable_matmul(acc_scratch=True)).
+# and LAB·1.4's model of a matmul with a scratch (configurable_matmul(acc_scratch=True)). Its dimension semantics
+# are the notebook's too (graded: matmul_acc_semantics): (i, j) blocks independent, K carried in order.
+MATMUL_ACC_SEMANTICS = ("parallel", "parallel", "arbitrary")
+
 def matmul_acc_kernel(a_ref, b_ref, o_ref, acc_ref):
     k = pl.program_id(2)
     @pl.when(k == 0)

@@ -1,4 +1,4 @@
-"""LAB·1.2 mutants: matmul, matmul_acc, matmul_gelu."""
+"""LAB·1.2 mutants: rowsum, matmul, matmul_acc, matmul_gelu."""
 from tests.mutants import Alternative, Mutant
 
 LAB = "lab-1.2-tiled-matmul"
@@ -21,16 +21,71 @@ ACC_CALL = ("        matmul_acc_kernel,\n"
             "        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),\n"
             "        out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),\n"
             "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n"
+            "        compiler_params=pltpu.CompilerParams(dimension_semantics=(\"parallel\", \"parallel\", \"arbitrary\")),\n"
             "        interpret=INTERP,\n"
             "    )(a, b)")
+ACC_SEMANTICS = '("parallel", "parallel", "arbitrary")'
+MATMUL_DOT = ("    precision = jax.lax.Precision.HIGHEST if a_ref.dtype == jnp.float32 else None\n"
+              "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)"
+              ".astype(o_ref.dtype)")
+ROWSUM_INIT = "    j = pl.program_id(1)\n    @pl.when(j == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n"
+ROWSUM_ADD = "    o_ref[...] += jnp.sum(x_ref[...], axis=1, keepdims=True)"
+ROWSUM_SPECS = ("        grid=(m // bm, n // bn),\n"
+                "        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],\n"
+                "        out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),\n")
 GELU_DEF = "def matmul_gelu_kernel(a_ref, b_ref, o_ref, acc_ref):"
-GELU_CALL = ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel")
+GELU_CALL = (ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel")
+             .replace(f"        compiler_params=pltpu.CompilerParams(dimension_semantics={ACC_SEMANTICS}),\n", ""))
 ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
 ACC_STORE = "    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n"
 GELU_EPILOGUE = ("    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n"
                  "        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)")
 
 MUTANTS = [
+    Mutant("rowsum_missing_init", "no zeroing on the first column step",
+           {ROWSUM_INIT: "    j = pl.program_id(1)\n"},
+           {"rowsum_values": "NaN"}, others_pass=("rowsum_schedule",)),
+    Mutant("rowsum_overwrites", "o_ref[...] = instead of +=: each step replaces the running sum",
+           {ROWSUM_ADD: ROWSUM_ADD.replace("+=", "=")},
+           {"rowsum_values": "last column block's sum alone"}, others_pass=("rowsum_schedule",)),
+    Mutant("rowsum_summed_axis_first", "the summed (column) axis as the first grid axis",
+           {ROWSUM_SPECS: ROWSUM_SPECS.replace("grid=(m // bm, n // bn)", "grid=(n // bn, m // bm)")
+                                      .replace("lambda i, j:", "lambda j, i:"),
+            ROWSUM_INIT: ROWSUM_INIT.replace("program_id(1)", "program_id(0)")},
+           {"rowsum_schedule": "must be the last \\(innermost\\) grid axis", "rowsum_values": "[Rr]evisit|raised"}),
+    Mutant("rowsum_summed_axis_parallel", "the summed axis marked \"parallel\"",
+           {ROWSUM_SPECS: ROWSUM_SPECS + "        compiler_params=pltpu.CompilerParams("
+                                         "dimension_semantics=(\"parallel\", \"parallel\")),\n"},
+           {"rowsum_schedule": "marks its last grid axis \"parallel\""}),
+    Mutant("rowsum_dot_with_ones", "the row sum as a product with a column of ones: the MXU, not a sum",
+           {ROWSUM_ADD: "    o_ref[...] += jnp.dot(x_ref[...], jnp.ones((x_ref.shape[1], 1), x_ref.dtype), "
+                        "preferred_element_type=jnp.float32)"},
+           {"rowsum_schedule": "calls jnp.dot"}),
+    Mutant("matmul_default_precision", "the f32 dot at the default precision (bf16 passes on a TPU)",
+           {MATMUL_DOT: MATMUL_DOT.replace(", precision=precision", "")},
+           {"matmul_precision": "asks for the default precision.*precision=jax.lax.Precision.HIGHEST"},
+           others_pass=("matmul_schedule", "matmul_f32")),
+    Mutant("matmul_precision_high", "Precision.HIGH, which the TPU lowering refuses inside a kernel",
+           {MATMUL_DOT: MATMUL_DOT.replace("Precision.HIGHEST", "Precision.HIGH")},
+           {"matmul_precision": "asks for precision HIGH", "matmul_f32": "Unsupported dot precision: HIGH"}),
+    Mutant("matmul_acc_highest", "precision=HIGHEST on bf16 blocks: the TPU compiler refuses it",
+           {ACC_DOT + ACC_STORE: ACC_DOT.replace("preferred_element_type=jnp.float32",
+                                                 "preferred_element_type=jnp.float32, "
+                                                 "precision=jax.lax.Precision.HIGHEST") + ACC_STORE},
+           {"matmul_acc_f32_accumulator": "does not compile for v5e[\\s\\S]*bfloat16 blocks with precision=HIGHEST"},
+           others_pass=("matmul_acc_schedule", "matmul_acc_semantics")),
+    Mutant("matmul_acc_no_semantics", "no dimension_semantics: one TensorCore of a megacore chip idles",
+           {ACC_CALL: ACC_CALL.replace(f"        compiler_params=pltpu.CompilerParams(dimension_semantics={ACC_SEMANTICS}),\n",
+                                       "")},
+           {"matmul_acc_semantics": "sets no dimension_semantics"},
+           others_pass=("matmul_acc_schedule", "matmul_acc_f32_accumulator")),
+    Mutant("matmul_acc_k_parallel", "K marked \"parallel\": two cores would add into one accumulator (a race)",
+           {ACC_CALL: ACC_CALL.replace(ACC_SEMANTICS, '("parallel", "parallel", "parallel")')},
+           {"matmul_acc_semantics": "marks its last grid axis \"parallel\""}),
+    Mutant("matmul_acc_all_arbitrary", "every axis \"arbitrary\": right values, one core of a megacore chip",
+           {ACC_CALL: ACC_CALL.replace(ACC_SEMANTICS, '("arbitrary", "arbitrary", "arbitrary")')},
+           {"matmul_acc_semantics": "the M and N axes compute independent output blocks"},
+           others_pass=("matmul_acc_f32_accumulator",)),
     Mutant("matmul_gelu_exact", "jax.nn.gelu(approximate=False): erfc, which the TPU compiler cannot lower; interpret "
            "mode runs it and the values are within tolerance",
            {"jax.nn.gelu(acc_ref[...])": "jax.nn.gelu(acc_ref[...], approximate=False)"},
@@ -98,12 +153,17 @@ MUTANTS = [
 ]
 
 ALTERNATIVES = [
+    Alternative("matmul_precision_always_highest", "precision='highest' as a string, on every call (graded on f32)",
+                {MATMUL_DOT: "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, "
+                             "precision='highest').astype(o_ref.dtype)"}),
+    Alternative("matmul_acc_semantics_enums", "dimension_semantics as pltpu.PARALLEL / pltpu.ARBITRARY",
+                {ACC_CALL: ACC_CALL.replace(ACC_SEMANTICS, "(pltpu.PARALLEL, pltpu.PARALLEL, pltpu.ARBITRARY)")}),
     Alternative("matmul_with_f32_scratch", "matmul accumulating in an f32 scratch, stored on the last K step",
-                {MATMUL_INIT + "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)"
-                 ".astype(o_ref.dtype)":
+                {MATMUL_INIT + MATMUL_DOT:
                  "    k = pl.program_id(2)\n    acc_ref = scratch[0]\n    @pl.when(k == 0)\n    def _init():\n"
                  "        acc_ref[...] = jnp.zeros_like(acc_ref)\n"
-                 "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
+                 "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, "
+                 "precision=jax.lax.Precision.HIGHEST if a_ref.dtype == jnp.float32 else None)\n"
                  "    @pl.when(k == pl.num_programs(2) - 1)\n    def _done():\n"
                  "        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
                  "def matmul_kernel(a_ref, b_ref, o_ref):": "def matmul_kernel(a_ref, b_ref, o_ref, *scratch):",
