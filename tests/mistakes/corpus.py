@@ -14,6 +14,11 @@ LN_Y = "    y = (x - mu) * jax.lax.rsqrt(var + 1e-6)\n"
 T_GRID = "grid=(m // bm, n // bn),"
 T_SHAPE = "out_shape=jax.ShapeDtypeStruct((n, m), x.dtype),"
 MM_INIT = "    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +="
+# LAB·1.2's matmul picks the dot's precision from the blocks' dtype (HIGHEST for f32) between the init and the +=
+MM_PREC = "    precision = jax.lax.Precision.HIGHEST if a_ref.dtype == jnp.float32 else None\n"
+MM12_INIT = MM_INIT.replace("    o_ref[...] +=", MM_PREC + "    o_ref[...] +=")
+ACC_SEM = 'compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary")),\n        '
+MM_ACC_SEM = MM_ACC.replace("interpret=INTERP,", ACC_SEM + "interpret=INTERP,")   # matmul_acc's call (not matmul_gelu's)
 ACC_INIT = "    @pl.when(k == 0)\n    def _init():\n        acc_ref[...] = jnp.zeros_like(acc_ref)\n    acc_ref[...] +="
 GELU_STORE = "        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)"
 ACC_SCRATCH = "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],"
@@ -124,12 +129,11 @@ MISTAKES: dict[str, list[Mistake]] = {
                  .replace("lambda i, j, kk:", "lambda kk, i, j:")},
                 r"revisited output block|K must be the last \(innermost\) grid axis", ("matmul_schedule", "matmul_f32")),
         Mistake("matmul_no_init", "never zeroes the output block before accumulating",
-                {"    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +=":
-                 "    o_ref[...] +="},
+                {MM12_INIT: MM_PREC + "    o_ref[...] +="},
                 r"NaN", ("matmul_f32",), ("matmul_schedule",)),
         Mistake("matmul_no_accumulate", "= instead of += keeps only the last K step",
-                {"    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)":
-                 "    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)"},
+                {"    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)":
+                 "    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)"},
                 r"last K step's product alone.*accumulate with \+=", ("matmul_f32",), ("matmul_schedule",),
                 graded=r"last K step's product alone.*accumulate with \+="),
         Mistake("matmul_b_block_wrong", "B's block (bn, bk) instead of (bk, bn)",
@@ -137,12 +141,10 @@ MISTAKES: dict[str, list[Mistake]] = {
                                           "pl.BlockSpec((bn, bk), lambda i, j, kk: (kk, j))")},
                 r"inner sizes differ|BlockSpec|outside the array", ("matmul_schedule", "matmul_f32")),
         Mistake("matmul_program_id_3", "pl.program_id(3) on a 3-D grid",
-                {"    k = pl.program_id(2)\n    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +=":
-                 "    k = pl.program_id(3)\n    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +="},
+                {"    k = pl.program_id(2)\n" + MM12_INIT: "    k = pl.program_id(3)\n" + MM12_INIT},
                 r"pl.program_id\(3\)", ("matmul_f32",)),
         Mistake("matmul_python_if", "a Python if on program_id",
-                {"    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +=":
-                 "    if k == 0:\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] +="},
+                {MM12_INIT: "    if k == 0:\n        o_ref[...] = jnp.zeros_like(o_ref)\n" + MM_PREC + "    o_ref[...] +="},
                 r"Python `if`", ("matmul_f32",)),
         Mistake("matmul_acc_cast_outside", "matmul_acc computes in f32 and casts to bf16 outside the kernel",
                 {"def matmul_acc(a, b, bm=128, bn=128, bk=128):\n":
@@ -151,7 +153,8 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "def _acc_f32(a, b, bm=128, bn=128, bk=128):\n"},
                 r"computes outside its kernel \(convert_element_type\)", ("matmul_acc_schedule",)),
         Mistake("matmul_acc_no_scratch", "forgets scratch_shapes: the kernel has 4 refs, 3 are passed",
-                {"matmul_acc_kernel,\n        " + MM_ACC: "matmul_acc_kernel,\n        " + MM_GRID},
+                {"matmul_acc_kernel,\n        " + MM_ACC_SEM:
+                 "matmul_acc_kernel,\n        " + MM_GRID.replace("interpret=INTERP,", ACC_SEM + "interpret=INTERP,")},
                 r"one ref per input, per output and per scratch", ("matmul_acc_schedule", "matmul_acc_f32_accumulator")),
         Mistake("matmul_gelu_every_step", "GELU on every K step, on partial sums",
                 {"    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)":
@@ -159,7 +162,7 @@ MISTAKES: dict[str, list[Mistake]] = {
                 r"", (), ("matmul_gelu_values", "matmul_gelu_fused")),
         # issue 20: the accumulator never zeroed is not "never stored"
         Mistake("matmul_no_init_said_right", "no zeroing at k == 0: read as NaN, named as such, not as a missing store",
-                {MM_INIT: "    o_ref[...] +="},
+                {MM12_INIT: MM_PREC + "    o_ref[...] +="},
                 r"reads o_ref \(\+=\) before anything is stored there.*never zeroed", ("matmul_f32",),
                 ("matmul_schedule",), graded=r"reads o_ref \(\+=\) before anything is stored.*never zeroed"),
         Mistake("matmul_acc_scratch_never_zeroed", "matmul_acc's scratch accumulated into without zeroing",
@@ -168,14 +171,14 @@ MISTAKES: dict[str, list[Mistake]] = {
                 r"reads the scratch accumulator .* never zeroed", ("matmul_acc_f32_accumulator",),
                 ("matmul_acc_schedule",), graded=r"scratch accumulator .* never zeroed"),
         Mistake("matmul_acc_bf16_scratch", "a bf16 scratch accumulator: scratch_shapes in the inputs' dtype",
-                {"matmul_acc_kernel,\n        " + MM_ACC:
-                 "matmul_acc_kernel,\n        " + MM_ACC.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), a.dtype)],")},
+                {"matmul_acc_kernel,\n        " + MM_ACC_SEM:
+                 "matmul_acc_kernel,\n        " + MM_ACC_SEM.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), a.dtype)],")},
                 r"an accumulator needs float32.*f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]",
                 ("matmul_acc_f32_accumulator", "matmul_acc_schedule"),
                 graded=r"f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]"),
         Mistake("matmul_acc_bf16_scratch_cast", "a bf16 scratch, each step's f32 dot cast to it before adding",
-                {"matmul_acc_kernel,\n        " + MM_ACC:
-                 "matmul_acc_kernel,\n        " + MM_ACC.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.bfloat16)],"),
+                {"matmul_acc_kernel,\n        " + MM_ACC_SEM:
+                 "matmul_acc_kernel,\n        " + MM_ACC_SEM.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.bfloat16)],"),
                  "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():":
                  "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"},
                 r"bfloat16 scratch .*use an f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]",
@@ -203,11 +206,11 @@ MISTAKES: dict[str, list[Mistake]] = {
                 r"computes no GELU", ("matmul_gelu_fused", "matmul_gelu_values")),
         # issue 27: these got "no usual mistake gives these values"; each now names its cause
         Mistake("matmul_init_on_j_axis", "zeroes the accumulator when pl.program_id(1) == 0 (j), not the K axis",
-                {MM_INIT: MM_INIT.replace("    @pl.when(k == 0)", "    @pl.when(pl.program_id(1) == 0)")},
+                {MM12_INIT: MM12_INIT.replace("    @pl.when(k == 0)", "    @pl.when(pl.program_id(1) == 0)")},
                 r"blocks with j = 0 hold the last K step's product alone.*pl.program_id\(1\) == 0 \(the j axis\)",
                 ("matmul_f32",), ("matmul_schedule",), graded=r"zeroed when pl.program_id\(1\) == 0 \(the j axis\)"),
         Mistake("matmul_init_on_i_axis", "zeroes the accumulator when pl.program_id(0) == 0 (i), not the K axis",
-                {MM_INIT: MM_INIT.replace("    @pl.when(k == 0)", "    @pl.when(pl.program_id(0) == 0)")},
+                {MM12_INIT: MM12_INIT.replace("    @pl.when(k == 0)", "    @pl.when(pl.program_id(0) == 0)")},
                 r"blocks with i = 0 hold the last K step's product alone.*pl.program_id\(0\) == 0 \(the i axis\)",
                 ("matmul_f32",), ("matmul_schedule",), graded=r"zeroed when pl.program_id\(0\) == 0 \(the i axis\)"),
         Mistake("matmul_acc_stored_on_first_step", "matmul_acc stores its accumulator on the first K step, not the last",
@@ -226,10 +229,10 @@ MISTAKES: dict[str, list[Mistake]] = {
                 ("matmul_gelu_fused",), graded=r"written with 0.44715 in place of 0.044715"),
         # only the TPU compiler refuses it (needs libtpu, as CI has): a K block split with pl.ds into half-lane slices
         Mistake("matmul_k_split_half_lanes", "splits the K block in two 64-wide lane slices with a fori_loop",
-                {"    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)":
+                {"    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)":
                  "    half = a_ref.shape[1] // 2\n"
                  "    def body(h, acc):\n"
-                 "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32)\n"
+                 "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32, precision=precision)\n"
                  "    o_ref[...] += jax.lax.fori_loop(0, 2, body, jnp.zeros(o_ref.shape, jnp.float32)).astype(o_ref.dtype)"},
                 r"does not compile for v5e( and v6e)? \(the real TPU compiler", ("matmul_f32",), ("matmul_schedule",),
                 graded=r"does not compile for v5e"),
