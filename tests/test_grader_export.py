@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -151,6 +153,37 @@ def test_sanitize_strips_hidden_tests_and_tracebacks() -> None:
     assert "secret" not in clean.outputs[1].text and "UserWarning" in clean.outputs[1].text
     assert clean.outputs[2].traceback == ["TestFailure: t: wrong"]
     assert "secret_check" in nb.cells[0].source, "the instructor's copy is untouched"
+
+
+def test_no_output_of_a_cell_run_after_a_hidden_test_is_handed_back() -> None:
+    """Issue 33: a cell after the hidden tests could print the shapes they called the student's functions on (every
+    case). The copy handed back keeps the outputs of the cells before the first hidden test and the tests' own;
+    after it, one note, nothing that tells which cell printed, the grader's reason where the run stopped; the
+    instructor's copy keeps everything."""
+    from autograder.steps.feedback import AFTER_TESTS
+
+    def code(source: str, *outputs: Any, test: bool = False) -> Any:
+        cell = nbformat.v4.new_code_cell(source)
+        if test:
+            cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": source, "points": 1}
+        cell.outputs, cell.execution_count = list(outputs), 7
+        return cell
+
+    said = nbformat.v4.new_output("stream", name="stdout", text="seen: [(256, 256), (128, 512)]\n")
+    stopped = nbformat.v4.new_output("error", ename="KernelStopped", evalue="the run stopped during this cell",
+                                     traceback=["KernelStopped: the run stopped during this cell"])
+    nb = nbformat.v4.new_notebook(cells=[
+        code("before", nbformat.v4.new_output("stream", name="stdout", text="mine\n")),
+        code("t1", nbformat.v4.new_output("error", ename="TestFailure", evalue="t1: wrong", traceback=[]), test=True),
+        nbformat.v4.new_markdown_cell("text"),
+        code("print(seen)", said), code("quiet"), code("t2", test=True), code("print(seen) again", said, stopped)])
+    clean = sanitize(nb).cells
+    assert clean[0].outputs[0].text == "mine\n" and clean[0].execution_count == 7
+    assert clean[1].outputs[0].evalue == "t1: wrong"
+    assert [o.get("text") for o in clean[3].outputs] == [AFTER_TESTS + "\n"] and clean[3].execution_count is None
+    assert clean[4].outputs == [] and clean[6].outputs == [stopped]
+    assert "seen" not in json.dumps([c.get("outputs") for c in clean])
+    assert nb.cells[3].outputs == [said], "the instructor's copy is untouched"
 
 
 def test_lab_1_5_feedback_shows_the_counts_per_category() -> None:

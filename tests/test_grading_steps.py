@@ -368,3 +368,48 @@ def test_report_writes_every_output_from_outcomes_alone(tmp_path: Path) -> None:
 def test_end_to_end_through_the_jail(solved: NotebookNode) -> None:
     graded = grade_submission(_submission(solved), Limits())
     assert (graded.result.score, graded.result.error) == (6.0, None), graded.result
+
+
+class _SessionStandIn:
+    """A session whose cells all finish at once (the jail is not what this is about)."""
+
+    def run_cell(self, source: str) -> tuple[list, int]:
+        return [], 1
+
+    def mark_jail_cpu(self, event: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_notebook_past_its_timeout_in_the_judge_is_the_notebook_s_result(solved: NotebookNode, monkeypatch) -> None:
+    """Issue 33: the judge stopped at the notebook's deadline (its compiles, each within the compile rule's limit,
+    together past --timeout: autograder.judge.client re-raises Overrun there) ends the run with the wall-clock
+    reason, like a cell past it: the tests reached keep their scores, the rest are lost with the reason, and the
+    result is final (no grader failure for a re-run to grade again). The stand-in check waits past the deadline
+    before it raises: the outcome does not depend on the machine's speed."""
+    import time
+
+    from autograder.judge.client import Overrun
+    from autograder.steps import execute as execute_step
+
+    wall_s = 1.0
+
+    def check(test: Any, session: Any) -> list:
+        if test.function != "add_bf16":
+            return []                                     # passes
+        time.sleep(wall_s + 0.2)
+        raise Overrun(f"ran past the notebook's {wall_s:g} s wall-clock limit (--timeout)")
+
+    monkeypatch.setattr(execute_step.warm, "take", lambda *a, **k: _SessionStandIn())
+    monkeypatch.setattr(execute_step, "run_check", check)
+    graded = grade_submission(_submission(solved), Limits(wall_s=wall_s), engines.JAIL)
+    r = graded.result
+    why = "the notebook ran past the 1 s wall-clock limit and was stopped"
+    assert r.error.startswith(why), r.error
+    assert r.score == 2.0 and [t.name for t in r.tests if t.passed] == ["add_f32"], r.tests
+    lost = {t.name: t.message for t in r.tests if not t.passed}
+    assert lost["add_bf16"].startswith(f"the run stopped during this test: {why}"), lost
+    assert all(m.startswith(f"the run stopped before this test ({why}") for n, m in lost.items() if n != "add_bf16")
+    assert GRADER_FAILED not in json.dumps(graded.model_dump())

@@ -276,9 +276,46 @@ def test_an_honest_kernel_is_judged_in_the_box() -> None:
         assert error is None and np.array_equal(out, X + X)
         child = judge.box
         assert child.process.pid != os.getpid() and child.cgroups is not None
+        del out
+        _replies_are_held_within_the_cap(judge)
     finally:
         judge.close()
     _no_leftovers(child)
+
+
+def add_with_extras(x, y):
+    """A correct add that also returns four 4000 x 4096 f32 arrays: 262 MB beside its 8 KB answer."""
+    extra = jnp.zeros((4000, 4096), F32)
+    return (add(x, y), *(extra + i for i in range(4)))
+
+
+def _replies_are_held_within_the_cap(judge: BoxedJudge) -> None:
+    """Issue 33: what a submission's grading holds of its replies is counted while it lives and capped
+    (autograder.jail.held): released when dropped; a reply past the cap is never sent, costs its test with the
+    reason, and the same judge serves the next request."""
+    import gc
+
+    held = judge.held
+    traced = _trace(judge, add)
+    kept = [judge.run(traced, [X + i, X])[0] for i in range(3)]
+    assert held.bytes == 3 * X.nbytes
+    del kept
+    gc.collect()
+    assert held.bytes == 0
+    out, error = judge.run(_trace(judge, add_with_extras), [X, X])
+    assert out is None and error.phase == "judge", error
+    assert error.text == ("the grader's run of your kernel returned 250 MB of arrays, over the 64 MB the grader keeps "
+                          "of one notebook's results at once (the lab's tests compare a few MB): return only what the "
+                          "function is asked for"), error.text
+    assert held.peak < 2**20                     # nothing of it was decoded
+    # the cap is on what is held at once: with room for two results, a third waits for one to be dropped
+    held.limit = 2 * X.nbytes
+    first, second = (judge.run(traced, [X, X])[0] for _ in range(2))
+    out, error = judge.run(traced, [X, X])
+    assert out is None and "beside" not in error.text and "over the 0 MB" in error.text, error.text
+    del first
+    out, error = judge.run(traced, [X, X])
+    assert error is None and np.array_equal(out, X + X)
 
 
 @pytest.mark.usefixtures("no_budgets")
@@ -725,3 +762,58 @@ def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
         assert traced.error is None or traced.error.text
 
     damaged()
+
+
+STALLING_TRANSPOSE = '''from jax.experimental.pallas import tpu as pltpu
+
+
+def transpose(x, bm=128, bn=128):   # right, with a dead branch libtpu takes minutes on (stalling_add's)
+    def kernel(x_ref, o_ref, s_ref):
+        o_ref[...] = x_ref[...].T
+
+        @pl.when(pl.program_id(0) < 0)
+        def _():
+            s_ref[...] = s_ref[...] * 2.0 + 1.0
+            s_ref[...] = jnp.sin(s_ref[...]) @ s_ref[...]
+    m, n = x.shape
+    return pl.pallas_call(kernel, grid=(m // bm, n // bn), out_shape=jax.ShapeDtypeStruct((n, m), x.dtype),
+                          in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
+                          out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
+                          scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],
+                          compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20), interpret=INTERP)(x)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+def test_a_stall_past_timeout_is_the_notebook_s_result(libtpu, tmp_path: Path) -> None:
+    """Issue 33, end to end (`course grade --timeout 60`): transpose's compile stalls libtpu for minutes, cut by the
+    notebook's deadline before its own 60 s limit. The result is the notebook's and final: each test reached is
+    scored, the rest lost with the wall-clock reason; no grader failure for a re-run to grade anew. (The CI test of
+    the same: tests/test_grading_steps.py::test_a_notebook_past_its_timeout_in_the_judge_is_the_notebook_s_result.)"""
+    import nbformat
+    from typer.testing import CliRunner
+
+    from autograder.steps.record import GRADER_FAILED
+    from course_tools.cli import app
+    from course_tools.demo import filled_in
+
+    lab, stage = "lab-1.1-first-kernels", _manifest().stage.id
+    nb = filled_in(lab)
+    for c in nb.cells:
+        if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "transpose":
+            c.source = STALLING_TRANSPOSE
+        elif c.cell_type == "code" and 'check_kernel("transpose"' in c.source:
+            c.source = ""    # the notebook's own check would compile it in the jail too
+    path = tmp_path / "in" / "staller" / stage / f"{lab}.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    run = CliRunner().invoke(app, ["grade", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--json",
+                                   "--timeout", "60", "--jobs", "1"])
+    assert run.exit_code == 0, run.output[-3000:]
+    (record,) = json.loads(run.stdout)
+    why = "the notebook ran past the 60 s wall-clock limit and was stopped"
+    assert GRADER_FAILED not in run.stdout and record["error"].startswith(why), record
+    tests = {t["name"]: t for t in record["tests"]}
+    assert why in tests["transpose_values"]["message"], tests
+    assert all(t["passed"] or why in t["message"] for t in tests.values()), tests

@@ -73,3 +73,18 @@ def test_nbgrader_feedback_shows_no_hidden_test(lab, course: Path) -> None:
     for region in hidden:
         for line in region.splitlines():
             assert line.strip() not in text, line
+
+
+def test_nbgrader_feedback_drops_what_cells_after_the_hidden_tests_printed(course: Path) -> None:
+    """Issue 33: the cells run after the first hidden test could print how the tests called the student's functions;
+    generate_feedback drops their outputs (autograder.steps.feedback.drop_outputs_after_tests), as `course grade`'s
+    executed/ copy does. LAB·1.1's visible check of add (before the first hidden test) stays, transpose's goes;
+    autograded/ keeps both for the instructor."""
+    from autograder.steps.feedback import AFTER_TESTS
+
+    lab = LABS[0]
+    page = (course / "feedback" / STUDENT / STAGE / f"{Path(lab.notebook).stem}.html").read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "✓ add:" in text and "✓ transpose:" not in text and AFTER_TESTS[:60] in text
+    autograded = read(course / "autograded" / STUDENT / STAGE / Path(lab.notebook).name)
+    assert "✓ transpose:" in str([c.get("outputs") for c in autograded.cells])

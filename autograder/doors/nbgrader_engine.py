@@ -153,3 +153,13 @@ class JailedExecute(NbGraderPreprocessor):
         if g.result.error:
             self.log.warning("%s: %s", g.label, g.result.error)
         return g.run.notebook, resources
+
+
+class DropOutputsAfterTests(NbGraderPreprocessor):
+    """generate_feedback's step: the outputs of the cells run after the first hidden test are not handed back
+    (autograder.steps.feedback.drop_outputs_after_tests); autograded/ keeps them for the instructor."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        from autograder.steps.feedback import drop_outputs_after_tests
+
+        return drop_outputs_after_tests(nb), resources

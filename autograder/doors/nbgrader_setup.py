@@ -51,10 +51,12 @@ def configure(c: Any) -> None:
     c.Autograde.exporter_class = "autograder.doors.nbgrader_engine.SubmittedNotebook"
     c.JailedExecute.timeout = CELL_TIMEOUT_S
     # generate_feedback renders the autograded notebook, whose test cells hold the hidden tests nbgrader restored:
-    # clear them first, as generate_assignment does (tests/test_solutions_both_doors.py).
+    # clear them first, as generate_assignment does (tests/test_solutions_both_doors.py),
     from nbgrader.converters.generate_feedback import GenerateFeedback
 
     feedback: list[Any] = list(GenerateFeedback.class_traits()["preprocessors"].default())
     feedback.insert(1, "nbgrader.preprocessors.ClearHiddenTests")
+    # and the outputs of the cells run after the first hidden test, as `course grade`'s executed/ copy drops them
+    feedback.insert(2, "autograder.doors.nbgrader_engine.DropOutputsAfterTests")
     c.GenerateFeedback.preprocessors = feedback
     c.ExportApp.plugin_class = GradesCsvExport

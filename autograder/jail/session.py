@@ -25,6 +25,7 @@ import numpy as np
 from pallas_course.xla_flags import fast_compile_xla_flags
 
 from autograder import timeline
+from autograder.jail.held import Held
 from autograder.jail.jail_agent import wire
 if TYPE_CHECKING:
     from pallas_course.kernel_trace import Trace
@@ -157,7 +158,8 @@ class StudentFunction:
             enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
             key = _key([enc_args, names], enc_kwargs, blobs)
             if key not in self._cache:
-                self._cache[key] = _plain_answer(*self._send(enc_args, enc_kwargs, blobs, names))
+                self._cache[key] = _plain_answer(*self._send(enc_args, enc_kwargs, blobs, names),
+                                                 held=self._judge().held)
             return self._cache[key]
         import jax
 
@@ -189,13 +191,19 @@ class StudentFunction:
         return f"<the student's {self.name}>"
 
 
-def _plain_answer(header: dict[str, Any], blobs: list[bytes]) -> Invocation:
-    """The jail's reply to a plain call (no arrays): the value it returned, as data."""
+def _plain_answer(header: dict[str, Any], blobs: list[bytes], held: Held | None = None) -> Invocation:
+    """The jail's reply to a plain call (no arrays): the value it returned, as data, counted in `held` (what the
+    submission's grading holds: a reply past it costs this call, autograder.jail.held)."""
     if header.get("ok") is not True:
         raise _error(header.get("error"))
+    why = held.overrun(sum(len(b) for b in blobs)) if held is not None else None
+    if why is not None:
+        raise StudentError(phase="call", ename="Overrun", text=f"it {why}", not_implemented=False)
     try:
         result = wire.decode_reply(header.get("result"), blobs)
         own = wire.decode_reply(header.get("own"), blobs)
+        if held is not None:
+            held.keep([result, own])
     except wire.WireError as e:
         raise BadAnswer(f"malformed answer ({e})") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError) as e:
@@ -437,8 +445,11 @@ class Session:
         if kind == "callable":
             return RemoteFunction(name, self)
         if kind == "value":
+            why = self.judge.held.overrun(sum(len(b) for b in blobs))
+            if why is not None:
+                raise BadAnswer(f"`{name}` {why}")
             try:
-                return wire.decode_reply(header.get("value"), blobs)
+                return self.judge.held.keep(wire.decode_reply(header.get("value"), blobs))
             except wire.WireError as e:
                 raise BadAnswer(f"malformed value ({e})") from None
         if kind == "missing":

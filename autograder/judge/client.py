@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from autograder import timeline
+from autograder.jail.held import Held
 from autograder.jail.jail_agent import wire
 from autograder.judge import protocol
 from autograder.judge.budgets import OverBudget, check as check_budgets
@@ -101,6 +102,7 @@ class _Judge:
         self._sent: dict[str, tuple[dict[str, Any], list[bytes]]] = {}   # key -> its trace request, to re-send
         self._here: set[str] = set()                                       # keys the current child holds
         self._ahead: set[str] = set()                                      # keys whose compiles were started
+        self.held = Held()                    # the run results this submission's grading holds (its replies)
 
     def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
                  what: str) -> tuple[dict[str, Any], list[bytes]]:
@@ -112,7 +114,7 @@ class _Judge:
     def _asked(self, key: str, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
                what: str) -> tuple[dict[str, Any], list[bytes]]:
         """`header` about the computation `key`, sent to a child that holds it (after a restart it is rebuilt)."""
-        for _ in range(2):
+        for attempt in range(2):
             self._held(key, what)
             answer, out = self._request(header, blobs, timeout=timeout, what=what)
             if "unknown" not in answer:
@@ -170,17 +172,29 @@ class _Judge:
 
         key = traced.computation.digest
         blobs: list[bytes] = []
-        header = {"op": "run", "key": key, "inputs": wire.encode([np.asarray(a) for a in arrays], blobs)}
-        try:
-            answer, out = self._asked(key, header, blobs, timeout=self._call_timeout(), what="run")
-        except Overrun as e:
-            return None, _judge_error(f"the grader's run of your kernel {e.why}")
-        if answer.get("bad"):
-            raise BadAnswer(str(answer["bad"])[:2000])
+        inputs = wire.encode([np.asarray(a) for a in arrays], blobs)
+        for attempt in range(2):
+            # the judge sends no more than this submission may still hold (autograder.jail.held)
+            room = self.held.room()
+            header = {"op": "run", "key": key, "inputs": inputs, "max_bytes": room}
+            try:
+                answer, out = self._asked(key, header, blobs, timeout=self._call_timeout(), what="run")
+            except Overrun as e:
+                return None, _judge_error(f"the grader's run of your kernel {e.why}")
+            if answer.get("bad"):
+                raise BadAnswer(str(answer["bad"])[:2000])
+            size = answer.get("too_big") if answer.get("ok") is not True else sum(len(b) for b in out)
+            why = self.held.overrun(size) if isinstance(size, int) else None
+            if why is None and "too_big" in answer and attempt:
+                why = self.held.too_much(size)
+            if why is not None:
+                return None, _judge_error(f"the grader's run of your kernel {why}")
+            if "too_big" not in answer:
+                break      # else: it fits once what earlier tests dropped is collected: asked again, once
         if answer.get("ok") is not True:
             return None, _student_error(answer.get("error"))
         try:
-            return wire.decode_reply(answer.get("result"), out), None
+            return self.held.keep(wire.decode_reply(answer.get("result"), out)), None
         except wire.WireError as e:
             raise BadAnswer(f"the judge's values are malformed ({e})") from None
 

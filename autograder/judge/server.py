@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from autograder.jail.held import arrays as held_arrays
 from autograder.jail.jail_agent import wire
 from autograder.jail.session import BadAnswer, StudentError, _error
 
@@ -175,6 +176,10 @@ class Judge:
             result, error = run(traced, list(arrays))
             if error is not None:
                 return _failed(error)
+            room = header.get("max_bytes")
+            size = sum(a.nbytes for a in held_arrays(result))
+            if isinstance(room, int) and size > room:     # not sent: the grader would not keep it (autograder.jail.held)
+                return {"ok": False, "too_big": size}, []
             out: list[bytes] = []
             return {"ok": True, "result": wire.encode(result, out)}, out
         if op == "compile_ahead":

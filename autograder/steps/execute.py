@@ -29,6 +29,7 @@ from autograder.jail import warm
 from autograder.labs.harness import TestFailure
 from autograder.jail.limits import CELL_TIMEOUT_S, GRADING_MODE
 from autograder.jail.session import BadAnswer, Session, StudentGone
+from autograder.judge.client import Overrun
 from autograder.course_manifest import REPO_ROOT, LabSpec
 from pallas_course import pyparse
 
@@ -208,7 +209,7 @@ def _why_stopped(gone: StudentGone, *, wall_s: float, cell_timeout_s: float, dea
     why = gone.why
     if time.monotonic() >= deadline - 0.5:
         return (f"the notebook ran past the {wall_s:g} s wall-clock limit and was stopped "
-                "(an infinite loop or a hung kernel?)")
+                "(an infinite loop, a hung kernel, or kernels the TPU compiler is slow on?)")
     if gone.silent:
         return (f"a cell ran past the {cell_timeout_s:g} s per-cell limit and did not stop when interrupted "
                 "(an infinite loop inside a kernel?); the cells after it did not run")
@@ -284,8 +285,11 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
                     if "parameters" in cell.get("metadata", {}).get("tags", []):
                         session.run_cell(f"MODE = {GRADING_MODE!r}")   # papermill's injected parameters
                 replied.add(index)
-            except (StudentGone, BadAnswer) as e:
-                gone = e if isinstance(e, StudentGone) else StudentGone(f"malformed answer: {e}")
+            except (StudentGone, BadAnswer, Overrun) as e:
+                # Overrun: the judge stopped at the notebook's deadline (its compiles, each within its own limit,
+                # took the notebook past --timeout): the notebook's doing, so its result, never a grader failure
+                gone = (e if isinstance(e, StudentGone) else StudentGone(e.why, silent=True) if isinstance(e, Overrun)
+                        else StudentGone(f"malformed answer: {e}"))
                 stopped = _why_stopped(gone, wall_s=limits.wall_s, cell_timeout_s=cell_timeout_s, deadline=deadline)
                 stopped_in = index
                 cell.outputs = [error_output("TestFailure" if gid in tests else "KernelStopped",

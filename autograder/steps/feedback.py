@@ -1,5 +1,6 @@
-"""What a student may receive: their executed notebook without the hidden tests, and a feedback page (HTML and
-Markdown) with each test's points and message and the status of each written answer.
+"""What a student may receive: their executed notebook without the hidden tests (nor the outputs of the cells run
+after the first of them), and a feedback page (HTML and Markdown) with each test's points and message and the status
+of each written answer.
 
 Hidden tests are the regions between `### BEGIN HIDDEN TESTS` and `### END HIDDEN TESTS` of the test cells
 (removed as nbgrader's ClearHiddenTests removes them) and the checks those regions call; a test cell keeps its
@@ -14,6 +15,7 @@ import re
 from pathlib import Path
 
 from nbformat import NotebookNode
+from nbformat.v4 import new_output
 
 from autograder import cells, untrusted
 from autograder.steps.results import SubmissionResult, TestResult
@@ -22,6 +24,10 @@ BEGIN, END = cells.HIDDEN_TEST_MARKERS
 _HIDDEN = re.compile(rf"^[ \t]*{re.escape(BEGIN)}.*?^[ \t]*{re.escape(END)}[^\n]*\n?", re.S | re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 REMOVED = "# (hidden test: its code is not shown; the feedback gives its result)"
+AFTER_TESTS = ("[the outputs of this cell and the cells after it are not handed back: they ran after a hidden test, "
+               "and what they printed could show how the hidden tests called your functions; run the notebook "
+               "yourself to see them]")
+GRADER_OUTPUTS = ("KernelStopped",)      # error outputs the grader writes into a cell (autograder.steps.execute)
 
 
 def strip_hidden(source: str) -> str:
@@ -33,9 +39,31 @@ def _unindented(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not line[:1].isspace())
 
 
+def drop_outputs_after_tests(nb: NotebookNode) -> NotebookNode:
+    """`nb` (in place) without the outputs of the code cells after its first hidden test; the first of them says
+    why, whatever they held (so nothing tells which printed). The hidden tests call the student's functions in the
+    notebook's own process (on shapes the grader keeps to itself: every case of every test); a later cell could
+    print what those calls saw. What the grader itself wrote there (why the run stopped) stays: the feedback says
+    it anyway."""
+    after, noted = False, False
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        if cells.is_test(cell):
+            after = True
+            continue
+        if after:
+            kept = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"
+                    and o.get("ename") in GRADER_OUTPUTS]
+            note = [] if noted else [new_output("stream", name="stdout", text=AFTER_TESTS + "\n")]
+            cell.outputs, noted = [*note, *kept], True
+            cell.execution_count = None    # a cell can set the next one's count
+    return nb
+
+
 def sanitize(nb: NotebookNode) -> NotebookNode:
     """A copy of an executed notebook that is safe to hand back to its student."""
-    nb = copy.deepcopy(nb)
+    nb = drop_outputs_after_tests(copy.deepcopy(nb))
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
