@@ -119,3 +119,38 @@ def test_a_platform_branch_scores_as_the_tpus_branch(libtpu) -> None:
     want, got = _all_outcomes(ZEROS_KERNELS), _all_outcomes(PLATFORM_BRANCHES)
     assert got == want, (want, got)
     assert sum(m == "passed" for m in got.values()) == 1, got
+
+
+@pytest.mark.slow
+def test_the_platform_branch_scores_as_zeros_on_both_doors(libtpu, tmp_path) -> None:
+    """The same attack as a student hands it in (the notebook's add_kernel and transpose_kernel cells), through
+    `course grade` and `nbgrader autograde`: 1 of 6 on each, the same tests lost (the CI test above is in-process)."""
+    import json
+    import shutil
+
+    import nbformat
+    from nbgrader.api import Gradebook
+    from typer.testing import CliRunner
+
+    from course_tools.cli import app
+    from course_tools.demo import filled_in
+    from tests.nbgrader_course import generated_course, nbgrader
+
+    stage = manifest().stage.id
+    edits = {"add_kernel": (ADD_BODY, PLATFORM_BRANCHES[ADD_BODY]),
+             "transpose_kernel": (TRANSPOSE_BODY, PLATFORM_BRANCHES[TRANSPOSE_BODY])}
+    course = generated_course(tmp_path / "course")
+    path = course / "submitted" / "brancher" / stage / f"{LAB_1_1}.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(filled_in(LAB_1_1, edits), path)
+    run = CliRunner().invoke(app, ["grade", str(course / "submitted"), "--out", str(tmp_path / "out"), "--json"])
+    assert run.exit_code == 0, run.output[-3000:]
+    (record,) = json.loads(run.stdout)
+    course_grade = {t["name"]: t["points"] for t in record["tests"]}
+    done = nbgrader(course, "autograde", stage, "--force")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        by_nbgrader = {g.name: g.score for g in gb.find_submission_notebook(LAB_1_1, stage, "brancher").grades
+                       if g.name in course_grade}
+    assert course_grade == by_nbgrader and sum(course_grade.values()) == 1, (course_grade, by_nbgrader)
+    shutil.rmtree(course, ignore_errors=True)
