@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pallas_course.chips import Chip, chip as chip_named
-from pallas_course.cost_model import step_seconds
+from pallas_course.cost_model import memory_bound_seconds, step_seconds, unfused_softmax_bytes  # noqa: F401 - re-exported
 from pallas_course.legality import check_pallas_call
 from .gate_spec import EstimateAssumptions, Gate, MatmulCriterion, SoftmaxCriterion
 from pallas_course.kernel_trace import BlockInfo, PallasCallInfo
@@ -137,20 +137,9 @@ def xla_matmul_s(m: int, n: int, k: int, itemsize: int, chip: Chip) -> float:
     return max(2 * m * n * k / chip.bf16_flops_per_s, (m * k + k * n + m * n) * itemsize / chip.hbm_bytes_per_s)
 
 
-def unfused_softmax_bytes(rows: int, cols: int, itemsize: int) -> int:
-    """HBM bytes of the five-dispatch chain: each op reads its inputs and writes its output once.
-
-    max: read x, write m [rows]; subtract: read x and m, write z; exp: read z, write e;
-    sum: read e, write s [rows]; divide: read e and s, write the result.
-    """
-    nd, n = rows * cols, rows
-    reads = nd + (nd + n) + nd + nd + (nd + n)
-    writes = n + nd + nd + n + nd
-    return (reads + writes) * itemsize
-
-
-def xla_softmax_unfused_s(rows: int, cols: int, itemsize: int, chip: Chip) -> float:
-    return unfused_softmax_bytes(rows, cols, itemsize) / chip.hbm_bytes_per_s
+def xla_softmax_unfused_s(rows: int, cols: int, dtype: Any, chip: Chip) -> float:
+    """The five-dispatch chain at full bandwidth: its HBM bytes (pallas_course.cost_model, LAB·1.3's model too)."""
+    return memory_bound_seconds(unfused_softmax_bytes(rows, cols, dtype), chip)
 
 
 # ------------------------------------------------------------------------------------------------ criteria
@@ -218,7 +207,7 @@ def estimate_criterion(gate: Gate, criterion: MatmulCriterion | SoftmaxCriterion
         if isinstance(criterion, MatmulCriterion):
             base = xla_matmul_s(shape["m"], shape["n"], shape["k"], itemsize, chip)
         else:
-            base = xla_softmax_unfused_s(shape["rows"], shape["cols"], itemsize, chip)
+            base = xla_softmax_unfused_s(shape["rows"], shape["cols"], criterion.dtype, chip)
         ratios[label], best[label], baseline[label] = kern.time_s / base, kern, base
     if isinstance(criterion, MatmulCriterion):
         (label,) = ratios

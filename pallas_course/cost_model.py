@@ -89,17 +89,15 @@ def fused_softmax_bytes(n: int, d: int, dtype: Any) -> int:
     return 2 * n * d * _itemsize(dtype)
 
 
-# The unfused chain (course_tools.bench_workloads.xla_softmax_unfused), one jit each, so each reads its inputs from
-# HBM and writes its result back: (reads, writes) of the (n, d) array per op, the (n, 1) row statistics aside.
-UNFUSED_SOFTMAX_TRIPS = {"max": (1, 0), "subtract": (1, 1), "exp": (1, 1), "sum": (1, 0), "divide": (1, 1)}
-
-
 def unfused_softmax_bytes(n: int, d: int, dtype: Any) -> int:
-    """HBM bytes of the unfused chain max, subtract, exp, sum, divide: five reads and three writes of the (n, d)
-    array, plus the (n, 1) row max and row sum each written once and read once."""
-    size = _itemsize(dtype)
-    trips = sum(r + w for r, w in UNFUSED_SOFTMAX_TRIPS.values())
-    return trips * n * d * size + 4 * n * size
+    """HBM bytes of the unfused chain (course_tools.bench_workloads.xla_softmax_unfused, GATE 01's baseline), one
+    jit per op, each reading its inputs from HBM and writing its output back: max reads x, writes m [n]; subtract
+    reads x and m, writes z; exp reads z, writes e; sum reads e, writes s [n]; divide reads e and s, writes the
+    result. Five reads and three writes of the (n, d) array, four of the (n, 1) row statistics."""
+    nd = n * d
+    reads = nd + (nd + n) + nd + nd + (nd + n)
+    writes = n + nd + nd + n + nd
+    return (reads + writes) * _itemsize(dtype)
 
 
 # ------------------------------------------------------------------------------------------------ VMEM

@@ -199,7 +199,7 @@ def test_softmax_estimate_worked_by_hand():
     """32768×1024 f32, 256 rows a block: 128 steps; the chain moves 8·N·d + 4·N elements."""
     v5e = chip("v5e")
     n, d = 32768, 1024
-    assert unfused_softmax_bytes(n, d, 4) == (8 * n * d + 4 * n) * 4          # 1.0742 GB -> 1310.1 µs
+    assert unfused_softmax_bytes(n, d, "float32") == (8 * n * d + 4 * n) * 4  # 1.0742 GB -> 1310.1 µs
     cfg = {"rows_per_block": 256}
     k = model_pallas_call(traced_call("softmax", "float32", {"rows": n, "cols": d}, cfg), flops_per_step=0.0,
                           chip=v5e, step_overhead_s=2.23e-7, config=cfg)
