@@ -109,6 +109,16 @@ def test_every_graded_test_has_a_mutant(module: Any) -> None:
     assert not untargeted, f"tests no mutant targets: {untargeted}"
 
 
+def test_semantics_enums_keep_the_mark() -> None:
+    """LAB·1.2's dimension_semantics written with pltpu.PARALLEL / pltpu.ARBITRARY (enums, not strings) is read as
+    the same semantics, through the jail's description and the judge's rebuild alike."""
+    from autograder.labs import lab_1_2
+    from tests.mutants import lab_1_2 as corpus
+
+    lab = manifest().lab(corpus.LAB)
+    lab_1_2.matmul_acc_semantics(load(REPO_ROOT / lab.source, corpus.SEMANTICS_ENUMS)["matmul_acc"])
+
+
 def test_race_is_caught_by_the_shuffled_order_not_by_the_race_detector() -> None:
     """What catches a kernel that races, as docs/grader.md says (jax 0.10.2). The racing mutant marks K "parallel",
     so on a two-core chip both cores would add into one C block at once. Under the course's interpret params its values
