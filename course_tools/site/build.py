@@ -265,9 +265,29 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
     budget_line = json.loads(budget_file.read_text()) if budget_file.exists() else None
 
     return {"course": m.course, "stage": m.stage, "labs": labs, "content": content, "instruments": instruments,
+            "figures": figures(),
             "walks": walks, "gate": gate, "sched": sched, "line_ranges": _line_ranges, "budget_line": budget_line,
             "breadcrumb": content.breadcrumb.replace("{track_chapter}", str(m.course.track_chapter)),
             "plan": _plan(content, m)}
+
+
+def figures() -> dict[str, Markup]:
+    """The pictures a section may show (content.Section.figure), computed: one TensorCore from course.yml's v5e and
+    v6e constants (pallas_course.tensorcore_svg), and the course's one tiling table (pallas_course.tiling)."""
+    from html import escape
+
+    from pallas_course import tiling
+    from pallas_course.tensorcore_svg import tensorcore_svg
+
+    head = ("dtype width", "examples", "lowering rule (any dtype)", "native tile",
+            "a block of whole (8, 128) but not whole native tiles")
+    rows = "".join(f"<tr><td>{r.bits}-bit</td><td>{escape(r.dtypes)}</td><td>last two dims divisible by (8, 128) "
+                   f"or equal the array's</td><td>{r.native_tile}</td><td>{escape(r.what_happens)}</td></tr>"
+                   for r in tiling.TABLE)
+    sources = escape(f"{tiling.LOWERING_SOURCE} · {tiling.COMPILE_SOURCE}")
+    table = (f'<div class="table-wrap"><table class="tiling"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
+             f'<tbody>{rows}</tbody></table></div><p class="source">sources: {sources}</p>')
+    return {"tensorcore": Markup(tensorcore_svg("v5e") + tensorcore_svg("v6e")), "tiling-table": Markup(table)}
 
 
 def _plan(content: content_mod.Content, m: Manifest) -> list[dict[str, Any]]:

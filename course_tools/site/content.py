@@ -29,6 +29,7 @@ class Section(_Strict):
     kicker: str
     title: str
     paragraphs: list[str]
+    figure: Literal["tensorcore", "tiling-table"] | None = None   # a picture the build computes (build.figures)
 
 
 class Instrument(_Strict):
