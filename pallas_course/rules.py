@@ -952,8 +952,8 @@ def column_sums_hint(x: Any, out: Any, r: int) -> str | None:
     if np.isnan(a).any() and not np.isnan(xs).any():
         where = (f"its last block (rows {last} to {last + r - 1}) runs past the array's {n} rows, and its {pad} "
                  f"row{'s' * (pad != 1)} past the end" if pad else "rows past the end")
-        return (f"the sums are NaN though x holds no NaN: {where} hold whatever the block's buffer held (NaN under "
-                "TPU interpret mode, stale data on a TPU), and the sum adds them in. Mask them before the sum: "
+        return (f"the sums are NaN though x holds no NaN: {where} are padding of unspecified value (NaN under "
+                "TPU interpret mode, garbage on a TPU: Pallas's grid and BlockSpec docs), and the sum adds them in. Mask them before the sum: "
                 "row = pl.program_id(0) * rows_per_block + jax.lax.broadcasted_iota(jnp.int32, x.shape, 0), then "
                 "jnp.where(row < n, x, 0.0) (a select: multiplying by a 0/1 mask keeps the NaN, NaN × 0 is NaN)")
     tol = COLUMN_SUMS["tol"]
