@@ -572,6 +572,44 @@ def test_a_slow_compile_started_ahead_changes_no_other_verdict(libtpu, monkeypat
         model.close()
 
 
+# ----------------------------------------------------------------------------- a fresh judge from a warm parent
+
+def _proc(pid: int, name: str) -> str:
+    return Path(f"/proc/{pid}/{name}").read_text()
+
+
+def test_each_judge_is_a_fresh_fork_of_a_stateless_zygote_with_the_box_s_chain() -> None:
+    """Two submissions' judges: two processes forked from the grading process's one zygote (no Python start, no
+    imports of their own), each in its own session, folder, cgroups and rlimits, as a judge started on its own
+    was. The zygote never holds a thread (a fork copies only the one that forks) and keeps no judge once ended."""
+    first, second = _judge(cpu_s=77), _judge()
+    try:
+        judges = []
+        for judge in (first, second):
+            traced = _trace(judge, add)                  # each answers: it started, warmed up and serves
+            assert traced.error is None
+            judges.append(judge.box)
+        zygote = box._ZYGOTE
+        pids = [b.process.pid for b in judges]
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+        for b, pid in zip(judges, pids):
+            stat = _proc(pid, "stat").rsplit(")", 1)[1].split()
+            assert int(stat[1]) == zygote.process.pid and int(stat[2]) == pid == int(stat[3])   # ppid, own group and session
+            assert os.readlink(f"/proc/{pid}/cwd") == b.tmp
+            assert all(d.name in _proc(pid, "cgroup") for d in b.cgroups.dirs.values())
+        cpu = [next(line for line in _proc(pid, "limits").splitlines() if line.startswith("Max cpu time"))
+               for pid in pids]
+        assert cpu[0].split()[3:5] == ["77", "79"] and cpu[1].split()[3:5] == ["900", "902"]
+        assert len(os.listdir(f"/proc/{zygote.process.pid}/task")) == 1
+    finally:
+        first.close()
+        second.close()
+    assert all(box.wait_gone(pid) for pid in pids)
+    assert not [t for t in Path(f"/proc/{zygote.process.pid}/task/{zygote.process.pid}/children").read_text().split()]
+    for b in judges:
+        _no_leftovers(b)
+
+
 # --------------------------------------------------------------------------------------- a killed grader
 
 GRADER = """

@@ -9,7 +9,10 @@ it needs no namespaces; it needs bounds. Reusing autograder.jail.bwrap's machine
   the parent-death signal -> the guard that stops if the grader already died);
 - a session and process group of its own (killed as a group), a private TMPDIR/HOME removed at the end, or by
   kill_orphans() here when the grader was killed first;
-- a minimal environment: nothing of the grader's (no tokens, no paths to its files but the code's).
+- a minimal environment: nothing of the grader's (no tokens, no paths to its files but the code's);
+- a fresh process per box, forked from the grading process's zygote (autograder.judge.zygote: a warm parent that
+  imported the judge's modules and holds nothing of any submission), which applies this same chain in the child;
+  where the zygote cannot start (or COURSE_JUDGE_ZYGOTE=0), a Python of its own started through the chain.
 """
 from __future__ import annotations
 
@@ -25,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.jail import bwrap as jail, memory
+from autograder.judge import zygote
 
 TMP_PREFIX = "course-judge-"
 STDERR_KEEP = 16 * 1024
+ZYGOTE_ENV = "COURSE_JUDGE_ZYGOTE"    # "0": each judge a Python of its own (the bench's comparison)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,30 @@ def _env(tmp: str) -> dict[str, str]:
     return env
 
 
+_ZYGOTE: zygote.Zygote | None = None
+_ZYGOTE_LOCK = threading.Lock()
+
+
+def _zygote() -> zygote.Zygote:
+    """This grading process's zygote: started on first use (its imports overlap whatever asked), again if it ended.
+    Its folder is named as a judge's, so remove_orphans() removes it once its grader is gone."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        if _ZYGOTE is None or not _ZYGOTE.alive():
+            tmp = f"{jail.STAGE_DIR}/{TMP_PREFIX}{_grader_tag()}-{secrets.token_hex(4)}"
+            os.mkdir(tmp, 0o700)
+            _ZYGOTE = zygote.Zygote(_env(tmp), tmp)
+        return _ZYGOTE
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        if pid > 1:     # a fork the zygote never made has no pid (-1): no signal to a group it would name
+            os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 class Box:
     """A running judge: `process` has binary stdin/stdout pipes (frames); stderr is drained, its tail kept."""
 
@@ -99,16 +128,24 @@ class Box:
                 self.cgroups = jail._Cgroups(name, limits.jail_limits(cgroups=True))
             except OSError:
                 self.cgroups = None
-        rl = limits.jail_limits(cgroups=self.cgroups is not None)
-        cmd = ["/bin/sh", "-c", jail._WRAPPER, "course-judge", "--", *jail._rlimits(rl, cgroups=self.cgroups is not None),
-               *jail._guarded(drop_root=False), sys.executable, "-m", "autograder.judge.server"]
-        env = {**_env(self.tmp), "COURSE_JAIL_CGROUPS": " ".join(self.cgroups.procs_files() if self.cgroups else [])}
+        rlimits = jail._rlimits(limits.jail_limits(cgroups=self.cgroups is not None), cgroups=self.cgroups is not None)
+        procs = self.cgroups.procs_files() if self.cgroups else []
         self._killed = False
         self._why: str | None = None
         self._tail = bytearray()
+        self.process: subprocess.Popen[bytes] | zygote.Forked
         try:
-            self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            env=env, cwd=self.tmp, start_new_session=True)
+            try:
+                if os.environ.get(ZYGOTE_ENV, "1") == "0":
+                    raise zygote.ZygoteFailed(f"{ZYGOTE_ENV}=0")
+                self.process = _zygote().fork(cwd=self.tmp, env=_env(self.tmp), cgroups=procs,
+                                              rlimits=zygote.rlimits_of(rlimits))
+            except (zygote.ZygoteFailed, OSError):
+                cmd = ["/bin/sh", "-c", jail._WRAPPER, "course-judge", "--", *rlimits, *jail._guarded(drop_root=False),
+                       sys.executable, "-m", "autograder.judge.server"]
+                self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE, cwd=self.tmp, start_new_session=True,
+                                                env={**_env(self.tmp), "COURSE_JAIL_CGROUPS": " ".join(procs)})
         except BaseException:
             self._cleanup()
             raise
@@ -117,10 +154,7 @@ class Box:
             lambda: memory.descendants(self.process.pid), limits.memory_mb, self._memory_kill)
 
     def _memory_kill(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _kill_group(self.process.pid)
 
     def _drain(self) -> None:
         for chunk in iter(lambda: self.process.stderr.read(65536), b""):
@@ -160,10 +194,7 @@ class Box:
         """Kill the box's processes (the group, then anything left in its cgroups) and free what it held."""
         if self.process.poll() is None:
             self._killed = True
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _kill_group(self.process.pid)
             if self.cgroups is not None:
                 self.cgroups.kill_all()
         try:
