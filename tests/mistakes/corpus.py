@@ -389,7 +389,7 @@ MISTAKES: dict[str, list[Mistake]] = {
                 ("pipeline_off",)),
         # issue 20: these passed every visible check (f32 only, no scratch) and lost points in the grade
         Mistake("step_times_ignores_dtype", "itemsize = 4 whatever the dtype",
-                {"    itemsize = np.dtype(dtype).itemsize": "    itemsize = 4"},
+                {"    itemsize = np.dtype(dtype).itemsize\n    dma_bytes": "    itemsize = 4\n    dma_bytes"},
                 r"that is 4 bytes per element, but bfloat16 has 2", ("step_time_model",),
                 ("fed_block", "block_choice"), graded=r"4 bytes per element, but bfloat16 has 2"),
         Mistake("working_set_acc_in_input_dtype", "the f32 accumulator counted in the inputs' dtype",
