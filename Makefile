@@ -45,6 +45,16 @@ check-newest-jax:
 budget-line:
 	python -m course_tools.bench.budget_line
 
+# What the TPU compiler does with block shapes and VMEM (libtpu): bench/tiling-compile.json, bench/vmem-padding.json.
+.PHONY: tpu-layout
+tpu-layout:
+	python -m course_tools.bench.tpu_layout
+
+# LAB·1.4's recorded CPU trace (TPU interpret mode): pallas_course/records/lab-1.4-cpu-trace.json.
+.PHONY: cpu-trace
+cpu-trace:
+	python -m course_tools.bench.cpu_trace
+
 # Colab's TPU runtime stood in for on this CPU (Python 3.13 root of check-newest-jax, Colab's versions, a
 # google.colab module): every released notebook, filled in, runs from its set-up cell; every solution kernel
 # compiles with the libtpu that cell leaves. Writes compat/colab.json. Needs root; reuses the newest-jax root.
