@@ -69,3 +69,36 @@ def test_error_texts_state_the_table() -> None:
     eight = tiling.row(8).native_tile
     assert "multiples of 8 and 128" in fix and f"rows a multiple of {eight[0]}" in fix and str(eight) in fix
     assert "bf16" not in fix and "16 and 128" not in fix
+
+
+BUDGET = json.loads((ROOT / "bench" / "budget-line.json").read_text())
+
+
+@pytest.mark.parametrize("line", BUDGET["lines"], ids=lambda r: f"{r['chip']}-{r['dtype']}")
+def test_budget_line_record_still_matches_the_model(line: dict) -> None:
+    """bench/budget-line.json's predicted bytes are the model's today (its trivial-window and padding rules change
+    nothing for a matmul of whole (8, 128) blocks over a larger array), and where the compiler reported its size
+    for a float32 matmul it is exactly the prediction."""
+    import re
+
+    from course_tools.bench.budget_line import DTYPES, working_set
+
+    for v in line["verdicts"]:
+        predicted = working_set(v["block"], DTYPES[line["dtype"]], line["chip"])
+        assert predicted == v["predicted_bytes"], (line["chip"], line["dtype"], v)
+        size = re.search(r"Scoped allocation with size ([\d.]+)M", v["compiler"])
+        if size and line["dtype"] == "float32":
+            assert abs(float(size.group(1)) - predicted / 2**20) < 0.01, v
+
+
+def test_layernorm_scale_and_shift_are_single_buffered() -> None:
+    """E8: LayerNorm's (1, d) g and b, the whole array at index (0, 0), hold one buffer each (jax 0.10.2 trivial
+    windowing), its x and output blocks two."""
+    from course_tools.reference_schedules import trace_reference
+    from pallas_course.legality import check_pallas_call
+
+    info = trace_reference("layernorm", np.float32)
+    entries = {e.name: e for e in check_pallas_call(info, "v5e").budget.entries}
+    assert {n: e.buffers for n, e in entries.items()} == {"in[0]": 2, "in[1]": 1, "in[2]": 1, "out[0]": 2}
+    d = info.inputs[1].array_shape[-1]
+    assert entries["in[1]"].bytes_per_buffer == -(-d // 128) * 128 * 4
