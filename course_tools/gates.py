@@ -48,6 +48,10 @@ class Measurement(_Out):
     kernel_ms: dict[str, float]
     baseline_ms: dict[str, float]
     configs: dict[str, dict[str, int | str | bool]]   # shape label -> the kernel config that was best
+    # shape label -> median of XLA's own fused softmax in the same run (course_tools.bench_workloads.xla_softmax):
+    # shown beside the verdict, never gated, so that beating the deliberately unfused chain is not read as
+    # beating XLA
+    context_ms: dict[str, float] = {}
 
 
 class CriterionResult(_Out):
@@ -136,15 +140,24 @@ def _why_not(rec: BenchRecord, gate: Gate, c: MatmulCriterion | SoftmaxCriterion
     return fresh(rec, c.kernel_source)
 
 
+# The impl `course bench` times beside a criterion's baseline for context only (no gate reads it): per workload.
+CONTEXT_IMPL = {"softmax": "xla_softmax"}
+
+
 def _measure(run: list[BenchRecord], c: MatmulCriterion | SoftmaxCriterion) -> Measurement | None:
     """Best kernel config against the baseline at each shape of one run; None if no shape has both."""
     by_shape: dict[str, dict[str, list[BenchRecord]]] = collections.defaultdict(lambda: collections.defaultdict(list))
     for rec in run:
         by_shape[shape_label(rec.shape)][rec.impl].append(rec)
-    ratios, kernel_ms, baseline_ms, configs = {}, {}, {}, {}
+    ratios, kernel_ms, baseline_ms, configs, context_ms = {}, {}, {}, {}, {}
+    context = CONTEXT_IMPL.get(c.workload)
     for label, impls in by_shape.items():
         if not impls[c.kernel] or not impls[c.baseline]:
             continue
+        if context and impls[context]:
+            latest = max(impls[context], key=lambda r: r.provenance.timestamp)
+            if latest.median_ms is not None:
+                context_ms[label] = latest.median_ms
         best = min(impls[c.kernel], key=lambda r: r.median_ms or float("inf"))
         base = max(impls[c.baseline], key=lambda r: r.provenance.timestamp)     # the run's latest baseline
         assert best.median_ms is not None and base.median_ms is not None       # status "ok" guarantees both
@@ -155,7 +168,8 @@ def _measure(run: list[BenchRecord], c: MatmulCriterion | SoftmaxCriterion) -> M
     last = max(run, key=lambda r: r.provenance.timestamp)
     return Measurement(run_id=last.run_id, device_kind=last.provenance.device_kind,
                        course_commit=last.provenance.course_commit, timestamp=last.provenance.timestamp.isoformat(),
-                       ratios=ratios, kernel_ms=kernel_ms, baseline_ms=baseline_ms, configs=configs)
+                       ratios=ratios, kernel_ms=kernel_ms, baseline_ms=baseline_ms, configs=configs,
+                       context_ms=context_ms)
 
 
 def _verdict(c: MatmulCriterion | SoftmaxCriterion, m: Measurement) -> tuple[Status, str]:
@@ -172,13 +186,18 @@ def _verdict(c: MatmulCriterion | SoftmaxCriterion, m: Measurement) -> tuple[Sta
     widths = sorted({int(k.split("×")[1]) for k in m.ratios})
     text = (f"{min(m.ratios.values()):.2f}x-{m.ratios[worst]:.2f}x the unfused chain's time at {len(m.ratios)} "
             f"shapes (widths {', '.join(map(str, widths))}; worst {worst}; needs < {c.time_ratio_below}x) {where}")
+    beside = {k: m.kernel_ms[k] / v for k, v in m.context_ms.items() if v > 0}
+    if beside:
+        text += (f"; beside XLA's own fused softmax (jax.jit(jax.nn.softmax), not gated): "
+                 f"{min(beside.values()):.2f}x-{max(beside.values()):.2f}x its time at {len(beside)} shapes")
     return ("PASS" if ok else "FAIL"), text
 
 
 def evaluate_criterion(gate: Gate, c: MatmulCriterion | SoftmaxCriterion, records: list[BenchRecord],
                        freshness: Freshness) -> CriterionResult:
     est = estimate_criterion(gate, c)
-    relevant = [r for r in records if r.workload == c.workload and r.impl in (c.kernel, c.baseline)]
+    impls = {c.kernel, c.baseline} | ({CONTEXT_IMPL[c.workload]} if c.workload in CONTEXT_IMPL else set())
+    relevant = [r for r in records if r.workload == c.workload and r.impl in impls]
     ignored: collections.Counter[str] = collections.Counter()
     runs: dict[str, list[BenchRecord]] = collections.defaultdict(list)
     for rec in relevant:

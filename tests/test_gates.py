@@ -75,6 +75,21 @@ def test_fixture_tpu_records_fail():
     assert result.criteria[1].measurement.ratios["32768×256"] == pytest.approx(1.05)        # not < 1.0
 
 
+def test_xla_s_own_softmax_is_shown_beside_the_verdict_and_never_gates():
+    """GATE 01 compares the fused kernel with the deliberately unfused chain; XLA's own fused softmax, timed in the
+    same run, is shown beside the verdict (the kernel at a multiple of its time) so a PASS is not read as beating
+    XLA, and it changes no status."""
+    shape = {"rows": 32768, "cols": 1024}
+    records = [rec("xla_softmax_unfused", 1.40, shape=shape), rec("softmax", 0.70, shape=shape, config={"rows_per_block": 64}),
+               rec("xla_softmax", 0.35, shape=shape)]
+    c = evaluate(G, records=records, freshness=fresh).criteria[1]
+    assert c.status == "PASS" and c.measurement.context_ms == {"32768×1024": 0.35}
+    assert "0.50x-0.50x the unfused chain's time" in c.row
+    assert "beside XLA's own fused softmax (jax.jit(jax.nn.softmax), not gated): 2.00x-2.00x its time at 1 shapes" in c.row
+    without = evaluate(G, records=records[:2], freshness=fresh).criteria[1]
+    assert without.status == "PASS" and "XLA's own" not in without.row
+
+
 def test_newest_run_decides():
     records = read_records(FIXTURES / "gate01-pass") + read_records(FIXTURES / "gate01-fail")   # fail is a day newer
     assert statuses(evaluate(G, records=records, freshness=fresh)) == ["FAIL", "FAIL"]
