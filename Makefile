@@ -68,3 +68,12 @@ check-colab:
 .PHONY: configurations
 configurations:
 	python -m pytest -m slow -p no:cacheprovider tests/test_configurations.py
+
+# The Gradescope artefact's setup.sh in fresh roots (Debian 12 and 13, Ubuntu 22.04 and 24.04: debootstrap minbase,
+# chrooted, packages from the distributions' archives and PyPI only), then each lab's solution through the door in
+# the Debian 12 root from a cold cache (its peak memory: bench/platform-needs.json). Appends to
+# compat/fresh-roots.jsonl. Needs root and debootstrap; ~5 min per root, ~2 GB each (kept in COURSE_ROOTS).
+.PHONY: fresh-roots
+fresh-roots:
+	for d in bookworm trixie jammy noble; do compat/fresh_root.sh $$d || exit 1; done
+	GRADE=1 REUSE=1 compat/fresh_root.sh bookworm

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -160,7 +161,8 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_tests(built: Pa
     assert {"setup.sh", "run_autograder"} <= set(names)
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert f"course/{manifest().lab(LAB).source}" in names and "course/autograder/doors/gradescope.py" in names
-    assert not [n for n in names if n.startswith(("course/tests/", "course/bench/")) or "__pycache__" in n]
+    assert not [n for n in names if n.startswith(("course/tests/", "course/bench/")) or "__pycache__" in n
+                if n != "course/bench/platform-needs.json"]
     with zipfile.ZipFile(built / "gs" / "autograder.zip") as z:
         pins = z.read("course/requirements.txt").decode()
     assert "jax==0.10.2" in pins and "-e ." not in pins and "pytest" not in pins
@@ -169,6 +171,72 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_tests(built: Pa
 def test_setup_sh_leaves_the_graders_files_unreadable_to_other_users(gradescope: Path) -> None:
     assert not other_can_read(gradescope / "source")
     assert other_can_read(gradescope / "course-env" / "bin" / "python")
+    # bubblewrap's uid 65534 reads the agent and the helpers through binds of the tree: those, by their own
+    # modes (their folders above stay closed), and nothing else of the grader's
+    from course_tools.platforms import jail_reads
+
+    tree = gradescope / "source" / "course"
+    reads, hidden = jail_reads()
+    for rel in reads:
+        for p in [tree / rel, *(tree / rel).rglob("*")]:
+            want = stat.S_IROTH | (stat.S_IXOTH if p.is_dir() else 0)
+            if str(p.relative_to(tree)) not in hidden:
+                assert os.stat(p).st_mode & want == want, p
+    assert hidden == ["pallas_course/course.yml"] and not os.stat(tree / hidden[0]).st_mode & 0o007
+    assert not os.stat(tree / "autograder").st_mode & 0o007 and not os.stat(tree / "solutions").st_mode & 0o007
+
+
+def test_the_installed_tree_starts_bubblewraps_agent(gradescope: Path) -> None:
+    """The same artefact where the container lets bubblewrap make namespaces: its uid 65534 imports the agent
+    and the helpers through the binds the grader makes (issue 33.7: 'No module named jail_agent.agent'), and reads
+    the public course.yml, no rubric. (A whole grading under bubblewrap needs the packages installed in the
+    environment, not reused from this one, which bubblewrap does not bind: compat/fresh_root.sh grades there.)"""
+    probe = ("import sys; from autograder.jail import bwrap as jail; "
+             "from autograder.jail.session import agent_binds, agent_files, jail_env; "
+             "j = jail.start([sys.executable, '-c', 'import os, jail_agent.agent, pallas_course as p; "
+             "print(\"AGENT\", open(os.path.join(os.path.dirname(p.__file__), \"course.yml\")).read().count(\"rubric\"))'], "
+             "binds=agent_binds(), "
+             "env=jail_env(), limits=jail.JailLimits(), cwd='/tmp', files=agent_files()); "
+             "out, err = j.process.communicate(timeout=120); j.kill(); print(out.decode(), err.decode()[-2000:]); "
+             "print(agent_binds())")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "PYTHONPATH": str(gradescope / "source" / "course")}
+    done = subprocess.run([str(gradescope / "course-env" / "bin" / "python"), "-c", probe], env=env,
+                          cwd=gradescope, capture_output=True, text=True, timeout=180)   # not the checkout's
+    assert "source/course/autograder/jail/jail_agent" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "AGENT 0" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+PLANS = {   # the system's python3, the pythonX-venv packages apt offers -> what setup.sh installs
+    "ubuntu-22.04": ("3.10", ["3.11"], "python: 3.11 apt", "python3.11 python3.11-venv"),
+    "ubuntu-24.04": ("3.12", ["3.12"], "python: 3.12 apt", "python3.12 python3.12-venv"),
+    "debian-12": ("3.11", ["3.11"], "python: 3.11 apt", "python3.11 python3.11-venv"),
+    "debian-13": ("3.13", ["3.13"], "python: 3.13 apt", "python3.13 python3.13-venv"),
+    "ubuntu-20.04": ("3.8", [], "python: none", "python3-pip"),
+}
+
+
+@pytest.mark.parametrize("system", list(PLANS))
+def test_setup_sh_installs_the_distributions_own_python(built: Path, tmp_path: Path, system: str) -> None:
+    """setup.sh's choice on each image instructors pick (compat/fresh-roots.jsonl: the real builds): the system's
+    own Python where the pins have wheels for it, else one apt offers, else uv (GitHub), apt stubbed here."""
+    own, offered, python, packages = PLANS[system]
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for tool in ("sed", "grep", "cat", "env"):
+        os.symlink(shutil.which(tool), bin_ / tool)
+    (bin_ / "python3").write_text(f"#!/bin/sh\necho {own}\n")
+    (bin_ / "apt-cache").write_text("#!/bin/sh\ncase \"$2\" in\n"
+                                    + "".join(f"  python{v}-venv) echo '  Candidate: {v}.0-1';;\n" for v in offered)
+                                    + "esac\n")
+    for f in bin_.iterdir():
+        if not f.is_symlink():
+            f.chmod(0o755)
+    with zipfile.ZipFile(built / "gs" / "autograder.zip") as z:
+        (tmp_path / "setup.sh").write_bytes(z.read("setup.sh"))
+    done = subprocess.run(["/bin/bash", str(tmp_path / "setup.sh")], capture_output=True, text=True, timeout=30,
+                          env={"PATH": str(bin_), "COURSE_SETUP_PLAN": "1", "GRADESCOPE_ROOT": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [python, f"apt: bubblewrap util-linux ca-certificates {packages}"]
 
 
 # ---------------------------------------------- the jail without namespaces: course grade, hostile cases
@@ -295,11 +363,11 @@ def test_gradescope_grades_the_solution_as_course_grade_does_without_namespaces(
     data = _run_autograder(gradescope, {NAME: nbformat.writes(filled_in(LAB)).encode()})
     ours = records["ok-solution"]
     assert data["score"] == ours["score"] == manifest().lab(LAB).autograded_max
-    graded = [t for t in data["tests"] if "score" in t]
-    assert {t["name"]: t["score"] for t in graded} == {t["name"]: t["points"] for t in ours["tests"]}
+    assert all("score" in t for t in data["tests"]), "a written answer has no row: it would look graded"
+    assert {t["name"]: t["score"] for t in data["tests"]} == {t["name"]: t["points"] for t in ours["tests"]}
     assert all(t["visibility"] == "visible" for t in data["tests"]) and data["stdout_visibility"] == "hidden"
-    written = [t for t in data["tests"] if "score" not in t]
-    assert [t["output"] for t in written] == [w["status"] for w in ours["written"]]
+    for w in ours["written"]:
+        assert f"- {w['name']} ({w['max_points']:g} points): answered: awaiting manual grading" in data["output"]
     assert data["extra_data"]["jail"] == "uid" and "jailed without namespaces" in data["extra_data"]["sandbox"]
     assert data["execution_time"] > 0
 
@@ -315,7 +383,7 @@ def _prairielearn_entrypoint(built: Path, grade: Path, files: dict[str, bytes]) 
     info = json.loads((built / "pl" / "questions" / LAB / "info.json").read_text())
     assert info["gradingMethod"] == "External"
     options = info["externalGradingOptions"]
-    assert options["enabled"] is True and 0 < options["timeout"] <= 600 and options["serverFilesCourse"]
+    assert "enabled" not in options and 0 < options["timeout"] <= 600 and options["serverFilesCourse"]
     entry = options["entrypoint"].split()
     script = grade / Path(entry[0]).relative_to("/grade")
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/sbin:/usr/bin:/sbin:/bin", "PL_GRADE_ROOT": str(grade)}
@@ -380,17 +448,31 @@ def test_odd_submissions_give_valid_results_with_the_reason(case: str, tmp_path:
     assert pl["gradable"] is False and any(reason in e for e in pl["format_errors"]), pl
 
 
-def test_a_renamed_notebook_is_graded_as_the_lab_and_says_so(tmp_path: Path) -> None:
-    """Graded as the assignment's lab, whatever its name: here another lab's notebook, which identify then
-    refuses by its cells (without starting a jail)."""
-    from autograder.doors import gradescope
+def test_a_renamed_notebook_is_graded_as_the_lab_and_says_so(built: Path, tmp_path: Path) -> None:
+    """Graded as the assignment's lab, whatever its name (Colab's "Copy of ..."): PrairieLearn's upload takes any
+    one .ipynb (question.html's file-patterns, matched as its element does: fnmatch, case-insensitive), and both
+    doors grade it as the lab; here another lab's notebook, which identify then refuses by its cells (without
+    starting a jail)."""
+    import fnmatch
+    import re
 
+    from autograder.doors import gradescope, prairielearn
+
+    html = (built / "pl" / "questions" / LAB / "question.html").read_text()
+    patterns = re.findall(r'<pl-file-upload file-patterns="([^"]+)"', html)
+    assert patterns == ["*.ipynb"] and "file-names" not in html and "5 MB" in html
+    renamed = f"Copy of {NAME}"
+    for name, ok in ((renamed, True), ("my work (1).IPYNB", True), ("answers.py", False)):
+        assert bool(re.match(fnmatch.translate(patterns[0]), name, re.IGNORECASE)) == ok, name
     other = nbformat.writes(filled_in("lab-1.2-tiled-matmul")).encode()
-    (tmp_path / "submission").mkdir()
-    (tmp_path / "submission" / "my work (1).ipynb").write_bytes(other)
+    for folder in ("submission", "student"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / renamed).write_bytes(other)
     data = _valid_gradescope(gradescope.run(tmp_path, LAB))
-    assert data["score"] == 0 and f"graded as {NAME} (submitted as my work (1).ipynb)" in data["output"]
+    assert data["score"] == 0 and f"graded as {NAME} (submitted as {renamed})" in data["output"]
     assert "holds the cells of LAB·1.2" in data["output"]
+    pl = (prairielearn.run(tmp_path, LAB), _valid_prairielearn(tmp_path / "results" / "results.json"))[1]
+    assert pl["gradable"] is False and f"graded as {NAME} (submitted as {renamed})" in pl["format_errors"]
 
 
 def test_a_grader_that_cannot_start_still_writes_valid_results(tmp_path: Path, monkeypatch) -> None:
@@ -408,3 +490,143 @@ def test_a_grader_that_cannot_start_still_writes_valid_results(tmp_path: Path, m
     prairielearn.run(tmp_path, LAB)
     pl = _valid_prairielearn(tmp_path / "results" / "results.json")
     assert pl["gradable"] is False and "the jail could not start" in pl["format_errors"][0]
+
+
+# ------------------------------------------------------------- the container's size, written answers, uploads
+
+def _fake_machine(tmp_path: Path, *, v2: bool, memory_mb: int, quota: str) -> Path:
+    """A stand-in /proc and /sys/fs/cgroup of a container: memory limit and CPU quota on its own group."""
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/meminfo").write_text("MemTotal:       65536000 kB\nMemFree:  1 kB\n")
+    if v2:
+        (tmp_path / "proc/self/cgroup").write_text("0::/docker/abc\n")
+        group = tmp_path / "sys/fs/cgroup/docker/abc"
+        group.mkdir(parents=True)
+        (group / "memory.max").write_text(f"{memory_mb * 2**20}\n")
+        (group / "cpu.max").write_text(f"{quota} 100000\n")
+        (tmp_path / "sys/fs/cgroup/memory.max").write_text("max\n")
+    else:
+        (tmp_path / "proc/self/cgroup").write_text("4:memory:/\n3:cpu,cpuacct:/\n")
+        for c in ("memory", "cpu"):
+            (tmp_path / "sys/fs/cgroup" / c).mkdir(parents=True)
+        (tmp_path / "sys/fs/cgroup/memory/memory.limit_in_bytes").write_text(f"{memory_mb * 2**20}\n")
+        (tmp_path / "sys/fs/cgroup/cpu/cpu.cfs_quota_us").write_text(f"{quota}\n")
+        (tmp_path / "sys/fs/cgroup/cpu/cpu.cfs_period_us").write_text("100000\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["cgroup2", "cgroup1"])
+def test_the_door_reads_the_containers_size(tmp_path: Path, v2: bool) -> None:
+    from autograder.doors.platforms import machine
+
+    m = machine(_fake_machine(tmp_path, v2=v2, memory_mb=768, quota="50000"))
+    assert (m.memory_mb, m.cpus) == (768, 0.5) and "cgroup" in m.memory_from
+    unlimited = machine(_fake_machine(tmp_path / "big", v2=v2, memory_mb=2**40 // 2**20, quota="max" if v2 else "-1"))
+    assert unlimited.memory_mb == 64000 and unlimited.memory_from == "/proc/meminfo MemTotal"
+
+
+def _outcome(small: bool, **kw):
+    from autograder.doors import platforms as door
+    from autograder.steps.results import SubmissionResult, TestResult, WrittenResult
+
+    lab = manifest().lab(LAB)
+    tests = [TestResult(name=t.id, points=0 if i == 0 else t.points, max_points=t.points, passed=i != 0,
+                        message="the kernel died: memory beyond the limit" if i == 0 else "passed")
+             for i, t in enumerate(lab.tests)]
+    written = [WrittenResult(name=w.id, max_points=w.points, status="answered: awaiting manual grading")
+               for w in lab.written]
+    result = SubmissionResult(submission=NAME, lab=LAB, score=sum(t.points for t in tests),
+                              max_score=lab.autograded_max, tests=tests, written=written)
+    have = door.Machine(512 if small else 4096, 0.5, "cgroup memory/memory.limit_in_bytes")
+    why = door.fit(lab, have)
+    assert (why is not None) == small
+    if why:
+        result = door._not_the_kernel(result, why)
+    return door.Outcome(result, 3.0, {"jail": "uid"}, small=why, machine=have, **kw)
+
+
+def test_a_container_too_small_says_so_in_every_result_and_blames_no_kernel() -> None:
+    """Below the lab's measured need (bench/platform-needs.json), Gradescope's output names both sizes as the
+    autograder's configuration and a test lost to memory names the container; PrairieLearn spends no attempt."""
+    from autograder.doors import gradescope, platforms as door, prairielearn
+
+    need = door.needs(LAB)["memory_mb"]
+    gs = _valid_gradescope(gradescope.results(_outcome(True), "LAB·1.1"))
+    line = gs["output"].splitlines()[1]
+    assert line.startswith("The autograder's configuration, not your notebook") and "512 MB" in line, line
+    assert f"needs {need} MB" in line and gs["extra_data"]["container"]["fits"] is False
+    assert "container is smaller than grading needs" in gs["tests"][0]["output"]
+    assert "smaller" not in gs["tests"][1]["output"]
+    pl = prairielearn.results(_outcome(True), "LAB·1.1")
+    jsonschema.validate(pl, PRAIRIELEARN_SCHEMA)
+    assert pl["gradable"] is False and "512 MB" in pl["format_errors"][0] and f"{need} MB" in pl["format_errors"][0]
+    fine = gradescope.results(_outcome(False), "LAB·1.1")
+    assert "configuration" not in fine["output"] and fine["extra_data"]["container"]["fits"] is True
+    assert prairielearn.results(_outcome(False), "LAB·1.1")["gradable"] is True
+
+
+def test_written_answers_are_pending_and_shown_for_the_ta(built: Path) -> None:
+    from autograder.doors import gradescope, prairielearn
+
+    answer = "<b>swap</b> the index map:\nlambda i, j: (j, i)"
+    outcome = _outcome(False, answers={w.id: answer for w in manifest().lab(LAB).written})
+    gs = _valid_gradescope(gradescope.results(outcome, "LAB·1.1"))
+    assert all("score" in t for t in gs["tests"]) and gs["test_output_format"] == gs["output_format"] == "text"
+    w = manifest().lab(LAB).written[0]
+    assert f"- {w.id} ({w.points:g} points): answered: awaiting manual grading\n    | <b>swap</b> the index map:" \
+        in gs["output"]
+    pl = prairielearn.results(outcome, "LAB·1.1")
+    assert "awaiting manual grading\n    | <b>swap</b>" in pl["message"]   # escaped by PrairieLearn's element
+    entry = json.loads((built / "pl" / "assessment-question.json").read_text())
+    assert entry == {"id": LAB, "autoPoints": manifest().lab(LAB).autograded_max,
+                     "manualPoints": sum(x.points for x in manifest().lab(LAB).written)}
+
+
+def _in_memory_group(mb: int, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    """argv in a fresh cgroup v1 memory group of `mb` MB (RAM and swap), a container's limit stood in for."""
+    base = Path("/sys/fs/cgroup/memory")
+    if not os.access(base, os.W_OK):
+        pytest.skip("needs cgroup v1's memory controller, writable (this project's machines)")
+    group = base / f"course-small-{os.getpid()}-{mb}"
+    group.mkdir()
+    try:
+        (group / "memory.limit_in_bytes").write_text(str(mb * 2**20))
+        if (group / "memory.memsw.limit_in_bytes").exists():
+            (group / "memory.memsw.limit_in_bytes").write_text(str(mb * 2**20))
+        return subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0/tasks" && exec "$@"', str(group), *argv],
+                              capture_output=True, text=True, **kw)
+    finally:
+        group.rmdir()
+
+
+def test_a_small_container_is_read_from_the_kernel_and_said(tmp_path: Path) -> None:
+    """The door in a 512 MB memory group (a stand-in for Gradescope's container, set lower than its 768 MB
+    default): it reads the limit from the kernel's own files and its result says so, with both sizes."""
+    (tmp_path / "submission").mkdir()
+    code = ("import json, sys; from pathlib import Path; from autograder.doors import gradescope; "
+            "print(json.dumps(gradescope.run(Path(sys.argv[1]), sys.argv[2])))")
+    done = _in_memory_group(512, [sys.executable, "-c", code, str(tmp_path), LAB], cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = _valid_gradescope(json.loads(done.stdout.splitlines()[-1]))
+    assert data["extra_data"]["container"]["memory_mb"] == 512, data["extra_data"]
+    assert "its container has 512 MB of memory, and grading LAB·1.1 needs" in data["output"], data["output"]
+
+
+@pytest.mark.slow
+def test_a_small_container_blames_no_kernel_for_what_it_lost(gradescope: Path) -> None:
+    """LAB·1.3's solution in a 512 MB container (issue 34: 4/8 there, blamed on the kernel's memory): whatever it
+    scores, the result says the container is the cause, and no lost test blames the kernel alone."""
+    lab = "lab-1.3-fused-softmax-layernorm"
+    for folder in ("submission", "results"):
+        shutil.rmtree(gradescope / folder, ignore_errors=True)
+        (gradescope / folder).mkdir()
+    nbformat.write(filled_in(lab), gradescope / "submission" / Path(manifest().lab(lab).notebook).name)
+    cmd = no_namespaces.argv([str(gradescope / "course-env" / "bin" / "python"), "-P", "-m",
+                              "autograder.doors.gradescope", "--lab", lab])
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "GRADESCOPE_ROOT": str(gradescope),
+           "PYTHONPATH": str(gradescope / "source" / "course")}
+    _in_memory_group(512, cmd, cwd=gradescope, env=env, timeout=600)
+    data = _valid_gradescope(json.loads((gradescope / "results" / "results.json").read_text()))
+    assert "The autograder's configuration, not your notebook" in data["output"], data["output"]
+    for t in data["tests"]:
+        assert t["score"] == t["max_score"] or "container is smaller than grading needs" in t["output"], t

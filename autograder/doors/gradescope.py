@@ -6,12 +6,14 @@ What students see is what `course grade`'s feedback page shows them, and nothing
 - one row per graded test, `visible` (the feedback shows every test's points and message; its code and inputs
   are never in a message: autograder.labs.disclosure). None is `after_due_date` or `after_published`: the spec says
   that while any row is held back students cannot see their total, and the feedback shows it;
-- one row per written answer, with no score (the spec's informational rows: `status` only): "answered,
-  awaiting manual grading" (passed) or "not answered" (failed). Gradescope grades them by hand as questions
-  of the assignment's outline (manual grading on), not in the autograder's score, which stays the autograded
-  points `course grade` gives (the top-level `score`, equal to the tests' sum);
-- the top-level `output`: the score line, why the notebook could not be graded, and the notes the feedback
-  lists. Everything student-controlled is plain text (`output_format`/`test_output_format` "text");
+- no row for a written answer: the spec's rows are "passed" or "failed" (a row without a status is styled by
+  its score), so any row would look graded before a TA has read the answer. Gradescope grades written answers
+  by hand as questions of the assignment's outline (manual grading on), outside the autograder's score, which
+  stays the autograded points `course grade` gives (the top-level `score`, equal to the tests' sum);
+- the top-level `output`: the score line, what the container lacks for grading (autograder.doors.platforms.fit),
+  why the notebook could not be graded, the notes the feedback lists, and each written answer's status ("answered:
+  awaiting manual grading" or "not answered"). Everything student-controlled is plain text (`output_format`/`test_output_format`
+  "text");
 - stdout (the grader's log) `hidden`; `extra_data` (stored, never shown): which jail ran, the lab, timings.
 """
 from __future__ import annotations
@@ -36,12 +38,9 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
                       "status": "passed" if t.status == "passed" else "failed",
                       "output": t.message,
                       "visibility": "visible"})
-    for w in r.written:
-        answered = not w.status.startswith("not answered")
-        tests.append({"name": f"{w.name} (written answer, {w.max_points:g} points, graded by hand)",
-                      "number": str(len(tests) + 1), "status": "passed" if answered else "failed",
-                      "output": w.status, "visibility": "visible"})
     lines = [f"{lab_code} autograded score: {r.score:g} / {r.max_score:g}"]
+    if outcome.small:
+        lines.append(outcome.small)
     if outcome.grader_failed:
         lines.append(f"Not graded: {outcome.grader_failed}. This is a problem of the autograder, not of your "
                      "notebook: tell your instructor.")
@@ -49,7 +48,8 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
         lines.append(f"Not graded normally: {r.error}")
     lines += [f"- {n}" for n in (*outcome.notes, *r.notes)]
     if r.written:
-        lines.append("Written answers are graded by hand, separately from this score.")
+        lines.append("Written answers, graded by hand by the course staff, separately from this score:")
+        lines += door.written_lines(r.written, outcome.answers)
     return {
         "score": r.score,
         "execution_time": int(round(outcome.seconds)),
@@ -60,8 +60,9 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {**outcome.jail, "lab": r.lab, "seconds": round(outcome.seconds, 3),
+        "extra_data": {**outcome.jail, **door.machine_data(outcome), "lab": r.lab, "seconds": round(outcome.seconds, 3),
                        "graded": outcome.ungradable is None and outcome.grader_failed is None,
+                       **({"container_too_small": outcome.small} if outcome.small else {}),
                        **({"grader_failed": outcome.grader_failed} if outcome.grader_failed else {})},
     }
 

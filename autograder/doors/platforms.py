@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder.course_manifest import LabSpec, manifest
+from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 from autograder.jail.limits import Limits
-from autograder.steps.results import SubmissionResult
+from autograder.steps.results import SubmissionResult, WrittenResult
 from autograder.steps.submission import Submission, read_submission
 from autograder.untrusted import name as shown_name, plain
 
@@ -27,6 +27,116 @@ from autograder.untrusted import name as shown_name, plain
 PLATFORM_LIMITS = Limits(wall_s=540, memory_mb=2048)
 PL_TIMEOUT_S = 600            # the PrairieLearn question's externalGradingOptions.timeout (at most 600)
 MAX_FILES = 200   # a submission folder is a notebook or two; past this it is not read further
+
+
+# What grading one lab needs of the container, measured from a cold cache (compat/fresh_root.sh; its record says
+# where and when): below it, every result says so (fit()).
+NEEDS = REPO_ROOT / "bench" / "platform-needs.json"
+MIN_CPUS = 0.5                # Gradescope's default share, at which every lab graded within the wall limit
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the container gives this grader: the smallest memory limit among its cgroups (v2 memory.max, v1
+    memory.limit_in_bytes; the process's group and those above it) and the machine's memory; the CPUs it may
+    run on (affinity) and its CPU quota (v2 cpu.max, v1 cpu.cfs_quota_us)."""
+
+    memory_mb: int
+    cpus: float
+    memory_from: str
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _groups(root: Path) -> list[tuple[Path, str, str]]:
+    """(folder, memory file, cpu file) of each cgroup this process is in and each above it, v1 and v2."""
+    found: list[tuple[Path, str, str]] = []
+    for line in (_read(root / "proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        controllers, rel = parts[1].split(","), parts[2].lstrip("/")
+        if parts[1] == "":
+            mounts = [(root / "sys/fs/cgroup", "memory.max", "cpu.max")]
+        else:
+            mounts = [(root / "sys/fs/cgroup/memory", "memory.limit_in_bytes", "")] if "memory" in controllers else []
+            if "cpu" in controllers:      # Docker mounts cpu,cpuacct with a `cpu` link to it
+                mounts.append((root / "sys/fs/cgroup/cpu", "", "cpu.cfs_quota_us"))
+        for base, mem, cpu in mounts:
+            here = base / rel
+            # a container sees its own group at the mount's root, or its host path below it: walk up to the mount
+            for folder in [here, *here.parents]:
+                if folder == base or base in folder.parents:
+                    found.append((folder, mem, cpu))
+                if folder == base:
+                    break
+    return found
+
+
+def machine(root: Path = Path("/")) -> Machine:
+    """What this container gives (root: a stand-in tree of /proc and /sys, for tests)."""
+    meminfo = _read(root / "proc/meminfo") or ""
+    total = next((int(line.split()[1]) // 1024 for line in meminfo.splitlines() if line.startswith("MemTotal:")), 0)
+    memory, source = total, "/proc/meminfo MemTotal"
+    try:
+        cpus = float(len(os.sched_getaffinity(0))) if root == Path("/") else float(os.cpu_count() or 1)
+    except OSError:
+        cpus = float(os.cpu_count() or 1)
+    for folder, mem, cpu in _groups(root):
+        value = _read(folder / mem) if mem else None
+        if value and value.isdigit() and 0 < int(value) // 2**20 < (memory or 2**62):
+            memory, source = int(value) // 2**20, f"cgroup {folder.relative_to(root)}/{mem}"
+        if cpu == "cpu.max":
+            quota, _, period = (_read(folder / cpu) or "max").partition(" ")
+        elif cpu:
+            quota, period = _read(folder / cpu) or "-1", _read(folder / "cpu.cfs_period_us") or ""
+        else:
+            continue
+        if quota.lstrip("-").isdigit() and int(quota) > 0 and period.isdigit() and int(period) > 0:
+            cpus = min(cpus, int(quota) / int(period))
+    return Machine(memory, round(cpus, 2), source)
+
+
+def needs(lab_id: str) -> dict[str, object] | None:
+    """bench/platform-needs.json's entry for `lab_id` ({"memory_mb": ...}), None where it has none."""
+    import json
+
+    try:
+        return json.loads(NEEDS.read_text())["labs"].get(lab_id)
+    except (OSError, ValueError, KeyError, AttributeError):
+        return None
+
+
+def fit(lab: LabSpec, have: Machine) -> str | None:
+    """None where the container fits grading `lab`; else the line every result carries: both sizes, and whose it is."""
+    need = needs(lab.id)
+    short = []
+    if need and have.memory_mb < int(need["memory_mb"]):     # type: ignore[call-overload]
+        short.append(f"{have.memory_mb} MB of memory, and grading {lab.code} needs {need['memory_mb']} MB")
+    if have.cpus < MIN_CPUS:
+        short.append(f"{have.cpus:g} CPU, below the {MIN_CPUS:g} grading needs within its time limit")
+    if not short:
+        return None
+    return ("The autograder's configuration, not your notebook: its container has " + "; ".join(short)
+            + ". Tests lost to memory or time may be lost for that reason alone: tell your instructor, who can "
+            "raise it (Gradescope: Autograder Settings; PrairieLearn: the grader's memory).")
+
+
+def _not_the_kernel(result: SubmissionResult, small: str) -> SubmissionResult:
+    """Where the container is too small, a test lost to memory or a stop names the container, not the kernel."""
+    blame = ("memory", "died", "killed", "SIGKILL", "SIGABRT", "wall-clock", "did not finish")
+    suffix = " (this container is smaller than grading needs: see the note above; maybe not your kernel's fault)"
+
+    def note(text: str) -> str:
+        return text + suffix if any(b in text for b in blame) else text
+
+    tests = [t if t.passed else t.model_copy(update={"message": note(t.message)}) for t in result.tests]
+    return result.model_copy(update={"tests": tests, "error": note(result.error) if result.error else None})
 
 
 @dataclass(frozen=True)
@@ -93,6 +203,9 @@ class Outcome:
     notes: tuple[str, ...] = ()
     ungradable: str | None = None          # why nothing was graded: no notebook, not a notebook, not this lab's
     grader_failed: str | None = None       # the grader itself could not grade (never the student's fault)
+    small: str | None = None               # the container is below what grading this lab needs (fit())
+    machine: Machine | None = None
+    answers: dict[str, str] | None = None  # the written answers' text, for the TA (written_answers())
 
 
 def jail_info() -> dict[str, str]:
@@ -113,19 +226,68 @@ def grade_folder(folder: Path, lab_id: str, limits: Limits) -> Outcome:
         jail = jail_info()
     except Exception as e:  # noqa: BLE001 - recorded, never a crash of the door
         jail = {"jail": "unknown", "sandbox": plain(f"{type(e).__name__}: {e}")}
+    try:
+        have: Machine | None = machine()
+        small = fit(lab, have) if have else None
+    except Exception:  # noqa: BLE001 - an unreadable /proc or /sys: grade without the check
+        have, small = None, None
     picked = pick(folder, lab)
     if picked.submission is None:
         why = picked.why or "nothing to grade"
-        return Outcome(zero(lab, "submission", why), time.perf_counter() - start, jail, picked.notes, ungradable=why)
+        return Outcome(zero(lab, "submission", why), time.perf_counter() - start, jail, picked.notes, ungradable=why,
+                       small=small, machine=have)
     try:
         graded = grade_submission(picked.submission, limits)
     except Exception as e:  # noqa: BLE001 - the grader's own failure: no one is scored for it
         why = plain(f"the grader could not run ({type(e).__name__}: {e})")
         return Outcome(zero(lab, picked.submission.label, "not graded: the autograder failed"),
-                       time.perf_counter() - start, jail, picked.notes, grader_failed=why)
+                       time.perf_counter() - start, jail, picked.notes, grader_failed=why, small=small, machine=have)
     # identify stopped it (not JSON, not this course's, none of the lab's cells): nothing ran
     ungradable = (graded.result.error or "it could not be graded") if graded.executed is None else None
-    return Outcome(graded.result, time.perf_counter() - start, jail, picked.notes, ungradable=ungradable)
+    result = _not_the_kernel(graded.result, small) if small else graded.result
+    return Outcome(result, time.perf_counter() - start, jail, picked.notes, ungradable=ungradable, small=small,
+                   machine=have, answers=written_answers(picked.submission, lab) if ungradable is None else None)
+
+
+def written_answers(submission: Submission, lab: LabSpec) -> dict[str, str]:
+    """{written answer's id: the student's text} from the submitted notebook, for the TA who grades it by hand
+    (plain text, capped: autograder.untrusted.plain); {} where it cannot be read."""
+    import json
+
+    from autograder.cells import grade_id
+
+    try:
+        nb = json.loads(submission.data)
+        by_id = {grade_id(c): c for c in nb.get("cells", []) if isinstance(c, dict) and grade_id(c)}
+    except Exception:  # noqa: BLE001 - an unreadable notebook has no answers to show
+        return {}
+    out = {}
+    for spec in lab.written:
+        source = by_id.get(spec.id, {}).get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        out[spec.id] = plain(text.strip(), 4000)
+    return out
+
+
+def written_lines(written: list[WrittenResult], answers: dict[str, str] | None) -> list[str]:
+    """Each written answer as the TA reads it in the results: its status (awaiting manual grading: never shown
+    as passed), then the student's text, indented."""
+    lines = []
+    for w in written:
+        lines.append(f"- {w.name} ({w.max_points:g} points): {w.status}")
+        text = (answers or {}).get(w.name, "")
+        if text and not w.status.startswith("not answered"):
+            lines += [f"    | {line}" for line in text.splitlines()]
+    return lines
+
+
+def machine_data(outcome: Outcome) -> dict[str, object]:
+    """extra_data's record of the container (both doors): its memory and CPUs, and whether it fits."""
+    if outcome.machine is None:
+        return {}
+    m = outcome.machine
+    return {"container": {"memory_mb": m.memory_mb, "cpus": m.cpus, "memory_from": m.memory_from,
+                          "fits": outcome.small is None}}
 
 
 def write_json(path: Path, data: dict[str, object]) -> None:

@@ -10,7 +10,11 @@ PL_ROOT_ENV's (tests), /grade by default.
   source). PrairieLearn shows whatever is written: there is nothing like Gradescope's visibility, and
   nothing here needs it;
 - `gradable: false` and `format_errors` when nothing could be graded (no notebook, not JSON, another lab's
-  notebook, several notebooks) or the grader itself failed: no attempt is used up;
+  notebook, several notebooks), the grader itself failed, or the container is smaller than grading the lab
+  needs (autograder.doors.platforms.fit: both sizes, the autograder's configuration): no attempt is used up;
+- written answers: not in `score` (the question's manual points, graded by hand); `message` lists them as
+  awaiting manual grading, and the notebook's answers are in the submission the TA opens (question.html's
+  `pl-file-preview`; submission.html renders the answers' cells);
 - at most MAX_BYTES (PrairieLearn's 1 MB cap): messages are cut further if the whole would pass it.
 """
 from __future__ import annotations
@@ -32,26 +36,30 @@ MAX_TIMEOUT_S = 600     # externalGradingOptions.timeout: at most 10 minutes (de
 def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
     """PrairieLearn's results.json for one submission."""
     r = outcome.result
-    why = outcome.grader_failed or outcome.ungradable
+    why = outcome.grader_failed or outcome.ungradable or outcome.small
     notes = [*outcome.notes, *r.notes]
+    extra = {**outcome.jail, **door.machine_data(outcome), "lab": r.lab, "seconds": round(outcome.seconds, 3)}
     if why is not None:
+        if outcome.small and why != outcome.small:
+            notes.insert(0, outcome.small)
+        elif outcome.small:
+            notes.append(f"(as graded in this container: {r.score:g} / {r.max_score:g})")
         return {"gradable": False, "format_errors": [why, *notes],
-                "message": f"{lab_code}: not graded ({why}); no attempt was used.",
-                "extra_data": {**outcome.jail, "lab": r.lab, "seconds": round(outcome.seconds, 3)}}
+                "message": f"{lab_code}: not graded ({why}); no attempt was used.", "extra_data": extra}
     lines = [f"{lab_code} autograded score: {r.score:g} / {r.max_score:g}"]
     if r.error:
         lines.append(f"Not graded normally: {r.error}")
     lines += [f"- {n}" for n in notes]
     if r.written:
-        lines.append("Written answers are graded by hand: "
-                     + "; ".join(f"{w.name} ({w.max_points:g} points): {w.status}" for w in r.written))
+        lines.append("Written answers, graded by hand by the course staff (the question's manual points):")
+        lines += door.written_lines(r.written, outcome.answers)
     data = {
         "gradable": True,
         "score": min(1.0, max(0.0, r.score / r.max_score)) if r.max_score > 0 else 0.0,
         "message": "\n".join(lines),
         "tests": [{"name": t.name, "description": f"{lab_code} · {t.name}", "points": t.points,
                    "max_points": t.max_points, "message": t.message} for t in r.tests],
-        "extra_data": {**outcome.jail, "lab": r.lab, "seconds": round(outcome.seconds, 3)},
+        "extra_data": extra,
     }
     return within_cap(data)
 

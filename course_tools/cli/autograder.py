@@ -40,16 +40,18 @@ def gradescope(
 @autograder_app.command()
 def prairielearn(
     lab: str = typer.Option(..., "--lab", help="The course.yml lab id, e.g. lab-1.1-first-kernels."),
-    out: Path = typer.Option(..., "--out", help="Folder to write into: questions/, serverFilesCourse/, image/."),
+    out: Path = typer.Option(..., "--out", help="Folder to write into: questions/, serverFilesCourse/, image/, "
+                             "assessment-question.json."),
     image: str = typer.Option("pallas-from-zero/grader:0.1", "--image", help="The grading image's name, as "
                               "`docker pull` takes it (build it from image/Dockerfile and push it there)."),
     timeout: int = typer.Option(None, "--timeout", min=1, max=600, help="externalGradingOptions.timeout in "
                                 "seconds (default: the course's fit, docs/platforms.md; at most 600)."),
 ) -> None:
     """Write a PrairieLearn question (info.json with external grading, question.html), the grader's files for
-    serverFilesCourse/, and the image's Dockerfile."""
+    serverFilesCourse/, the image's Dockerfile, and the question's entry for infoAssessment.json."""
     from autograder.doors.platforms import PL_TIMEOUT_S
     from course_tools.platforms import prairielearn_question
 
     question = prairielearn_question(_lab_id(lab), out, image=image, timeout_s=timeout or PL_TIMEOUT_S)
-    typer.echo(f"wrote {question} (info.json, question.html), {out / 'serverFilesCourse'} and {out / 'image'}")
+    typer.echo(f"wrote {question} (info.json, question.html), {out / 'serverFilesCourse'}, {out / 'image'} and "
+               f"{out / 'assessment-question.json'} (autoPoints, manualPoints for your infoAssessment.json)")
