@@ -5,8 +5,9 @@ scores against `course grade`'s, and the jail without namespaces under a stand-i
 
 The Gradescope stand-in runs the zip's own setup.sh, with the course's Python 3.11 taken from Debian
 (/usr/bin/python3.11) and, instead of installing requirements.txt from PyPI (minutes), this environment's
-site-packages put on its path (COURSE_SETUP_REUSE_SITE): the same packages, installed once. The full install was
-run by hand (docs/platforms.md records it).
+site-packages hard-linked into it (COURSE_SETUP_REUSE_SITE): the same packages, installed once. The full install
+from the registries runs in fresh roots (compat/fresh_root.sh, `make fresh-roots`; compat/fresh-roots.jsonl);
+here, its choice of Python per distribution is checked with apt stubbed (test_setup_sh_installs_...).
 """
 from __future__ import annotations
 
@@ -189,8 +190,8 @@ def test_setup_sh_leaves_the_graders_files_unreadable_to_other_users(gradescope:
 def test_the_installed_tree_starts_bubblewraps_agent(gradescope: Path) -> None:
     """The same artefact where the container lets bubblewrap make namespaces: its uid 65534 imports the agent
     and the helpers through the binds the grader makes (issue 33.7: 'No module named jail_agent.agent'), and reads
-    the public course.yml, no rubric. (A whole grading under bubblewrap needs the packages installed in the
-    environment, not reused from this one, which bubblewrap does not bind: compat/fresh_root.sh grades there.)"""
+    the public course.yml, no rubric (-m slow: a whole grading there,
+    test_gradescope_grades_the_solution_with_bubblewrap_from_the_same_artefact)."""
     probe = ("import sys; from autograder.jail import bwrap as jail; "
              "from autograder.jail.session import agent_binds, agent_files, jail_env; "
              "j = jail.start([sys.executable, '-c', 'import os, jail_agent.agent, pallas_course as p; "
@@ -367,7 +368,7 @@ def test_gradescope_grades_the_solution_as_course_grade_does_without_namespaces(
     assert {t["name"]: t["score"] for t in data["tests"]} == {t["name"]: t["points"] for t in ours["tests"]}
     assert all(t["visibility"] == "visible" for t in data["tests"]) and data["stdout_visibility"] == "hidden"
     for w in ours["written"]:
-        assert f"- {w['name']} ({w['max_points']:g} points): answered: awaiting manual grading" in data["output"]
+        assert f"- {w['name']} ({w['max_points']:g} point): answered: awaiting manual grading" in data["output"]
     assert data["extra_data"]["jail"] == "uid" and "jailed without namespaces" in data["extra_data"]["sandbox"]
     assert data["execution_time"] > 0
 
@@ -410,6 +411,15 @@ def test_prairielearn_scores_what_course_grade_scored(class_run) -> None:
     jsonschema.validate(data, PRAIRIELEARN_SCHEMA)
     assert data["gradable"] is True and data["score"] == ours.score / ours.max_score == 1.0
     assert {t["name"]: t["points"] for t in data["tests"]} == {t.name: t.points for t in ours.tests}
+
+
+@pytest.mark.slow
+def test_gradescope_grades_the_solution_with_bubblewrap_from_the_same_artefact(gradescope: Path) -> None:
+    """Issue 33.7: where the container lets bubblewrap make namespaces, the artefact that grades without them
+    (above) grades the solution the same, in bubblewrap's jail (CI: the agent's start alone,
+    test_the_installed_tree_starts_bubblewraps_agent)."""
+    data = _run_autograder(gradescope, {NAME: nbformat.writes(filled_in(LAB)).encode()}, docker=False)
+    assert data["score"] == manifest().lab(LAB).autograded_max and data["extra_data"]["jail"] == "bubblewrap", data
 
 
 @pytest.mark.slow
@@ -573,8 +583,7 @@ def test_written_answers_are_pending_and_shown_for_the_ta(built: Path) -> None:
     gs = _valid_gradescope(gradescope.results(outcome, "LAB·1.1"))
     assert all("score" in t for t in gs["tests"]) and gs["test_output_format"] == gs["output_format"] == "text"
     w = manifest().lab(LAB).written[0]
-    assert f"- {w.id} ({w.points:g} points): answered: awaiting manual grading\n    | <b>swap</b> the index map:" \
-        in gs["output"]
+    assert f"- {w.id} (1 point): answered: awaiting manual grading\n    | <b>swap</b> the index map:" in gs["output"]
     pl = prairielearn.results(outcome, "LAB·1.1")
     assert "awaiting manual grading\n    | <b>swap</b>" in pl["message"]   # escaped by PrairieLearn's element
     entry = json.loads((built / "pl" / "assessment-question.json").read_text())

@@ -274,7 +274,7 @@ def written_lines(written: list[WrittenResult], answers: dict[str, str] | None) 
     as passed), then the student's text, indented."""
     lines = []
     for w in written:
-        lines.append(f"- {w.name} ({w.max_points:g} points): {w.status}")
+        lines.append(f"- {w.name} ({w.max_points:g} point{'' if w.max_points == 1 else 's'}): {w.status}")
         text = (answers or {}).get(w.name, "")
         if text and not w.status.startswith("not answered"):
             lines += [f"    | {line}" for line in text.splitlines()]

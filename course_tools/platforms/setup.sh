@@ -8,8 +8,8 @@
 # standalone CPython with uv (from GitHub). compat/fresh_root.sh builds this script in fresh roots.
 #   GRADESCOPE_ROOT          the root instead of /autograder (tests)
 #   COURSE_SETUP_PYTHON      a Python (@PYTHONS@) to build the environment from
-#   COURSE_SETUP_REUSE_SITE  a site-packages folder already holding requirements.txt, put on the environment's
-#                            path instead of installing (tests; its own .pth files are not run)
+#   COURSE_SETUP_REUSE_SITE  a site-packages folder already holding requirements.txt, hard-linked into the
+#                            environment instead of installing (tests; its own .pth files are left out)
 #   COURSE_SETUP_OFFLINE     skip apt-get (its packages are installed already)
 #   COURSE_SETUP_PLAN        print the Python and apt packages it would use, and stop (tests)
 set -euo pipefail
@@ -79,9 +79,18 @@ echo "course environment from $PY ($("$PY" -c 'import sys; print(sys.version.spl
 
 # 3. the pinned packages (the course's own code stays in source/course, on the grader's PYTHONPATH only)
 if [ -n "${COURSE_SETUP_REUSE_SITE:-}" ]; then
+  # hard links where the folder is on the same file system (bubblewrap's jail then finds the packages inside the
+  # environment it binds), without the reused site's own .pth files and editable installs; else a .pth to it
   "$ENV/bin/python" - "$COURSE_SETUP_REUSE_SITE" <<'PY'
-import pathlib, sys, sysconfig
-pathlib.Path(sysconfig.get_paths()["purelib"], "course-reused.pth").write_text(sys.argv[1] + "\n")
+import os, pathlib, shutil, subprocess, sys, sysconfig
+site, reused = pathlib.Path(sysconfig.get_paths()["purelib"]), pathlib.Path(sys.argv[1])
+before = {p.name for p in site.iterdir()}
+if subprocess.run(["cp", "-al", "-n", f"{reused}/.", f"{site}/"], capture_output=True).returncode == 0:
+    for p in site.iterdir():
+        if p.name not in before and (p.suffix == ".pth" or p.name.startswith("__editable__")):
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+else:
+    (site / "course-reused.pth").write_text(f"{reused}\n")
 PY
 else
   "$ENV/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check -r "$SRC/course/requirements.txt"
