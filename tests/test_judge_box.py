@@ -741,6 +741,59 @@ def test_course_grade_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None
     _door_scores(tests)
 
 
+# Issue 33's cross-submission attack as a notebook, within every static budget: add's f32 case traces to a kernel
+# whose never-taken branch makes the TPU compiler work for minutes (elementwise read-modify-writes of a 64 MB VMEM
+# scratch: slow by what the compiler is given, whatever the machine's load), and fails its structure check (work
+# outside the kernel), so the compile started ahead for it is never asked for; the bf16 case is the model's add.
+STALLING_ADD = """def add(x, y):
+    from jax.experimental.pallas import tpu as pltpu
+    def kernel(x_ref, y_ref, o_ref, s_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+        @pl.when(pl.program_id(0) < 0)
+        def _():
+            for _ in range(2):
+                s_ref[...] = jnp.sin(s_ref[...]) * s_ref[...] + 1.0
+    if x.dtype != jnp.float32:
+        return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
+    return pl.pallas_call(kernel, grid=(1,), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP,
+                          in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
+                          out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
+                          scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],
+                          compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20))(x, y) * 1
+"""
+
+
+@pytest.mark.slow      # ~1 min; test_a_slow_compile_started_ahead_changes_no_other_verdict proves it in the judge
+def test_a_slow_compile_submission_leaves_the_model_solution_full_marks(libtpu, tmp_path: Path) -> None:
+    """The attack, then the model solution, graded by one process (`course grade`'s door, as a batch worker
+    does): the model gets 6/6 (5/6 before: its add_bf16 compile queued behind the attack's, timed out, and
+    the timeout was kept for every later notebook with that kernel); the attacker loses add_f32 only."""
+    import nbformat
+
+    from autograder.jail.limits import Limits
+    from autograder.steps.pipeline import grade_submission
+    from autograder.steps.submission import read_submission
+    from course_tools.demo import filled_in
+
+    lab, stage = "lab-1.1-first-kernels", _manifest().stage.id
+    attack = filled_in(lab)
+    (cell,) = [c for c in attack.cells if c.cell_type == "code" and ADD_CELL in c.source]
+    cell.source = STALLING_ADD
+    for c in attack.cells:     # the notebook's own check of add would compile nothing (no compile in the jail)
+        if c.cell_type == "code" and 'check("add"' in c.source:
+            c.source = ""
+    tests = {}
+    for student, nb in (("attacker", attack), ("model", filled_in(lab))):
+        path = tmp_path / student / stage / f"{lab}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+        result = grade_submission(read_submission(path, student), Limits()).result
+        tests[student] = {t.name: (t.points, t.message or "") for t in result.tests}
+    assert sum(p for p, _ in tests["model"].values()) == 6, tests["model"]
+    assert tests["attacker"]["add_f32"][0] == 0 and "outside" in tests["attacker"]["add_f32"][1], tests["attacker"]
+    assert tests["attacker"]["add_bf16"][0] == 1, tests["attacker"]
+
+
 def test_nbgrader_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
     import nbformat
     from nbgrader.api import Gradebook
