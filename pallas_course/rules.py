@@ -649,6 +649,9 @@ def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: fl
                         "it belongs on the accumulated product, on the last K step: o_ref[...] = jax.nn.gelu("
                         "acc_ref[...]).astype(o_ref.dtype)")
         c = A @ B
+        if _close(got, c, tol):
+            return ("the kernel computes no GELU: the output is a @ b itself, the accumulated product stored as it is; "
+                    "apply jax.nn.gelu to the accumulator on the last K step")
         for what, f in _gelu_variants():
             if _close(got, f(c), tol):
                 return (f"the output is a GELU of the right product written with {what}: jax.nn.gelu's default is "

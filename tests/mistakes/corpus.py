@@ -203,7 +203,8 @@ MISTAKES: dict[str, list[Mistake]] = {
                 graded=r"computes outside its kernel"),
         Mistake("matmul_gelu_no_gelu", "stores the accumulator, forgets the GELU",
                 {GELU_STORE: "        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"},
-                r"computes no GELU", ("matmul_gelu_fused", "matmul_gelu_values")),
+                r"computes no GELU", ("matmul_gelu_fused", "matmul_gelu_values"),
+                graded=r"(?s)^(?!.*no usual mistake).*computes no GELU"),
         # issue 27: these got "no usual mistake gives these values"; each now names its cause
         Mistake("matmul_init_on_j_axis", "zeroes the accumulator when pl.program_id(1) == 0 (j), not the K axis",
                 {MM12_INIT: MM12_INIT.replace("    @pl.when(k == 0)", "    @pl.when(pl.program_id(1) == 0)")},
