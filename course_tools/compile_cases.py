@@ -11,7 +11,7 @@ CASES: dict[str, list[tuple[str, list[tuple[tuple[int, ...], str]], dict[str, in
         ("transpose", [((256, 512), "float32")], {"bm": 128, "bn": 256}),
     ],
     "lab-1.2-tiled-matmul": [
-        ("rowsum", [((64, 1024), "float32")], {"bm": 8, "bn": 256}),              # (bm, 1) output blocks
+        ("rowmax", [((64, 1024), "float32")], {"bm": 8, "bn": 256}),              # (bm, 1) output blocks
         ("matmul", [((256, 384), "float32"), ((384, 512), "float32")], {}),
         ("matmul_acc", [((256, 512), "bfloat16"), ((512, 256), "bfloat16")], {}),
         ("matmul_gelu", [((256, 256), "float32"), ((256, 256), "float32")], {}),

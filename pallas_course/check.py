@@ -53,7 +53,8 @@ NEVER_WRITTEN_AT_ALL = ("no value of the output was ever written: the kernel nev
 NEVER_INITIALISED = ("the kernel reads {ref} (+=) before anything is stored there: it accumulates into memory it "
                      "never zeroed. Under TPU interpret mode memory nobody wrote reads as NaN, and NaN + x stays NaN "
                      "through every K step. Zero it on the first K step: @pl.when(pl.program_id({axis}) == 0) then "
-                     "{store} = jnp.zeros_like(...)")
+                     "{store} = jnp.zeros_like(...) (the reduction's starting value: 0 for a sum, -inf for a max, "
+                     "jnp.full_like(..., -jnp.inf))")
 # The same read in a kernel whose grid revisits no output block: there is no K to accumulate over.
 NOTHING_TO_ACCUMULATE = ("the kernel reads {ref} (+=) before anything is stored there: it adds into memory nobody "
                          "wrote, and under TPU interpret mode that memory reads as NaN. Each grid step of this kernel "

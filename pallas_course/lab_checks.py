@@ -40,7 +40,7 @@ class Case:
 FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
     "add": lambda c: rules.array_families(c.shape, c.dtype),
     "transpose": lambda c: rules.transpose_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
-    "rowsum": lambda c: rules.rowsum_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
+    "rowmax": lambda c: rules.rowmax_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
     "matmul": lambda c: rules.matmul_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.kwargs["bk"], c.dtype),
     "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
@@ -49,7 +49,7 @@ FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
 FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
 
 F32, BF16 = "float32", "bfloat16"
-ROWSUM = ("rowsum_schedule", "rowsum_values")
+ROWMAX = ("rowmax_schedule", "rowmax_values")
 MM = ("matmul_schedule", "matmul_f32", "matmul_precision")
 ACC = ("matmul_acc_schedule", "matmul_acc_semantics", "matmul_acc_f32_accumulator")
 GELU = ("matmul_gelu_values", "matmul_gelu_fused")
@@ -65,8 +65,8 @@ CASES: dict[str, tuple[Case, ...]] = {
         Case(("transpose_schedule", "transpose_values"), (256, 256), F32, {"bm": 128, "bn": 128}),
         Case(("transpose_schedule", "transpose_values"), (384, 256), F32, {"bm": 128, "bn": 128}),   # 3 × 2 grid
         Case(("transpose_schedule", "transpose_values"), (256, 512), BF16, {"bm": 128, "bn": 256})),  # (128, 256) blocks
-    "rowsum": (Case(ROWSUM, (64, 1024), F32, {"bm": 8, "bn": 256}),        # 8 × 4 grid, bm the default 8
-               Case(ROWSUM, (128, 2048), F32, {"bm": 32, "bn": 512})),    # 4 × 4 grid
+    "rowmax": (Case(ROWMAX, (64, 1024), F32, {"bm": 8, "bn": 256}),        # 8 × 4 grid, bm the default 8
+               Case(ROWMAX, (128, 2048), F32, {"bm": 32, "bn": 512})),    # 4 × 4 grid
     "matmul": (Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),     # 2 × 3 × 4 grid
                Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),     # bk != bn
                Case(MM, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128})),    # bm != bn, a 2 × 2 × 2 grid
@@ -99,7 +99,7 @@ SEED = 20            # the visible inputs are fixed; the grade draws fresh ones
 
 def _label(kernel: str, case: Case) -> str:
     args = {"add": "x, y", "layernorm": "x, g, b", "softmax": "x", "transpose": "x",
-            "column_sums": "x", "rowsum": "x"}.get(kernel, "a, b")
+            "column_sums": "x", "rowmax": "x"}.get(kernel, "a, b")
     kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
     if kernel.startswith("matmul"):
         m, k, n = case.shape
@@ -112,8 +112,10 @@ def _label(kernel: str, case: Case) -> str:
 def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...]:
     if kernel == "add":
         return rules.random_array(rng, case.shape, case.dtype), rules.random_array(rng, case.shape, case.dtype)
-    if kernel in ("transpose", "rowsum"):
+    if kernel == "transpose":
         return (rules.random_array(rng, case.shape, case.dtype),)
+    if kernel == "rowmax":
+        return (rules.rowmax_inputs(rng, case.shape),)
     if kernel == "matmul_gelu" and case.kind == "b the identity":
         return rules.gelu_probe_inputs(rng)
     if kernel.startswith("matmul"):
@@ -161,8 +163,8 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
     kw = case.kwargs
     if kernel == "transpose":
         return rules.transpose_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
-    if kernel == "rowsum":
-        return rules.rowsum_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
+    if kernel == "rowmax":
+        return rules.rowmax_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
     if kernel.startswith("matmul"):
         problem = rules.matmul_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"], kw["bk"])
         if problem is None and kernel == "matmul":
@@ -197,8 +199,8 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
         return (f64[0] + f64[1]).astype(np.dtype(case.dtype)), rules.ADD_BF16 if bf16 else rules.ADD_F32
     if kernel == "transpose":
         return f64[0].T.astype(np.dtype(case.dtype)), rules.TRANSPOSE
-    if kernel == "rowsum":
-        return f64[0].sum(axis=1, keepdims=True).astype(np.dtype(case.dtype)), rules.ROWSUM_F32
+    if kernel == "rowmax":
+        return f64[0].max(axis=1, keepdims=True).astype(np.dtype(case.dtype)), rules.ROWMAX
     if kernel in ("matmul", "matmul_gelu"):
         # matmul asks its f32 dot for precision=HIGHEST (graded: matmul_precision), so it is checked against float64
         # everywhere; matmul_gelu's dot keeps the default precision, bf16 passes on a TPU
@@ -222,7 +224,7 @@ def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
     kw = case.kwargs
     if kernel == "transpose":
         return kw["bn"], kw["bm"]
-    if kernel == "rowsum":
+    if kernel == "rowmax":
         return kw["bm"], 1
     if kernel.startswith("matmul"):
         return kw["bm"], kw["bn"]
@@ -241,8 +243,8 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
         return rules.add_hint(*inputs, out)
     if kernel == "transpose":
         return rules.transpose_hint(inputs[0], out, kw["bm"], kw["bn"])
-    if kernel == "rowsum":
-        return rules.rowsum_hint(inputs[0], out, kw["bn"], tols["tol"])
+    if kernel == "rowmax":
+        return rules.rowmax_hint(inputs[0], out, kw["bn"])
     if kernel == "softmax":
         return rules.softmax_hint(inputs[0], out, rows)
     if kernel == "layernorm":

@@ -50,10 +50,10 @@ EPS = 1e-6
 # of the running sum (measured <= 1.5e-5 absolute under interpret mode, sums ~n); 1e-4 absolute and relative leaves
 # room for other orders. A dropped tail or one row too many misses by ~1.
 COLUMN_SUMS = dict(tol=1e-4)
-# rowsum f32: a sum of n <= 2048 N(0, 1) values in f32, blocked, is off from float64 by at most ~n·2^-24·max|x|
-# (~5e-4 absolute, far less in practice); the row sums are ~sqrt(n) ~ 45. 1e-4 absolute and relative; a missing
-# init (NaN), an init on every step (the last block's sum alone) or a lost block miss by O(sqrt(bn)).
-ROWSUM_F32 = dict(tol=1e-4)
+# rowmax: a max picks one of its inputs, so it is exact in any order: tol 0. A running max started at 0 instead of
+# -inf is off on every all-negative row (rules.rowmax_inputs makes half the rows so); a missing init reads NaN.
+ROWMAX = dict(tol=0.0)
+ROWMAX_NEGATIVE_OFFSET = 8.0    # every other row is N(0, 1) - 8: all its values negative
 # matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
 MATMUL_ACC_HINT_TOL = 2.0 ** -7
 
@@ -95,8 +95,8 @@ def matmul_families(shape: tuple[int, int, int], bm: int, bn: int, bk: int, dtyp
             | grid_families((m // bm, n // bn), (bm, bn, bk)))
 
 
-def rowsum_families(shape: tuple[int, int], bm: int, bn: int, dtype: Any) -> frozenset[str]:
-    """rowsum: the dtype, the grid's shape, whether bm differs from 8 (the default), several column steps."""
+def rowmax_families(shape: tuple[int, int], bm: int, bn: int, dtype: Any) -> frozenset[str]:
+    """rowmax: the dtype, the grid's shape, whether bm differs from 8 (the default), several column steps."""
     m, n = shape
     return (frozenset({dtype_name(dtype), "several column steps" if n // bn > 1 else "one column step",
                        "bm = 8" if bm == 8 else "bm != 8"})
@@ -173,6 +173,14 @@ def column_sums_inputs(rng: np.random.Generator, shape: tuple[int, int]) -> np.n
 def column_sums_ref(x: Any) -> np.ndarray:
     """The (1, d) sums of x's rows, in float64."""
     return as_f64(x).sum(axis=0, keepdims=True)
+
+
+def rowmax_inputs(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    """f32 rows of N(0, 1), every other one shifted down by ROWMAX_NEGATIVE_OFFSET: all-negative rows, whose max a
+    running max started at 0 gets wrong."""
+    x = rng.standard_normal(shape)
+    x[1::2] -= ROWMAX_NEGATIVE_OFFSET
+    return x.astype(np.float32)
 
 
 def layernorm_params(rng: np.random.Generator, d: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -342,17 +350,17 @@ def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | N
     return None
 
 
-def rowsum_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
-    """Grid (m/bm, n/bn), the summed axis last; x block (bm, bn) at (i, j) -> out block (bm, 1) at (i, 0); the summed
-    axis not "parallel"; no dot (the sum is the vector unit's, not the MXU's)."""
+def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
+    """Grid (m/bm, n/bn), the reduced axis last; x block (bm, bn) at (i, j) -> out block (bm, 1) at (i, 0); the reduced
+    axis not "parallel"."""
     m, n = shape
     grid = (m // bm, n // bn)
     if pc.grid == grid[::-1] != grid:
-        return (f"the grid of {label} is {pc.grid}, expected {grid}: the column axis, the one summed over, must be the "
+        return (f"the grid of {label} is {pc.grid}, expected {grid}: the column axis, the one reduced over, must be the "
                 "last (innermost) grid axis, so each row block's column steps run back to back while its output "
                 "block stays in VMEM")
     wrong = _equal(f"the grid of {label}", pc.grid, grid,
-                   "one step per (bm, bn) block of x: grid=(m // bm, n // bn), the summed axis last")
+                   "one step per (bm, bn) block of x: grid=(m // bm, n // bn), the reduced axis last")
     if wrong:
         return wrong
     if len(pc.inputs) != 1 or len(pc.outputs) != 1:
@@ -361,7 +369,7 @@ def rowsum_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
     src, dst = pc.inputs[0], pc.outputs[0]
     wrong = (_equal(f"the block of x in {label}", tuple(src.block_shape), (bm, bn), "x is carved into (bm, bn) blocks")
              or _equal(f"the output block of {label}", tuple(dst.block_shape), (bm, 1),
-                       "the output (m, 1) is carved into (bm, 1) blocks, one sum per row"))
+                       "the output (m, 1) is carved into (bm, 1) blocks, one max per row"))
     if wrong:
         return wrong
     for point in pc.grid_points():
@@ -372,30 +380,28 @@ def rowsum_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
                     f"({i}, {j}) of x, lambda i, j: (i, j)")
         if got_out != (i, 0):
             return (f"{label}: the output index map sends grid step {point} to block {got_out}; every column step of "
-                    f"row block i adds into the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)")
-    problem = accumulated_axis_parallel_problem(label, pc, "the same output block")
-    if problem:
-        return problem
-    if pc.kernel_out_dtypes("dot_general"):
-        return (f"the kernel of {label} calls jnp.dot: a row sum is jnp.sum(x_ref[...], axis=1, keepdims=True), the "
-                "vector unit's work; the MXU (jnp.dot) is for the matmul that comes next")
-    return None
+                    f"row block i updates the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)")
+    return accumulated_axis_parallel_problem(label, pc, "the same output block")
 
 
-def rowsum_hint(x: Any, out: Any, bn: int, tol: float) -> str | None:
-    """Why rowsum's values are wrong, when they are a named mistake's (None otherwise)."""
+def rowmax_hint(x: Any, out: Any, bn: int) -> str | None:
+    """Why rowmax's values are wrong, when they are a named mistake's (None otherwise)."""
     X, got = as_f64(x), as_f64(out)
     n = X.shape[1]
-    if got.shape != (X.shape[0], 1) or n // bn < 2:
+    if got.shape != (X.shape[0], 1):
         return None
-    with np.errstate(all="ignore"):
-        if _close(got, X[:, -bn:].sum(axis=1, keepdims=True), tol):
-            return ("each output holds the last column block's sum alone: every step overwrites it (o_ref[...] = ...) "
-                    "or zeroes it again; add with += and zero only on the first column step, "
-                    "@pl.when(pl.program_id(1) == 0)")
-        if _close(got, X[:, :bn].sum(axis=1, keepdims=True), tol):
-            return ("each output holds the first column block's sum alone: the later column steps add nothing (the "
-                    "sum is stored under pl.when(j == 0)); add on every step")
+    want = X.max(axis=1, keepdims=True)
+    if np.array_equal(got, np.maximum(want, 0.0)) and (want < 0).any():
+        return ("the rows whose values are all negative come out 0: the running max starts at 0, which is larger "
+                "than all of them; start it at -inf, jnp.full_like(o_ref, -jnp.inf), on the first column step")
+    if n // bn >= 2:
+        if np.array_equal(got, X[:, -bn:].max(axis=1, keepdims=True)):
+            return ("each output holds the last column block's max alone: every step overwrites it; combine it with "
+                    "what is there, o_ref[...] = jnp.maximum(o_ref[...], ...), and reset it only on the first column "
+                    "step, @pl.when(pl.program_id(1) == 0)")
+        if np.array_equal(got, X[:, :bn].max(axis=1, keepdims=True)):
+            return ("each output holds the first column block's max alone: the later column steps change nothing (the "
+                    "max is stored under pl.when(j == 0)); combine on every step")
     return None
 
 

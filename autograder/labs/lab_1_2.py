@@ -1,4 +1,4 @@
-"""LAB·1.2 hidden checks: rowsum, matmul, matmul_acc, matmul_gelu.
+"""LAB·1.2 hidden checks: rowmax, matmul, matmul_acc, matmul_gelu.
 
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 References are float64 NumPy products of the (already rounded) inputs.
@@ -22,14 +22,14 @@ CASES = [((256, 512, 384), 128, 128, 128), ((256, 512, 384), 128, 128, 256), ((5
 F32_TOL = rules.MATMUL_F32["tol"]
 # Long K, small M and N: 16 K steps, where a bf16 running sum drifts by several bf16 roundings.
 ACC_CASE = ((256, 2048, 256), 128, 128, 128)
-# rowsum: ((m, n), bm, bn): more than one block on both axes, the grid square and not, bm = 8 (the default) and not.
-ROWSUM_CASES = [((64, 1024), 8, 256), ((128, 2048), 32, 512)]
+# rowmax: ((m, n), bm, bn): more than one block on both axes, the grid square and not, bm = 8 (the default) and not.
+ROWMAX_CASES = [((64, 1024), 8, 256), ((128, 2048), 32, 512)]
 
 
 def families(test: str) -> frozenset[str]:
     """The families of this test's cases (rules.matmul_families): the notebook's visible checks must show each."""
-    if test.startswith("rowsum"):
-        return frozenset().union(*(rules.rowsum_families(shape, bm, bn, "float32") for shape, bm, bn in ROWSUM_CASES))
+    if test.startswith("rowmax"):
+        return frozenset().union(*(rules.rowmax_families(shape, bm, bn, "float32") for shape, bm, bn in ROWMAX_CASES))
     dtype = "bfloat16" if test.startswith("matmul_acc") else "float32"
     cases = [ACC_CASE] if test == "matmul_acc_f32_accumulator" else CASES
     if test == "matmul_gelu_fused":
@@ -65,36 +65,37 @@ def _check_schedules(test: str, name: str, fn: Callable[..., Any], dtype: str) -
     return checked
 
 
-def _rowsum_label(m: int, n: int, bm: int, bn: int) -> str:
-    return f"rowsum(x, bm={bm}, bn={bn}) on ({m}, {n}) float32"
+def _rowmax_label(m: int, n: int, bm: int, bn: int) -> str:
+    return f"rowmax(x, bm={bm}, bn={bn}) on ({m}, {n}) float32"
 
 
-def rowsum_schedule(rowsum: Callable[..., Any]) -> None:
-    """Grid (m/bm, n/bn), the summed axis last and not "parallel"; x block (bm, bn) at (i, j) -> (bm, 1) at (i, 0);
-    no dot."""
+def rowmax_schedule(rowmax: Callable[..., Any]) -> None:
+    """Grid (m/bm, n/bn), the reduced axis last and not "parallel"; x block (bm, bn) at (i, j) -> (bm, 1) at (i, 0)."""
     import jax
 
-    test = "rowsum_schedule"
-    for (m, n), bm, bn in ROWSUM_CASES:
-        label = _rowsum_label(m, n, bm, bn)
-        pc = one_pallas_call(test, label, rowsum, jax.ShapeDtypeStruct((m, n), "float32"), bm=bm, bn=bn)
-        _fails(test, rules.rowsum_schedule_problem(label, pc, (m, n), bm, bn))
+    test = "rowmax_schedule"
+    for (m, n), bm, bn in ROWMAX_CASES:
+        label = _rowmax_label(m, n, bm, bn)
+        pc = one_pallas_call(test, label, rowmax, jax.ShapeDtypeStruct((m, n), "float32"), bm=bm, bn=bn)
+        _fails(test, rules.rowmax_schedule_problem(label, pc, (m, n), bm, bn))
 
 
-def rowsum_values(rowsum: Callable[..., Any]) -> None:
-    """f32 row sums at several shapes and blocks, under TPU interpret mode (a missing init reads NaN, a summed axis
-    first revisits the output block), against float64."""
-    test = "rowsum_values"
+def rowmax_values(rowmax: Callable[..., Any]) -> None:
+    """Exact f32 row maxima at several shapes and blocks, half the rows all negative (a running max started at 0
+    fails them), under TPU interpret mode (a missing init reads NaN; the reduced axis first revisits the output)."""
+    import jax.numpy as jnp
+
+    test = "rowmax_values"
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
-    for (m, n), bm, bn in ROWSUM_CASES:
-        label = _rowsum_label(m, n, bm, bn)
-        x = random_array(rng, (m, n), np.float32)
-        pc = one_pallas_call(test, label, rowsum, x, bm=bm, bn=bn)
-        out = call(test, label, rowsum, x, bm=bm, bn=bn)
-        expected = as_f64(x).sum(axis=1, keepdims=True).astype(np.float32)
-        expect_close(test, label, out, expected, block=(bm, 1), seed=seed, kernel=pc, **rules.ROWSUM_F32,
-                     hint=lambda: rules.rowsum_hint(x, out, bn, rules.ROWSUM_F32["tol"]))
+    for (m, n), bm, bn in ROWMAX_CASES:
+        label = _rowmax_label(m, n, bm, bn)
+        x = jnp.asarray(rules.rowmax_inputs(rng, (m, n)))
+        pc = one_pallas_call(test, label, rowmax, x, bm=bm, bn=bn)
+        out = call(test, label, rowmax, x, bm=bm, bn=bn)
+        expected = as_f64(x).max(axis=1, keepdims=True).astype(np.float32)
+        expect_close(test, label, out, expected, block=(bm, 1), seed=seed, kernel=pc, **rules.ROWMAX,
+                     hint=lambda: rules.rowmax_hint(x, out, bn))
 
 
 def matmul_schedule(matmul: Callable[..., Any]) -> None:

@@ -1,4 +1,4 @@
-"""LAB·1.2 mutants: rowsum, matmul, matmul_acc, matmul_gelu."""
+"""LAB·1.2 mutants: rowmax, matmul, matmul_acc, matmul_gelu."""
 from tests.mutants import Alternative, Mutant
 
 LAB = "lab-1.2-tiled-matmul"
@@ -28,9 +28,10 @@ ACC_SEMANTICS = '("parallel", "parallel", "arbitrary")'
 MATMUL_DOT = ("    precision = jax.lax.Precision.HIGHEST if a_ref.dtype == jnp.float32 else None\n"
               "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)"
               ".astype(o_ref.dtype)")
-ROWSUM_INIT = "    j = pl.program_id(1)\n    @pl.when(j == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n"
-ROWSUM_ADD = "    o_ref[...] += jnp.sum(x_ref[...], axis=1, keepdims=True)"
-ROWSUM_SPECS = ("        grid=(m // bm, n // bn),\n"
+ROWMAX_INIT = ("    @pl.when(pl.program_id(1) == 0)\n    def _init():\n"
+               "        o_ref[...] = jnp.full_like(o_ref, -jnp.inf)\n")
+ROWMAX_STEP = "    o_ref[...] = jnp.maximum(o_ref[...], jnp.max(x_ref[...], axis=1, keepdims=True))"
+ROWMAX_SPECS = ("        grid=(m // bm, n // bn),\n"
                 "        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],\n"
                 "        out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),\n")
 GELU_DEF = "def matmul_gelu_kernel(a_ref, b_ref, o_ref, acc_ref):"
@@ -46,25 +47,23 @@ GELU_EPILOGUE = ("    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue()
 SEMANTICS_ENUMS = {ACC_CALL: ACC_CALL.replace(ACC_SEMANTICS, "(pltpu.PARALLEL, pltpu.PARALLEL, pltpu.ARBITRARY)")}
 
 MUTANTS = [
-    Mutant("rowsum_missing_init", "no zeroing on the first column step",
-           {ROWSUM_INIT: "    j = pl.program_id(1)\n"},
-           {"rowsum_values": "NaN"}, others_pass=("rowsum_schedule",)),
-    Mutant("rowsum_overwrites", "o_ref[...] = instead of +=: each step replaces the running sum",
-           {ROWSUM_ADD: ROWSUM_ADD.replace("+=", "=")},
-           {"rowsum_values": "last column block's sum alone"}, others_pass=("rowsum_schedule",)),
-    Mutant("rowsum_summed_axis_first", "the summed (column) axis as the first grid axis",
-           {ROWSUM_SPECS: ROWSUM_SPECS.replace("grid=(m // bm, n // bn)", "grid=(n // bn, m // bm)")
+    Mutant("rowmax_missing_init", "no reset on the first column step",
+           {ROWMAX_INIT: ""}, {"rowmax_values": "NaN"}, others_pass=("rowmax_schedule",)),
+    Mutant("rowmax_zero_init", "the running max starts at 0 (zeros_like, the sum's habit), not -inf",
+           {ROWMAX_INIT: ROWMAX_INIT.replace("jnp.full_like(o_ref, -jnp.inf)", "jnp.zeros_like(o_ref)")},
+           {"rowmax_values": "all negative come out 0.*-inf"}, others_pass=("rowmax_schedule",)),
+    Mutant("rowmax_overwrites", "each step stores its block's max, forgetting what o_ref held",
+           {ROWMAX_STEP: "    o_ref[...] = jnp.max(x_ref[...], axis=1, keepdims=True)"},
+           {"rowmax_values": "last column block's max alone"}),
+    Mutant("rowmax_reduced_axis_first", "the reduced (column) axis as the first grid axis",
+           {ROWMAX_SPECS: ROWMAX_SPECS.replace("grid=(m // bm, n // bn)", "grid=(n // bn, m // bm)")
                                       .replace("lambda i, j:", "lambda j, i:"),
-            ROWSUM_INIT: ROWSUM_INIT.replace("program_id(1)", "program_id(0)")},
-           {"rowsum_schedule": "must be the last \\(innermost\\) grid axis", "rowsum_values": "[Rr]evisit|raised"}),
-    Mutant("rowsum_summed_axis_parallel", "the summed axis marked \"parallel\"",
-           {ROWSUM_SPECS: ROWSUM_SPECS + "        compiler_params=pltpu.CompilerParams("
+            ROWMAX_INIT: ROWMAX_INIT.replace("program_id(1)", "program_id(0)")},
+           {"rowmax_schedule": "must be the last \\(innermost\\) grid axis", "rowmax_values": "[Rr]evisit|raised"}),
+    Mutant("rowmax_reduced_axis_parallel", "the reduced axis marked \"parallel\"",
+           {ROWMAX_SPECS: ROWMAX_SPECS + "        compiler_params=pltpu.CompilerParams("
                                          "dimension_semantics=(\"parallel\", \"parallel\")),\n"},
-           {"rowsum_schedule": "marks its last grid axis \"parallel\""}),
-    Mutant("rowsum_dot_with_ones", "the row sum as a product with a column of ones: the MXU, not a sum",
-           {ROWSUM_ADD: "    o_ref[...] += jnp.dot(x_ref[...], jnp.ones((x_ref.shape[1], 1), x_ref.dtype), "
-                        "preferred_element_type=jnp.float32)"},
-           {"rowsum_schedule": "calls jnp.dot"}),
+           {"rowmax_schedule": "marks its last grid axis \"parallel\""}),
     Mutant("matmul_default_precision", "the f32 dot at the default precision (bf16 passes on a TPU)",
            {MATMUL_DOT: MATMUL_DOT.replace(", precision=precision", "")},
            {"matmul_precision": "asks for the default precision.*precision=jax.lax.Precision.HIGHEST"},
