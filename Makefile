@@ -12,6 +12,13 @@ bench:
 bench-batch: bytecode
 	python -m course_tools.bench.grading_batch
 
+# What grading costs in CPU seconds (issue 36): the LAB·1.1 class's CPU per notebook, everything each command starts
+# (workers, jails, judges, the judges' zygotes: a cpuacct cgroup per command), course grade against plain nbgrader,
+# with the judges forked from the zygote and without, and throughput by --jobs 1 and 2; writes bench/grading-cpu.json.
+.PHONY: bench-cpu
+bench-cpu: bytecode
+	python -m course_tools.bench.grading_batch --class "lab-1.1 x 20" --no-door --sweep 1,2 --spawned-judges --out bench/grading-cpu.json
+
 # Where one grading's time goes: the LAB·1.1 solution through `course grade` (COURSE_GRADE_TIMELINE: the grader's,
 # the judge's and the jail agent's spans) against papermill alone, 5 alternated pairs; writes
 # bench/grading-profile.json with its provenance.

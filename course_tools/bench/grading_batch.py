@@ -13,7 +13,6 @@ import argparse
 import copy
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.bench.common import dist_version, grading_provenance
+from course_tools.bench.common import dist_version, grading_provenance, run_counting_cpu
 from course_tools.demo import filled_in
 from autograder.course_manifest import REPO_ROOT, manifest
 
@@ -173,20 +172,13 @@ def cpu_parallelism() -> dict:
             "speedup_of_two": round(2 * alone / max(pair), 2)}
 
 
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict:
-    load, cpu = os.getloadavg()[0], _children_cpu()
-    start = time.perf_counter()
-    run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=7200, env=env)
-    wall = time.perf_counter() - start
+    load = os.getloadavg()[0]
+    run, wall, cpu, how = run_counting_cpu(cmd, cwd, env)
     if run.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-    return {"wall_s": round(wall, 2), "cpu_s": round(_children_cpu() - cpu, 2), "load_1min_before": round(load, 2),
-            "load_1min_after": round(os.getloadavg()[0], 2)}
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2) if cpu is not None else None, "cpu_counted_by": how,
+            "load_1min_before": round(load, 2), "load_1min_after": round(os.getloadavg()[0], 2)}
 
 
 def _plain_course(root: Path, submitted: Path) -> tuple[list[str], dict[str, str]]:
@@ -210,9 +202,9 @@ def _plain_course(root: Path, submitted: Path) -> tuple[list[str], dict[str, str
 
 
 def measure_class(name: str, students: list[tuple[str, dict[str, nbformat.NotebookNode]]], *, repeats: int,
-                  jobs: int, door: bool) -> dict:
+                  jobs: int, door: bool, sweep: tuple[int, ...] = (), spawned: bool = False) -> dict:
     """One class through plain nbgrader (serial), the course's nbgrader door (serial, if `door`) and `course grade
-    --jobs N`, alternated `repeats` times; scores compared student by student."""
+    --jobs N` (and at each --jobs of `sweep`), alternated `repeats` times; scores compared student by student."""
     bindir = Path(sys.executable).parent
     stage = manifest().stage.id
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
@@ -224,6 +216,15 @@ def measure_class(name: str, students: list[tuple[str, dict[str, nbformat.Notebo
             "plain_nbgrader": (plain_cmd, tmp_path / "plain", plain_env),
             "course_grade": ([str(bindir / "course"), "grade", str(submitted), "--jobs", str(jobs), "--force",
                               "--out", str(tmp_path / "grades")], REPO_ROOT, None)}
+        if spawned:   # the same command with each judge a Python of its own (no zygote): what the zygote saves
+            commands["course_grade_spawned_judges"] = (
+                [str(bindir / "course"), "grade", str(submitted), "--jobs", str(jobs), "--force", "--out",
+                 str(tmp_path / "grades-spawned")], REPO_ROOT, {**os.environ, "COURSE_JUDGE_ZYGOTE": "0"})
+        for k in sweep:
+            if k != jobs:
+                commands[f"course_grade_jobs_{k}"] = (
+                    [str(bindir / "course"), "grade", str(submitted), "--jobs", str(k), "--force", "--out",
+                     str(tmp_path / f"grades-{k}")], REPO_ROOT, None)
         if door:
             root = tmp_path / "door"
             shutil.copytree(REPO_ROOT / "solutions", root / "solutions")
@@ -237,7 +238,8 @@ def measure_class(name: str, students: list[tuple[str, dict[str, nbformat.Notebo
         for _ in range(repeats):
             for key, (cmd, cwd, env) in commands.items():
                 runs[key].append(_timed(cmd, cwd, env))
-                if key == "course_grade" and jobs > 1:   # its workers are forkserver children it never waits for
+                if key.startswith("course_grade") and runs[key][-1]["cpu_counted_by"] == "children's rusage":
+                    # its workers, and the judges' zygotes, are processes it never waits for
                     runs[key][-1].update(cpu_s=None, cpu_s_why_none="forkserver workers are outside its rusage")
                 print(f"{name}: {key} {runs[key][-1]['wall_s']:.1f} s", file=sys.stderr)
         scores = {"plain_nbgrader": _nbgrader_scores(tmp_path / "plain"),
@@ -249,6 +251,10 @@ def measure_class(name: str, students: list[tuple[str, dict[str, nbformat.Notebo
     n_notebooks = sum(len(nbs) for _, nbs in students)
     median = {k: statistics.median(r["wall_s"] for r in v) for k, v in runs.items()}
     pairs = [p["wall_s"] / c["wall_s"] for p, c in zip(runs["plain_nbgrader"], runs["course_grade"])]
+    cpu_pairs = [c["cpu_s"] / p["cpu_s"] for p, c in zip(runs["plain_nbgrader"], runs["course_grade"])
+                 if c["cpu_s"] is not None and p["cpu_s"]]
+    cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in runs.items() if all(r["cpu_s"] is not None for r in v)}
+    by_jobs = {jobs: median["course_grade"], **{k: median[f"course_grade_jobs_{k}"] for k in sweep if k != jobs}}
     out = {
         "class": name, "students": len(students), "notebooks": n_notebooks,
         "submissions": {s: kinds[s] for s in sorted(kinds)},
@@ -256,6 +262,9 @@ def measure_class(name: str, students: list[tuple[str, dict[str, nbformat.Notebo
         "scores": {s: {k: sc.get(s) for k, sc in scores.items()} for s in sorted(kinds)},
         "runs": runs,
         "per_notebook_s": {k: round(v / n_notebooks, 2) for k, v in median.items()},
+        "cpu_per_notebook_s": {k: round(v / n_notebooks, 2) for k, v in cpu.items()},
+        "cpu_course_grade_over_plain_nbgrader": round(statistics.median(cpu_pairs), 3) if cpu_pairs else None,
+        "throughput_notebooks_per_min_by_jobs": {str(k): round(60 * n_notebooks / v, 2) for k, v in sorted(by_jobs.items())},
         "speedup_over_plain_nbgrader": round(statistics.median(pairs), 2),
         "pair_ratios_plain_over_course": [round(r, 2) for r in pairs],
     }
@@ -265,15 +274,18 @@ def measure_class(name: str, students: list[tuple[str, dict[str, nbformat.Notebo
     return out
 
 
-def run(repeats: int = 1, jobs: int = 2, classes: tuple[str, ...] = ("lab-1.1 x 20", "5 labs x 10")) -> dict:
+def run(repeats: int = 1, jobs: int = 2, classes: tuple[str, ...] = ("lab-1.1 x 20", "5 labs x 10"),
+        sweep: tuple[int, ...] = (), students: int | None = None, door: bool = True, spawned: bool = False) -> dict:
     from autograder.jail.limits import sandbox_status
 
     parallelism = [cpu_parallelism()]
     results = []
     if "lab-1.1 x 20" in classes:
-        results.append(measure_class("lab-1.1 x 20", class_of_20(), repeats=repeats, jobs=jobs, door=True))
+        results.append(measure_class("lab-1.1 x 20", class_of_20()[:students], repeats=repeats, jobs=jobs, door=door,
+                                     sweep=sweep, spawned=spawned))
     if "5 labs x 10" in classes:
-        results.append(measure_class("5 labs x 10", class_of_10(), repeats=repeats, jobs=jobs, door=False))
+        results.append(measure_class("5 labs x 10", class_of_10()[:students], repeats=repeats, jobs=jobs, door=False,
+                                     sweep=sweep, spawned=spawned))
     parallelism.append(cpu_parallelism())
     prov = grading_provenance(dask_version=dist_version("dask"), distributed_version=dist_version("distributed"),
                               sandbox=sandbox_status())
@@ -284,7 +296,9 @@ def run(repeats: int = 1, jobs: int = 2, classes: tuple[str, ...] = ("lab-1.1 x 
     prov["scoring_files_dirty"] = [line[3:] for line in dirty.splitlines()]
     return {
         "benchmark": "grading a class: course grade --jobs N vs plain nbgrader (and the course's nbgrader door)",
-        "method": (f"each class written in nbgrader's layout; wall clock and CPU seconds (children's rusage) of each "
+        "method": (f"each class written in nbgrader's layout; wall clock and CPU seconds (`cpu_counted_by`: a cpuacct "
+                   "cgroup of the command's own where it can be made, so the workers, jails, judges and zygotes it "
+                   "starts count; else the children's rusage) of each "
                    f"whole command in a fresh process, start-up included, {repeats} alternated round(s) (plain "
                    "nbgrader, course grade, the door); speedup = median over rounds of plain nbgrader's time / course "
                    "grade's; 1-minute load average around each run. plain nbgrader: its own Execute, the hidden "
@@ -295,7 +309,7 @@ def run(repeats: int = 1, jobs: int = 2, classes: tuple[str, ...] = ("lab-1.1 x 
                      "nbgrader_door": "nbgrader autograde stage-1 --force (this course's nbgrader_config.py: serial)",
                      "course_grade": f"course grade submitted/ --jobs {jobs} --force"},
         "classes": results,
-        "target_speedup_over_plain_nbgrader": 8.0,
+        "targets": {"speedup_over_plain_nbgrader_at_jobs_2": 4.5, "cpu_course_grade_over_plain_nbgrader": 0.4},
         "cpu_parallelism": {"what": cpu_parallelism.__doc__.split(";")[0].strip(), "before_and_after": parallelism},
         "provenance": prov,
     }
@@ -307,13 +321,22 @@ def main() -> None:
     parser.add_argument("--class", dest="classes", action="append", choices=["lab-1.1 x 20", "5 labs x 10"],
                         help="only this class (repeatable; default both)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--sweep", default="", help="also course grade at these --jobs, e.g. 1,2,4 (throughput by jobs)")
+    parser.add_argument("--students", type=int, default=None, help="only the first N students of each class")
+    parser.add_argument("--no-door", action="store_true", help="leave out the course's nbgrader door")
+    parser.add_argument("--spawned-judges", action="store_true",
+                        help="also course grade with each judge a Python of its own (COURSE_JUDGE_ZYGOTE=0)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    report = run(args.repeats, args.jobs, tuple(args.classes or ("lab-1.1 x 20", "5 labs x 10")))
+    report = run(args.repeats, args.jobs, tuple(args.classes or ("lab-1.1 x 20", "5 labs x 10")),
+                 tuple(int(k) for k in args.sweep.split(",") if k), args.students, not args.no_door,
+                 args.spawned_judges)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     for c in report["classes"]:
         print(f"{c['class']}: scores identical: {c['scores_identical']}; course grade "
-              f"{c['speedup_over_plain_nbgrader']}x plain nbgrader (per notebook: {c['per_notebook_s']})")
+              f"{c['speedup_over_plain_nbgrader']}x plain nbgrader (per notebook: {c['per_notebook_s']}); CPU "
+              f"{c['cpu_course_grade_over_plain_nbgrader']}x plain nbgrader's (per notebook: {c['cpu_per_notebook_s']}); "
+              f"notebooks/min by --jobs: {c['throughput_notebooks_per_min_by_jobs']}")
     print(f"wrote {args.out}")
     if not all(c["scores_identical"] for c in report["classes"]):
         sys.exit(1)
