@@ -72,7 +72,8 @@ def tiling_record(chips: list[str]) -> dict[str, Any]:
                          "mosaic E2002" if "E2002" in res.message else
                          "lowering" if "Pallas TPU lowering" in res.message else "other")
                 rows.append({"chip": chip, "dtype": dtype, "array": list(shape), "block": [r, c], "outcome": where,
-                             "compiler": res.message[:300]})
+                             # the checkout's path, which the compiler's message names, as the repository's
+                             "compiler": res.message.replace(f"{REPO_ROOT}/", "")[:300]})
     return {"what": "copy kernels with (rows, cols) blocks: where each is refused", "rows": rows}
 
 
