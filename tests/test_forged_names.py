@@ -108,17 +108,20 @@ def _all_outcomes(edits: dict[str, str]) -> dict[str, str]:
             out[t.id] = "passed"
         except TestFailure as e:
             # counts and errors depend on the random inputs: the rest of the message must agree
-            out[t.id] = re.sub(r"\d+ of (\d+) values|the largest error .*?;", r"_ of \1",
-                               str(e).split(" [inputs from seed")[0])
+            message = str(e).split(" [inputs from seed")[0]
+            out[t.id] = re.sub(r"the largest error .*?; ", "", re.sub(r"\d+ of (\d+) values", r"_ of \1 values",
+                                                                     message))
     return out
 
 
 def test_a_platform_branch_scores_as_the_tpus_branch(libtpu) -> None:
-    """Issue 33: the CPU branch right, the TPU's zeros: graded as the zeros kernel, test by test (the visible checks
-    in the notebook, run by the student on a CPU, would pass it: they are not the grade)."""
-    want, got = _all_outcomes(ZEROS_KERNELS), _all_outcomes(PLATFORM_BRANCHES)
-    assert got == want, (want, got)
-    assert sum(m == "passed" for m in got.values()) == 1, got
+    """Issue 33: the CPU branch right, the TPU's zeros: graded as the zeros kernel, test by test, 1 of 6 (the
+    schedule test alone passes; every value differs). ZEROS_KERNELS, the twin, gives the same messages (the slow
+    test below grades it through both doors); graded once here to keep CI short."""
+    got = _all_outcomes(PLATFORM_BRANCHES)
+    assert got["transpose_schedule"] == "passed", got
+    for test in ("add_f32", "add_bf16", "transpose_values"):
+        assert re.search(r"on \(\d+, \d+\) \w+: _ of \d+ values differ by more than tol=", got[test]), got[test]
 
 
 @pytest.mark.slow
@@ -153,4 +156,5 @@ def test_the_platform_branch_scores_as_zeros_on_both_doors(libtpu, tmp_path) -> 
         by_nbgrader = {g.name: g.score for g in gb.find_submission_notebook(LAB_1_1, stage, "brancher").grades
                        if g.name in course_grade}
     assert course_grade == by_nbgrader and sum(course_grade.values()) == 1, (course_grade, by_nbgrader)
+    assert _all_outcomes(ZEROS_KERNELS) == _all_outcomes(PLATFORM_BRANCHES)     # the twin, message by message
     shutil.rmtree(course, ignore_errors=True)
