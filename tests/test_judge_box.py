@@ -610,6 +610,26 @@ def test_each_judge_is_a_fresh_fork_of_a_stateless_zygote_with_the_box_s_chain()
         _no_leftovers(b)
 
 
+def test_a_zygote_that_cannot_start_leaves_each_judge_a_process_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zygote whose imports leave a thread (OpenBLAS's pool, here) refuses to fork (a fork would copy one thread of
+    two): the submission's judge is then a Python of its own, not a set-up failure, and no later box asks a zygote."""
+    from autograder.judge import zygote
+
+    env = box._env
+    monkeypatch.setattr(box, "_env", lambda tmp: {**env(tmp), "OPENBLAS_NUM_THREADS": "2"})
+    monkeypatch.setattr(box, "_ZYGOTE", None)
+    monkeypatch.setattr(box, "_ZYGOTE_FAILED", None)
+    judge = _judge()
+    try:
+        traced = _trace(judge, add)
+        out, error = judge.run(traced, [X, X])
+        assert error is None and np.array_equal(out, X + X)
+        assert not isinstance(judge.box.process, zygote.Forked)
+        assert "threads after its imports: a fork would copy one" in box._ZYGOTE_FAILED
+    finally:
+        judge.close()
+
+
 # --------------------------------------------------------------------------------------- a killed grader
 
 GRADER = """

@@ -90,6 +90,7 @@ def _env(tmp: str) -> dict[str, str]:
 
 _ZYGOTE: zygote.Zygote | None = None
 _ZYGOTE_LOCK = threading.Lock()
+_ZYGOTE_FAILED: str | None = None     # why a zygote of this process ended before it could fork: none is tried again
 
 
 def _zygote() -> zygote.Zygote:
@@ -97,6 +98,8 @@ def _zygote() -> zygote.Zygote:
     Its folder is named as a judge's, so remove_orphans() removes it once its grader is gone."""
     global _ZYGOTE
     with _ZYGOTE_LOCK:
+        if _ZYGOTE_FAILED is not None:
+            raise zygote.ZygoteFailed(_ZYGOTE_FAILED)
         if _ZYGOTE is None or not _ZYGOTE.alive():
             tmp = f"{jail.STAGE_DIR}/{TMP_PREFIX}{_grader_tag()}-{secrets.token_hex(4)}"
             os.mkdir(tmp, 0o700)
@@ -115,7 +118,7 @@ def _kill_group(pid: int) -> None:
 class Box:
     """A running judge: `process` has binary stdin/stdout pipes (frames); stderr is drained, its tail kept."""
 
-    def __init__(self, limits: BoxLimits) -> None:
+    def __init__(self, limits: BoxLimits, *, own_process: bool = False) -> None:
         jail.kill_orphans()
         remove_orphans()
         self.limits = limits
@@ -136,7 +139,7 @@ class Box:
         self.process: subprocess.Popen[bytes] | zygote.Forked
         try:
             try:
-                if os.environ.get(ZYGOTE_ENV, "1") == "0":
+                if own_process or os.environ.get(ZYGOTE_ENV, "1") == "0":
                     raise zygote.ZygoteFailed(f"{ZYGOTE_ENV}=0")
                 self.process = _zygote().fork(cwd=self.tmp, env=_env(self.tmp), cgroups=procs,
                                               rlimits=zygote.rlimits_of(rlimits))
@@ -155,6 +158,15 @@ class Box:
 
     def _memory_kill(self) -> None:
         _kill_group(self.process.pid)
+
+    def zygote_failed(self) -> bool:
+        """This box's judge was never forked because the zygote could not start (then no box of this process
+        asks it again); the judge itself is not at fault, and a judge of its own can be started."""
+        global _ZYGOTE_FAILED
+        if not isinstance(self.process, zygote.Forked) or not self.process.zygote.failed_to_start():
+            return False
+        _ZYGOTE_FAILED = self.process.zygote.gone
+        return True
 
     def _drain(self) -> None:
         for chunk in iter(lambda: self.process.stderr.read(65536), b""):

@@ -284,8 +284,8 @@ class BoxedJudge(_Judge):
         self.reader: wire.Reader | None = None
         self._start()
 
-    def _start(self) -> None:
-        self.box = Box(self.limits)
+    def _start(self, *, own_process: bool = False) -> None:
+        self.box = Box(self.limits, own_process=own_process)
         self.reader = wire.Reader(self.box.process.stdout.fileno())
         self._ready = False
         self._here = set()
@@ -324,6 +324,10 @@ class BoxedJudge(_Judge):
                              if deadline_first else limit_why) from None
         except wire.PeerGone:
             box, self.box, self._here = self.box, None, set()
+            if box is not None and box.zygote_failed():   # the warm parent could not start, not this judge
+                box.kill()
+                self._start(own_process=True)
+                return self._read(timeout, limit_why)
             why = box.ended() if box is not None else "ended"
             if not self.started_once:
                 raise SetupFailed(f"the grader's judge could not start ({why}): {box.stderr_tail()[-600:]}") from None

@@ -96,6 +96,7 @@ class Zygote:
         self._by_pid: dict[int, int] = {}     # pid -> request
         self._next = 0
         self.gone: str | None = None          # why the zygote ended, once it has
+        self.ready = False                    # it imported, checked it has one thread, and forks
         self._tail = bytearray()
         try:
             self.process = subprocess.Popen(
@@ -122,7 +123,9 @@ class Zygote:
                 break
             msg = json.loads(data)
             with self._changed:
-                if "forked" in msg:
+                if msg.get("ready") is True:
+                    self.ready = True
+                elif "forked" in msg:
                     self._pids[msg["request"]] = msg["forked"]
                     self._by_pid[msg["forked"]] = msg["request"]
                 elif "failed" in msg:
@@ -141,6 +144,12 @@ class Zygote:
 
     def alive(self) -> bool:
         return self.gone is None and self.process.poll() is None
+
+    def failed_to_start(self) -> bool:
+        """It ended before it could fork (its imports failed, or left a thread): a judge of its own will do."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.ready or self.gone is not None, timeout=10)
+            return self.gone is not None and not self.ready
 
     def fork(self, *, cwd: str, env: dict[str, str], cgroups: Sequence[str],
              rlimits: Sequence[tuple[str, int, int]]) -> Forked:
@@ -282,6 +291,7 @@ def main(control_fd: int) -> None:
     if _threads() != 1:
         sys.stderr.write(f"the zygote has {_threads()} threads after its imports: a fork would copy one\n")
         sys.exit(3)
+    sock.send(json.dumps({"ready": True}).encode())
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
