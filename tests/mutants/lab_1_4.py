@@ -67,7 +67,7 @@ MUTANTS = [
            {STEP_RETURN: "return flops / c.bf16_flops_per_s, dma_bytes / c.hbm_bytes_per_s"},
            {"step_time_model": r"returned \(compute, DMA\)"}, others_pass=STEP_TARGETS_OTHERS),
     Mutant("step_four_bytes", "4 bytes per element whatever the dtype",
-           {"itemsize = np.dtype(dtype).itemsize": "itemsize = 4"},
+           {"itemsize = np.dtype(dtype).itemsize\n    dma_bytes": "itemsize = 4\n    dma_bytes"},
            {"step_time_model": r"gives DMA .* bfloat16, 65,536 bytes"}, others_pass=STEP_TARGETS_OTHERS),
     # ----------------------------------------------------------------------------------------------- fed block
     Mutant("fed_block_last_starved", "returns the last block that still starves the MXU",
