@@ -193,10 +193,14 @@ def _plain_course(root: Path, submitted: Path) -> tuple[list[str], dict[str, str
     hide.mkdir()
     (hide / "libtpu.py").write_text(NO_LIBTPU)
     env = {**os.environ, "PYTHONPATH": f"{hide}{os.pathsep}{REPO_ROOT}", "JAX_PLATFORMS": "cpu",
+           # nbgrader runs `alembic` by name: this Python's scripts first, the virtualenv activated or not
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PALLAS_COURSE_MODE": "tpu-interpret"}
     nbg = [sys.executable, "-m", "nbgrader"]
-    subprocess.run(nbg + ["generate_assignment", manifest().stage.id, "--force"], cwd=root, env=env,
-                   capture_output=True, check=True)
+    made = subprocess.run(nbg + ["generate_assignment", manifest().stage.id, "--force"], cwd=root, env=env,
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        raise RuntimeError(f"nbgrader generate_assignment failed:\n{made.stdout[-2000:]}\n{made.stderr[-3000:]}")
     shutil.copytree(submitted, root / "submitted")
     return nbg + ["autograde", manifest().stage.id, "--force"], env
 
