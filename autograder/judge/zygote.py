@@ -26,7 +26,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from typing import Any, Sequence
 
 START_S = 120.0           # the zygote's imports at most

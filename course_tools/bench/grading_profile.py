@@ -4,7 +4,8 @@ Run with `python -m course_tools.bench.grading_profile [--runs N]` (or `make ben
 bench/grading-profile.json with its provenance. The two commands alternate (papermill, then course grade), N
 times each after one untimed run of each, in fresh processes; each course grade runs with COURSE_GRADE_TIMELINE
 set (autograder.timeline: spans the grader, its threads and the judge write, and the jail agent's own start-up
-told in its hello) and each command's CPU seconds are its children's rusage (the jail and the judge included).
+told in its hello) and each command's CPU seconds are those of everything it started (a cpuacct cgroup per
+command where one can be made: the jail, the judge and the judges' zygote included; else its children's rusage).
 The phases on the critical path are the grading process's main thread in time order; what other threads or
 processes do meanwhile is listed beside them. Medians over the runs.
 """
@@ -13,9 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_tools.bench.common import grading_provenance
+from course_tools.bench.common import grading_provenance, run_counting_cpu
 from course_tools.demo import filled_in
 from autograder.course_manifest import REPO_ROOT, manifest
 
@@ -35,20 +34,14 @@ RUNS = 5
 PARENTS = {"step grade", "step execute"}
 
 
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def _timed(cmd: list[str], env: dict[str, str]) -> dict:
-    """Wall clock and CPU seconds (the command and every process it waited for) of one fresh command."""
-    load = os.getloadavg()[0]
-    cpu, start = _children_cpu(), time.time()
-    run = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800, env=env)
-    end = time.time()
+    """Wall clock and CPU seconds (everything the command started: course_tools.bench.common.run_counting_cpu) of
+    one fresh command."""
+    load, start = os.getloadavg()[0], time.time()
+    run, wall, cpu, how = run_counting_cpu(cmd, REPO_ROOT, env, timeout=1800)
     if run.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
-    return {"start": start, "wall_s": end - start, "cpu_s": _children_cpu() - cpu, "load_1min_before": load,
+    return {"start": start, "wall_s": wall, "cpu_s": cpu, "cpu_counted_by": how, "load_1min_before": load,
             "load_1min_after": os.getloadavg()[0]}
 
 
