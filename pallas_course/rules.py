@@ -826,7 +826,10 @@ def layernorm_hint(x: Any, g: Any, b: Any, out: Any, tol: float, block_rows: int
     half = np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2
     if half and normal.size:
         steps = np.abs(a - (y * g64 + b64)) / (2.0 ** -8 * (1 + np.abs(y * g64 + b64)))
-        if steps.max() <= 8 and np.abs(mean[normal]).max() <= 0.05:
+        # Statistics in bf16 put all but a few values within 8 roundings; the worst of a 24,576-value draw reaches
+        # ~11 for some seeds (fresh each grading), which a bound on the max alone missed: bound the 99.9th
+        # percentile, and the max loosely.
+        if np.quantile(steps, 0.999) <= 8 and steps.max() <= 16 and np.abs(mean[normal]).max() <= 0.05:
             return (f"the values are off by up to {steps.max():.1f} bf16 roundings, as when the mean, the variance "
                     "and rsqrt are computed in bfloat16: cast the block to float32 first, x = x_ref[...].astype("
                     "jnp.float32), and cast once when storing, .astype(o_ref.dtype)")
