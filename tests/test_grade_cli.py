@@ -126,6 +126,10 @@ def test_missing_path_is_one_line(tmp_path: Path) -> None:
     assert "no such file or folder" in result.output and "Traceback" not in result.output
 
 
+# -m slow (~30 s): CI holds the same promises elsewhere: the two doors' scores test by test on the hostile corpus
+# (test_grader_isolation.test_nbgrader_gives_the_same_scores) and on every solution (test_solutions_both_doors), the
+# written answers awaiting manual grading and the export (test_grader_export).
+@pytest.mark.slow
 def test_nbgrader_autograde_agrees(graded, demo: Path, tmp_path: Path) -> None:
     """Same submissions through `nbgrader autograde`: the same score per student, written answers in the
     gradebook awaiting manual grading, and `nbgrader export` lists every student."""
