@@ -145,6 +145,8 @@ def build_wheel(m: Manifest, raw_manifest: dict[str, Any], colab_pip: str, today
         stage.mkdir()
         for path in sorted(package.glob("*.py")):
             shutil.copy2(path, stage / path.name)
+        # recorded figures the notebooks draw (LAB·1.4's CPU trace), each with its provenance: public
+        shutil.copytree(package / "records", stage / "records")
         vendor_reading(stage)
         shutil.copy2(package / "pyproject.toml", stage / "pyproject.toml")
         (stage / "course.yml").write_text(yaml.safe_dump(public_manifest(raw_manifest, colab_pip), sort_keys=False,
