@@ -485,6 +485,85 @@ import numpy as np
 untouched = np.empty(1 << 28, np.float32)   # 1 GiB of address space; no page of it is ever written
 '''
 
+# A right add whose f32 kernel carries a dead branch libtpu takes minutes to compile (cut at the compile's limit):
+# it cost the *next* student's add_bf16 when the judge's one compile thread and its cache outlived a submission.
+STALLING_ADD = """def add(x, y):
+    from jax.experimental.pallas import tpu as pltpu
+    def kernel(x_ref, y_ref, o_ref, s_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+        @pl.when(pl.program_id(0) < 0)
+        def _():
+            for _ in range(2):
+                s_ref[...] = jnp.sin(s_ref[...]) * s_ref[...] + 1.0
+    if x.dtype != jnp.float32:
+        return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
+    return pl.pallas_call(kernel, grid=(1,), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP,
+                          in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
+                          out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
+                          scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],
+                          compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20))(x, y) * 1
+"""
+# A right transpose whose dead branch (a 4096^3 matmul) stalls libtpu: over the FLOPs budget, refused before any
+# compile (tests/test_judge_box.py lifts the budgets to see the stall cut by the notebook's deadline).
+STALLING_TRANSPOSE = '''from jax.experimental.pallas import tpu as pltpu
+
+
+def transpose(x, bm=128, bn=128):   # right, with a dead branch libtpu takes minutes on (stalling_add's)
+    def kernel(x_ref, o_ref, s_ref):
+        o_ref[...] = x_ref[...].T
+
+        @pl.when(pl.program_id(0) < 0)
+        def _():
+            s_ref[...] = s_ref[...] * 2.0 + 1.0
+            s_ref[...] = jnp.sin(s_ref[...]) @ s_ref[...]
+    m, n = x.shape
+    return pl.pallas_call(kernel, grid=(m // bm, n // bn), out_shape=jax.ShapeDtypeStruct((n, m), x.dtype),
+                          in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
+                          out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
+                          scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],
+                          compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20), interpret=INTERP)(x)
+'''
+# The right body on the CPU (where interpret mode runs), zeros on the TPU the compiler lowers for: graded as the
+# zeros kernel it is on a TPU (tests/test_forged_names.py has it in-process).
+PLATFORM_ADD = """
+def add_kernel(x_ref, y_ref, o_ref):
+    jax.lax.platform_dependent(
+        cpu=lambda: o_ref.__setitem__(..., x_ref[...] + y_ref[...]),
+        default=lambda: o_ref.__setitem__(..., jnp.zeros(o_ref.shape, o_ref.dtype)))
+"""
+PLATFORM_TRANSPOSE = """
+def transpose_kernel(x_ref, o_ref):
+    jax.lax.platform_dependent(
+        cpu=lambda: o_ref.__setitem__(..., x_ref[...].T),
+        default=lambda: o_ref.__setitem__(..., jnp.zeros(o_ref.shape, o_ref.dtype)))
+"""
+# A right add whose one pallas_call also returns four 4000 x 4096 f32 arrays (262 MB, written by the kernel: nothing
+# computed outside it, no constant): over the 64 MB the grader holds of one notebook's results at once.
+EXTRA_ARRAYS = """
+def add_and_zeros(x_ref, y_ref, o_ref, *extra_refs):
+    o_ref[...] = x_ref[...] + y_ref[...]
+    for e_ref in extra_refs:
+        e_ref[...] = jnp.zeros(e_ref.shape, e_ref.dtype)
+def add(x, y):
+    whole, strip = pl.BlockSpec(x.shape, lambda i: (0, 0)), pl.BlockSpec((16, 4096), lambda i: (i, 0))
+    return tuple(pl.pallas_call(
+        add_and_zeros, grid=(250,), in_specs=[whole, whole], out_specs=[whole] + [strip] * 4, interpret=INTERP,
+        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] + [jax.ShapeDtypeStruct((4000, 4096), jnp.float32)] * 4,
+    )(x, y))
+"""
+# A right add whose index maps compute a 2048^2 matmul from an iota at every grid step (times 0): the kernel's body
+# shows nothing of it; the budgets walk the index maps.
+INDEX_MAP_MATMUL = """
+from jax import lax
+def add(x, y):
+    def index(i):
+        a = lax.broadcasted_iota(jnp.float32, (2048, 2048), 0)
+        return (i + (a @ a)[0, 0].astype(jnp.int32) * 0, 0)
+    spec = pl.BlockSpec((8, x.shape[1]), index)
+    return pl.pallas_call(add_kernel, grid=(x.shape[0] // 8,), in_specs=[spec, spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
+"""
+
 
 def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
     """Issue 33's attacks on the configurations (each followed, in name order, by an honest submission that must
@@ -505,6 +584,19 @@ def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
         (Hostile("c33-tmp-record", 0, "not implemented yet", "plants /tmp/course-jail-uid-0 with a dead grader's "
                  "record"), _with_cell(stub, TMP_RECORD)),
         (Hostile("c33-tmp-record-next", 6, "^passed$", "the solution, graded after the planted record"), solution),
+        (Hostile("c33-slow-compile", 4, "outside its kernel", "add's f32 kernel with a dead branch that keeps "
+                 "libtpu busy past the compile's limit"), _with_cell(solution, STALLING_ADD, before="add_f32")),
+        (Hostile("c33-slow-compile-next", 6, "^passed$", "the solution, graded after the slow compile"), solution),
+        (Hostile("c33-platform-branch", 1, "differ by more than tol", "add and transpose kernels right on the CPU, "
+                 "zeros on the TPU (lax.platform_dependent)"),
+         _with_cell(_with_cell(solution, PLATFORM_ADD, before="add_f32"), PLATFORM_TRANSPOSE,
+                    before="transpose_schedule")),
+        (Hostile("c33-extra-arrays", 3, "over the 64 MB the grader keeps", "add returns four 4000 x 4096 arrays "
+                 "beside its answer"), _with_cell(solution, EXTRA_ARRAYS, before="add_f32")),
+        (Hostile("c33-index-map-matmul", 3, "index maps", "add's index maps each compute a 2048^2 matmul"),
+         _with_cell(solution, INDEX_MAP_MATMUL, before="add_f32")),
+        (Hostile("c33-stalling-transpose", 3, "FLOPs", "transpose with a dead 4096^3 matmul that stalls libtpu"),
+         _with_cell(solution, STALLING_TRANSPOSE, before="transpose_schedule")),
     ]
     for hostile, nb in cases:
         if root is not None:

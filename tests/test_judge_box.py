@@ -34,6 +34,7 @@ from autograder.judge.box import BoxLimits
 from autograder.judge.budgets import Budgets, OverBudget
 from autograder.judge.client import BoxedJudge
 from autograder.course_manifest import REPO_ROOT
+from tests.hostile import STALLING_ADD, STALLING_TRANSPOSE
 
 F32 = jnp.float32
 X = np.ones((16, 128), np.float32)
@@ -769,22 +770,6 @@ def test_course_grade_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None
 # whose never-taken branch makes the TPU compiler work for minutes (elementwise read-modify-writes of a 64 MB VMEM
 # scratch: slow by what the compiler is given, whatever the machine's load), and fails its structure check (work
 # outside the kernel), so the compile started ahead for it is never asked for; the bf16 case is the model's add.
-STALLING_ADD = """def add(x, y):
-    from jax.experimental.pallas import tpu as pltpu
-    def kernel(x_ref, y_ref, o_ref, s_ref):
-        o_ref[...] = x_ref[...] + y_ref[...]
-        @pl.when(pl.program_id(0) < 0)
-        def _():
-            for _ in range(2):
-                s_ref[...] = jnp.sin(s_ref[...]) * s_ref[...] + 1.0
-    if x.dtype != jnp.float32:
-        return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
-    return pl.pallas_call(kernel, grid=(1,), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP,
-                          in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
-                          out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
-                          scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],
-                          compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20))(x, y) * 1
-"""
 
 
 @pytest.mark.slow      # ~1 min; test_a_slow_compile_started_ahead_changes_no_other_verdict proves it in the judge
@@ -879,24 +864,6 @@ def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
     damaged()
 
 
-STALLING_TRANSPOSE = '''from jax.experimental.pallas import tpu as pltpu
-
-
-def transpose(x, bm=128, bn=128):   # right, with a dead branch libtpu takes minutes on (stalling_add's)
-    def kernel(x_ref, o_ref, s_ref):
-        o_ref[...] = x_ref[...].T
-
-        @pl.when(pl.program_id(0) < 0)
-        def _():
-            s_ref[...] = s_ref[...] * 2.0 + 1.0
-            s_ref[...] = jnp.sin(s_ref[...]) @ s_ref[...]
-    m, n = x.shape
-    return pl.pallas_call(kernel, grid=(m // bm, n // bn), out_shape=jax.ShapeDtypeStruct((n, m), x.dtype),
-                          in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
-                          out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
-                          scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],
-                          compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20), interpret=INTERP)(x)
-'''
 
 
 @pytest.mark.slow
