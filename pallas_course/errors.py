@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import traceback
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 DOCS = "https://docs.jax.dev/en/latest/pallas/"
 GRID_DOCS = DOCS + "grid_blockspec.html"
@@ -19,6 +19,8 @@ TPU_DOCS = DOCS + "tpu/details.html"
 MATMUL_DOCS = DOCS + "tpu/matmul.html"
 
 MAX_LINE = 240          # a student's message or source line is data: capped, never the whole of it
+
+P = TypeVar("P")
 
 
 @dataclass(frozen=True)
@@ -394,6 +396,58 @@ def _student_frame(exc: BaseException) -> traceback.FrameSummary | None:
     return own[-1] if own else None
 
 
+def located(frames: Iterable[tuple[str, int, str]]) -> traceback.FrameSummary | None:
+    """The student's frame among `frames` ((file, line, function), innermost first, as JAX keeps an equation's
+    traceback): a notebook cell, else a file outside the libraries; with its source line where Python has it
+    (IPython registers each cell's source with linecache). Where the jail describes a computation it records
+    this for each pallas_call, so that an error met later, in the grader's run of its rebuild, points at the
+    student's line too."""
+    import linecache
+
+    frames = list(frames)
+    cells = [f for f in frames if _CELL.search(f[0] or "")]
+    own = cells or [f for f in frames if f[0] and not _LIBRARY.search(f[0])]
+    if not own:
+        return None
+    file, line, name = own[0]
+    # a notebook's own file holds JSON, not the cell's text (the tests run cells under the notebook's name)
+    source = "" if file.endswith(".ipynb") else linecache.getline(file, line).strip()
+    return traceback.FrameSummary(file, line, name, line=source or None)
+
+
+def place_for(places: Sequence[tuple[str | None, P]], error_text: str) -> P | None:
+    """Of the places where a computation's pallas_calls were launched ((kernel name, place) in order), the one an
+    error came from: the one whose kernel the error names, else the only one; None where it cannot say which."""
+    def one(candidates: list[P]) -> P | None:      # by equality: a FrameSummary does not hash
+        return candidates[0] if candidates and all(c == candidates[0] for c in candidates) else None
+
+    return one([place for name, place in places if name and name in error_text]) or one([p for _, p in places])
+
+
+def launched_at(closed: Any) -> list[tuple[str | None, traceback.FrameSummary]]:
+    """(kernel name, the student's frame) of each pallas_call in a traced computation (a ClosedJaxpr), nested
+    jaxprs included, in order; only those whose traceback reaches the student's code."""
+    from jax._src import source_info_util
+    from jax.extend import core as jex_core
+
+    out: list[tuple[str | None, traceback.FrameSummary]] = []
+
+    def walk(j: Any) -> None:
+        for e in j.eqns:
+            if e.primitive.name == "pallas_call":
+                frame = located((f.file_name, f.start_line, f.function_name)
+                                for f in source_info_util.user_frames(e.source_info.traceback))
+                if frame is not None:
+                    info = getattr(e.params.get("jaxpr"), "debug_info", None)
+                    name = e.params.get("name") or (getattr(info, "func_src_info", None) or "").split(" ")[0]
+                    out.append((name or None, frame))
+            for sub in jex_core.jaxprs_in_params(e.params):
+                walk(sub)
+
+    walk(getattr(closed, "jaxpr", closed))
+    return out
+
+
 def _where(frame: traceback.FrameSummary | None) -> str:
     if frame is None:
         return ""
@@ -427,14 +481,16 @@ def is_stub(exc: BaseException) -> bool:
     return not _LIBRARY.search(tb.tb_frame.f_code.co_filename or "")
 
 
-def explain(exc: BaseException, *, locate: bool = True) -> Explanation:
+def explain(exc: BaseException, *, locate: bool = True, at: traceback.FrameSummary | None = None) -> Explanation:
     """Two or three lines a student can act on; the full traceback stays in `raw`. locate=False: no "at your
-    cell" line (a compile in the grader, of a computation rebuilt from data, has no student frame)."""
+    cell" line (a compile in the grader, of a computation rebuilt from data, has no student frame). `at`: the
+    student's frame where the traceback has none (the grader's run of a rebuilt computation: the place the jail
+    recorded for its pallas_call)."""
     raw = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     type_name, message = _innermost(exc)
     subject = f"{type_name}: {message}" if message else type_name
-    frame = _student_frame(exc) if locate else None
-    where = _where(frame) if locate else ""
+    frame = (_student_frame(exc) if locate else None) or at
+    where = _where(frame)
     if is_stub(exc):
         lines = [f"✗ {STUB}"] + ([where] if where else []) + [f"  fix: {STUB_FIX} · docs: {QUICKSTART}"]
         return Explanation("not-implemented", "\n".join(lines), raw)

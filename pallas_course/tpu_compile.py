@@ -147,9 +147,12 @@ def _cannot_judge(chip: str, topology: str, because: str, why: str, t0: float) -
                          message=why, seconds=time.perf_counter() - t0)
 
 
-def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "v5e") -> CompileResult:
-    """Compile `fn` over `in_avals` (anything with .shape and .dtype) for `chip`'s topology: the verdict."""
-    from pallas_course.errors import explain
+def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "v5e",
+                  places: Sequence[tuple[str | None, Any]] | None = None) -> CompileResult:
+    """Compile `fn` over `in_avals` (anything with .shape and .dtype) for `chip`'s topology: the verdict.
+    `places`: (kernel name, traceback.FrameSummary) where the student launched each pallas_call, for the
+    refusal's "at your cell" line (the grader's, from the jail's description); else read off `fn`'s trace."""
+    from pallas_course.errors import explain, launched_at, place_for
 
     t0 = time.perf_counter()
     topology = TOPOLOGIES.get(chip)
@@ -174,6 +177,7 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
         return _cannot_judge(chip, topology, DEVICE_QUERY, f"the compiler could not be asked: {_first_line(str(e))}", t0)
     sharding = NamedSharding(Mesh([device], ("x",)), PartitionSpec())
     args = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype, sharding=sharding) for a in in_avals]
+    closed = None
     try:
         with pltpu.force_tpu_interpret_mode(None), jax.default_device(device):
             closed = jax.make_jaxpr(fn)(*args)
@@ -183,7 +187,12 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
         if asked_for_a_device(e):
             return _cannot_judge(chip, topology, DEVICE_QUERY,
                                  f"the compiler could not be asked: {_first_line(str(e))}", t0)
-        explained = explain(e, locate=False)
+        if places is None:
+            try:
+                places = launched_at(closed) if closed is not None else []
+            except Exception:  # noqa: BLE001 - a place is a courtesy; the verdict stands without it
+                places = []
+        explained = explain(e, locate=False, at=place_for(places, str(e)))
         return CompileResult(chip, topology, False, error_kind=explained.kind, message=_first_line(str(e)),
                              explanation=explained.summary, seconds=time.perf_counter() - t0)
     return CompileResult(chip, topology, True, seconds=time.perf_counter() - t0)
@@ -224,6 +233,7 @@ def compile_for(fn: Callable[..., Any], *shapes: Any, chip: str = "v5e") -> Comp
     return compile_avals(fn, shapes, chip)
 
 
-def compile_chips(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Iterable[str]) -> list[CompileResult]:
-    """One verdict per chip."""
-    return [compile_avals(fn, in_avals, c) for c in chips]
+def compile_chips(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Iterable[str],
+                  places: Sequence[tuple[str | None, Any]] | None = None) -> list[CompileResult]:
+    """One verdict per chip (`places`: compile_avals's)."""
+    return [compile_avals(fn, in_avals, c, places) for c in chips]

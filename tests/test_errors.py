@@ -222,3 +222,114 @@ def test_the_judge_run_as_main_is_no_file_of_the_student_s(tmp_path) -> None:
     except IndexError as e:
         text = explain(e).summary
     assert "server.py" not in text and "IndexError" in text
+
+
+# ------------------------------------------------- issue 37.3: the grader's run and compile name the student's line
+
+CELL = "/tmp/ipykernel_7/cell.py"
+CELL_SOURCE = '''
+def copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+def shifted(x):
+    return pl.pallas_call(copy_kernel, grid=(2, 2), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec((128, 128), lambda i, j: (i, j + 1))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, j: (i, j)))(x)
+
+def k_outermost(x):
+    def acc_kernel(a_ref, o_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+        o_ref[...] += a_ref[...]
+    return pl.pallas_call(acc_kernel, grid=(2, 2, 2), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec((128, 128), lambda k, i, j: (i, k))],
+        out_specs=pl.BlockSpec((128, 128), lambda k, i, j: (i, j)))(x)
+
+def erfc_kernel(x_ref, o_ref):
+    o_ref[...] = jax.lax.erfc(x_ref[...])
+
+def exact_gelu(x):
+    return pl.pallas_call(erfc_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+'''
+
+
+@pytest.fixture(scope="module")
+def cell() -> dict[str, Any]:
+    """The functions of a notebook cell, as IPython runs one: compiled under a cell's file name, its source in
+    linecache (what the jail's description reads each pallas_call's line from)."""
+    import linecache
+
+    namespace: dict[str, Any] = {"jax": jax, "jnp": jnp, "pl": pl}
+    exec(compile(CELL_SOURCE, CELL, "exec"), namespace)   # noqa: S102 - a notebook cell
+    linecache.cache[CELL] = (len(CELL_SOURCE), None, CELL_SOURCE.splitlines(True), CELL)
+    return namespace
+
+
+def _line_of(text: str) -> int:
+    return next(n for n, line in enumerate(CELL_SOURCE.splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize("fn,launch,first", [
+    ("shifted", "return pl.pallas_call(copy_kernel,", r"at grid step \(0, 1\) the index map of input x_ref asks for"),
+    ("k_outermost", "return pl.pallas_call(acc_kernel,", r"\(a revisited output block\)"),
+])
+def test_an_error_of_the_graders_run_points_at_the_students_line(cell: dict[str, Any], fn: str, launch: str,
+                                                                 first: str) -> None:
+    """Issue 37.3: errors met while the grader runs its rebuild of the computation (interpret mode's checks of
+    index maps and output visits) name the cell and line where the student launched that pallas_call, recorded
+    by the jail in the description: never a module of the grader, never nothing."""
+    import numpy as np
+
+    from autograder.jail.session import LocalFunction
+    from autograder.labs.harness import TestFailure, call
+
+    with pytest.raises(TestFailure) as failure:
+        call("t", f"{fn}(x)", LocalFunction(cell[fn]), np.ones((256, 256), np.float32))
+    lines = str(failure.value).splitlines()
+    assert re.search(first, lines[0]), lines
+    assert lines[1].startswith(f"  at your cell, line {_line_of(launch)} (in {fn}): {launch}"), lines
+    assert not re.search(r"server\.py|rebuild\.py|autograder", str(failure.value)), lines
+
+
+def test_a_compile_refusal_points_at_the_students_line_in_the_notebook_and_the_grade(libtpu, cell) -> None:
+    """The TPU compiler's refusal names the pallas_call's cell and line, in the notebook's own check (the
+    student's function compiled) and in the grade (the grader's rebuild compiled, with the place the jail
+    recorded): the same line in both."""
+    import json
+
+    import numpy as np
+
+    from autograder.jail.jail_agent.calls import invoke, reply
+    from autograder.judge import server
+    from pallas_course import tpu_compile
+
+    x = jax.ShapeDtypeStruct((8, 128), jnp.float32)
+    where = f"  at your cell, line {_line_of('return pl.pallas_call(erfc_kernel')} (in exact_gelu): return pl.pallas_call("
+    own = tpu_compile.compile_avals(cell["exact_gelu"], [x], "v5e")
+    header, blobs = reply(invoke(cell["exact_gelu"], [np.zeros((8, 128), np.float32)], {}))
+    traced = server.rebuilt(json.loads(json.dumps(header)), blobs, (x,))
+    graded = server._compile(traced, "v5e")
+    assert not own.ok and not graded.ok
+    for result in (own, graded):
+        lines = result.explanation.splitlines()
+        assert "erfc" in lines[0] and lines[1].startswith(where), lines
+
+
+def test_the_place_a_description_carries_is_plain_capped_text_or_nothing() -> None:
+    """A description's "at" is the student's to forge: it only ever reaches their own message, as one line of
+    at most 200 characters a field; anything not of its shape is dropped, never refused or believed."""
+    from autograder.judge.parse import Place
+    from pallas_course.errors import place_for
+
+    assert Place.read(["/tmp/ipykernel_1/x.py", 3, "f", "return pl.pallas_call(k,\n<b>x</b>"]) == Place(
+        "/tmp/ipykernel_1/x.py", 3, "f", "return pl.pallas_call(k, <b>x</b>")
+    assert len(Place.read(["a" * 10_000, 1, "f", ""]).file) == 200
+    for junk in (None, "cell 3", ["f", "3", "g", ""], ["f", True, "g", ""], ["f", -1, "g", ""], [1, 2, 3, 4],
+                 ["f", 1, "g"], {"file": "f"}):
+        assert Place.read(junk) is None, junk
+    a, b = Place("c", 1, "add", ""), Place("c", 9, "matmul", "")
+    assert place_for([("add_kernel", a), ("mm_kernel", b)], "in mm_kernel at step 1") == b
+    assert place_for([("add_kernel", a), ("mm_kernel", b)], "output 0 revisited") is None   # which one: unknown
+    assert place_for([("add_kernel", a), (None, a)], "output 0 revisited") == a
+    assert place_for([], "anything") is None

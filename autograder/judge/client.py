@@ -58,6 +58,14 @@ class JudgedComputation:
         traced = getattr(local, "traced", {}).get(self.digest)
         return traced.computation.for_compiler() if traced is not None else self.fn
 
+    @property
+    def places(self) -> tuple[Any, ...]:
+        """In-process (tests) only: where the student launched each pallas_call (the rebuild's), for the compile
+        refusal's line; empty in the box's parent (the box's compile names them itself)."""
+        local = getattr(self.judge, "judge", None)
+        traced = getattr(local, "traced", {}).get(self.digest)
+        return traced.computation.places if traced is not None else ()
+
 
 @dataclass(frozen=True)
 class Traced:

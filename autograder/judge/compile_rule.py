@@ -24,9 +24,11 @@ from pallas_course.tpu_compile import CompileResult  # noqa: F401 - the results'
 CACHE_SIZE = 256     # verdicts kept per grader process: one per distinct computation a notebook's tests trace
 
 
-def compile_verdict(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Sequence[str]) -> CompileVerdict:
-    """Compile `fn` over `in_avals` for each chip: the grading compile step, usable on any traced computation."""
-    return CompileVerdict(tuple(tpu_compile.compile_chips(fn, in_avals, chips)))
+def compile_verdict(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Sequence[str],
+                    places: Sequence[tuple[str | None, Any]] | None = None) -> CompileVerdict:
+    """Compile `fn` over `in_avals` for each chip: the grading compile step, usable on any traced computation.
+    `places`: where the student launched each pallas_call (a rebuild's, autograder.judge.rebuild.Computation)."""
+    return CompileVerdict(tuple(tpu_compile.compile_chips(fn, in_avals, chips, places)))
 
 
 def for_compiler(computation: Any) -> Callable[..., Any]:
@@ -67,7 +69,8 @@ class _Cache:
         if getattr(computation, "fn", None) is None:   # the judge's, in its box: the compile runs there
             verdict = CompileVerdict(tuple(computation.verdicts(list(chips), timeout_s)))
         else:
-            verdict = compile_verdict(for_compiler(computation), computation.in_avals, chips)
+            places = [(name, place.frame()) for name, place in getattr(computation, "places", ())]
+            verdict = compile_verdict(for_compiler(computation), computation.in_avals, chips, places or None)
         if of_the_computation(verdict):
             self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused
             while len(self._items) > CACHE_SIZE:

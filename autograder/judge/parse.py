@@ -74,6 +74,31 @@ class Eqn:
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where the student's code launched a pallas_call, as the jail recorded it (description's "at"): plain text
+    for a message, never believed for anything else."""
+
+    file: str
+    line: int
+    function: str
+    source: str
+
+    @classmethod
+    def read(cls, raw: Any) -> Place | None:
+        if (not isinstance(raw, list) or len(raw) != 4 or not all(isinstance(raw[i], str) for i in (0, 2, 3))
+                or not isinstance(raw[1], int) or isinstance(raw[1], bool) or not 0 < raw[1] < 10**7):
+            return None
+        one_line = [" ".join(str(s).split())[:fmt.MAX_TEXT] for s in (raw[0], raw[2], raw[3])]
+        return cls(one_line[0], raw[1], one_line[1], one_line[2])
+
+    def frame(self) -> Any:
+        """As a traceback.FrameSummary, for pallas_course.errors.explain(at=...)."""
+        import traceback
+
+        return traceback.FrameSummary(self.file, self.line, self.function, line=self.source or None)
+
+
+@dataclass(frozen=True)
 class Jaxpr:
     inputs: tuple[Aval, ...]
     consts: tuple[np.ndarray, ...]
@@ -88,6 +113,7 @@ class Parser:
         self.equations = 0
         self.const_bytes = 0
         self.wide = False        # a 64-bit dtype appears: rebuilt under jax.enable_x64, as the notebook traced it
+        self.places: list[tuple[str | None, Place]] = []   # (kernel name, where the student launched it), in order
 
     # ---- leaves
     def dtype(self, name: Any) -> np.dtype:
@@ -225,6 +251,9 @@ class Parser:
         raw = e["params"]
         if name == "pallas_call":
             params = self.pallas_call(raw, depth)
+            place = Place.read(e.get("at"))
+            if place is not None:
+                self.places.append((params.get("name"), place))
         elif name in ("get", "swap", "addupdate"):
             params = {"transforms": self.transforms(raw.get("transforms"))}
         elif name in INLINED:

@@ -95,7 +95,8 @@ def run(traced: Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
             pltpu.reset_tpu_interpret_mode_state()
             if isinstance(e, Refused):
                 return None, refusal(e)
-            return None, _error(describe_error(e, "run"))
+            place = traced.computation.place_of(str(e))
+            return None, _error(describe_error(e, "run", at=None if place is None else place.frame()))
     return traced.computation.unflatten([np.asarray(x) for x in flat]), None
 
 
@@ -128,7 +129,8 @@ def _compile(traced: Traced, chip: str) -> Any:
 
     comp = traced.computation
     # canonical names only (autograder.judge.rebuild): nothing a student named reaches the compiler
-    return tpu_compile.compile_avals(comp.for_compiler(), comp.in_avals, chip)
+    return tpu_compile.compile_avals(comp.for_compiler(), comp.in_avals, chip,
+                                     places=[(name, place.frame()) for name, place in comp.places])
 
 
 def _compile_ahead(traced: Traced, chip: str) -> Any:

@@ -122,8 +122,10 @@ MISTAKES: dict[str, list[Mistake]] = {
     LAB_1_2: [
         Mistake("matmul_gelu_exact", "jax.nn.gelu(approximate=False): interpret mode runs it, the TPU compiler cannot "
                 "lower its erfc", {"jax.nn.gelu(acc_ref[...])": "jax.nn.gelu(acc_ref[...], approximate=False)"},
-                r"TPU compiler refuses the kernel: jax\.nn\.gelu\(x, approximate=False\) computes erfc.*\n.*"
-                r"approximate=True", ("matmul_gelu_values",), ("matmul_gelu_fused",)),
+                r"TPU compiler refuses the kernel: jax\.nn\.gelu\(x, approximate=False\) computes erfc.*\n"
+                r"  at your cell, line \d+ \(in matmul_gelu\): return pl\.pallas_call\(\n.*approximate=True",
+                ("matmul_gelu_values",), ("matmul_gelu_fused",),
+                graded=r"computes erfc.*\n  at your cell, line \d+ \(in matmul_gelu\): return pl\.pallas_call\("),
         Mistake("matmul_k_outermost", "K outermost: the output block is revisited",
                 {MM_GRID: MM_GRID.replace("grid=(m // bm, n // bn, k // bk)", "grid=(k // bk, m // bm, n // bn)")
                  .replace("lambda i, j, kk:", "lambda kk, i, j:")},

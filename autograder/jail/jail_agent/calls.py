@@ -52,7 +52,8 @@ def first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def describe_error(e: BaseException, phase: str) -> dict[str, Any]:
+def describe_error(e: BaseException, phase: str, at: Any = None) -> dict[str, Any]:
+    """The error as plain data. `at`: the student's frame where the traceback has none (the grader's run)."""
     info: dict[str, Any] = {"phase": phase, "ename": type(e).__name__[:100], "text": first_line(e)[:2000],
                             "not_implemented": isinstance(e, NotImplementedError)}
     try:   # the student helpers' translator, where this version of them has one
@@ -60,7 +61,7 @@ def describe_error(e: BaseException, phase: str) -> dict[str, Any]:
 
         # the stub is the student's own `raise NotImplementedError`, not JAX saying it lacks something
         info["not_implemented"] = is_stub(e)
-        info["explanation"] = str(explain(e).summary)[:2000]
+        info["explanation"] = str((explain(e, at=at) if at is not None else explain(e)).summary)[:2000]
     except Exception:  # noqa: BLE001 - an explanation is a courtesy; the first line always travels
         pass
     return info

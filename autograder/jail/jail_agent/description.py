@@ -17,6 +17,8 @@ blobs on the wire (autograder.jail.jail_agent.wire), referred to by position:
            | {"ref": AVAL, "space": memory space name or null}              (a Ref, inside kernels)
     ATOM   = {"v": variable number} | {"lit": number or bool or "nan"/"inf"/"-inf", "aval": AVAL}
     EQN    = {"p": primitive name, "in": [ATOM...], "out": [AVAL...], "params": {name: PARAM}}
+             a pallas_call's EQN may add "at": [file, line, function, source line], where the student's code
+             launched it: read only for messages (optional: a description without it reads the same)
     PARAM  = null | bool | int | float | str | [PARAM...]
            | {"tuple": [PARAM...]} | {"dtype": name} | {"enum": [class name, member name]}
            | {"named": [class name, {field: PARAM}]} | {"jaxpr": JAXPR} | {"closed": JAXPR}
@@ -125,10 +127,30 @@ def jaxpr(j: Any, consts: list[np.ndarray], const_values: Any = ()) -> dict[str,
     for e in j.eqns:
         eqns.append({"p": str(e.primitive.name)[:MAX_TEXT], "in": [scope.atom(x) for x in e.invars],
                      "out": [aval(v.aval) for v in e.outvars], "params": params(e, consts)})
+        if e.primitive.name == "pallas_call" and (place := at(e)) is not None:
+            eqns[-1]["at"] = place
         for v in e.outvars:
             scope.define(v)
     return {"in": [aval(v.aval) for v in j.invars], "consts": const_refs, "eqns": eqns,
             "out": [scope.atom(x) for x in j.outvars]}
+
+
+def at(e: Any) -> list[Any] | None:
+    """[file, line, function, source line] of the student's code that launched this pallas_call (a notebook
+    cell, else a file outside the libraries), or None: the grader's run of the rebuilt call names it when it
+    fails there. Only a message reads it (a student who forges it misleads their own feedback)."""
+    try:
+        from jax._src import source_info_util
+
+        from pallas_course.errors import located  # type: ignore[import-not-found]
+
+        frame = located((f.file_name, f.start_line, f.function_name)
+                        for f in source_info_util.user_frames(e.source_info.traceback))
+    except Exception:  # noqa: BLE001 - a place is a courtesy: without the helpers or a traceback, none travels
+        return None
+    if frame is None or not isinstance(frame.lineno, int):
+        return None
+    return [str(frame.filename)[:MAX_TEXT], frame.lineno, str(frame.name)[:MAX_TEXT], (frame.line or "")[:MAX_TEXT]]
 
 
 def param(v: Any, consts: list[np.ndarray]) -> Any:
