@@ -80,3 +80,43 @@ def test_resident_bytes_counts_touched_pages_not_reserved_ones() -> None:
     touched = memory.resident_bytes(os.getpid())
     m.close()
     assert reserved - before < 16 << 20 and touched - before > 60 << 20, (before, reserved, touched)
+
+
+SPAWN_THREADS = """
+import os, threading, time
+threads = [threading.Thread(target=time.sleep, args=(0.5,)) for _ in range(40)]
+for t in threads:
+    t.start()
+print("uid", os.getuid(), "threads", len(threads))
+"""
+HOLD_ALL_PIDS = """
+import os, subprocess, sys
+kids = []
+try:
+    while True:
+        kids.append(subprocess.Popen(["/bin/sleep", "30"]))
+except OSError as e:
+    print("held", len(kids), type(e).__name__, flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a uid of the jail's own needs a root grader")
+def test_a_jail_that_holds_every_process_it_may_have_leaves_its_neighbour_its_own() -> None:
+    """Issue 33, found by `make configurations` (course grade, bubblewrap, the watch): without cgroups the rlimit
+    on processes counts per uid; with every jail as uid 65534, one notebook's processes left the jail started
+    beside it no thread to start (SIGABRT). Each such jail now runs as a uid of its own on the host: a jail that
+    holds all its processes leaves the next one its full allowance, and both uids are gone with their jails."""
+    from autograder.jail import uid as jail_uid
+
+    limits = JailLimits(memory_mb=512, pids=64, cpu_s=60, file_mb=16, tmpfs_mb=32)
+    with jail.start([sys.executable, "-c", HOLD_ALL_PIDS], binds=jail.python_binds(), env={}, limits=limits) as hog:
+        held = hog.process.stdout.readline().decode()
+        assert held.startswith("held ") and int(held.split()[1]) >= 50, held
+        out, err, ended = run(SPAWN_THREADS, limits)
+        assert "threads 40" in out and ended == "exit 0", (out, err[-2000:], ended)
+        hog_uid = hog._own_uid.uid
+        assert len(jail_uid.uid_processes(hog_uid)) >= 50 and "uid 65534 " in out
+        hog.process.stdin.close()
+    assert not jail_uid.uid_processes(hog_uid)
+    assert not (jail_uid.Path(jail_uid.STAGE_ROOT) / f"{jail_uid.STAGE_PREFIX}{hog_uid}").exists()

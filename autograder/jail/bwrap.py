@@ -4,6 +4,9 @@ The jail is Debian's bubblewrap (`bwrap`) plus one cgroup v1 group per jail and 
 
 - user, pid, net, ipc, uts (and cgroup) namespaces; uid/gid 65534 inside *and* on the host (a root grader
   switches to 65534 before bwrap, so a file the jail could reach by accident is judged by "other" bits);
+  where the cgroups are not writable, a uid of its own on the host instead (autograder.jail.uid.reserve: unused,
+  owning nothing, so "other" bits still judge), so that the rlimit on processes, counted per uid, is each jail's
+  own: 65534 shared by every jail let one notebook's processes starve the jail started beside it of threads;
   no capabilities; no nested user namespaces; a new session; it dies with the grader (die-with-parent);
 - a file system made of a read-only /usr (and the /bin, /lib* links), its own /proc (only the jail's
   processes), a minimal /dev, a size-limited tmpfs at /tmp (HOME=/tmp/home) and another at /dev/shm, then
@@ -129,10 +132,11 @@ def _tool(name: str) -> str:
 _GUARD = '[ "$PPID" = "$1" ] || exit 125; shift; exec "$@"'
 
 
-def _guarded(*, drop_root: bool = True) -> list[str]:
-    """setpriv: a root grader's jail becomes uid 65534 on the host too (no supplementary groups); every
-    jail gets SIGKILL when the grader (documented: its thread that started the jail) ends."""
-    drop = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if drop_root and os.geteuid() == 0 else []
+def _guarded(*, drop_root: bool = True, uid: int = NOBODY) -> list[str]:
+    """setpriv: a root grader's jail becomes `uid` on the host too (65534, or the jail's own: start()), with no
+    supplementary groups; every jail gets SIGKILL when the grader (documented: its thread that started the jail)
+    ends."""
+    drop = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if drop_root and os.geteuid() == 0 else []
     return [_tool("setpriv"), *drop, "--pdeathsig=KILL", "--", "/bin/sh", "-c", _GUARD, "course-jail",
             str(os.getpid())]
 
@@ -253,9 +257,11 @@ def limits_note() -> str:
         return ("limits: memory (shared memory and tmpfs included), processes and "
                 f"{cpu} per jail by cgroups; CPU time and file size per process by rlimits")
     why = f"{NO_CGROUPS_ENV}=1" if os.environ.get(NO_CGROUPS_ENV) == "1" else "no cgroup permission here"
+    # counted per real uid: each jail's own uid where the grader is root (start()), else the grader's user's
+    procs = "a uid of each jail's own" if os.geteuid() == 0 else "the grader's user (shared by all its jails)"
     return (f"limits: {why}, so memory per jail by a watch of its processes' resident memory "
             "(autograder.jail.memory: used, not reserved, as the cgroup counts; checked every "
-            f"{memory.INTERVAL_S:g} s), processes per uid (shared by all jails) by rlimits, CPU time and file "
+            f"{memory.INTERVAL_S:g} s), processes by the rlimit of {procs}, CPU time and file "
             "size per process by rlimits")
 
 
@@ -440,7 +446,7 @@ class Jail:
 
     def __init__(self, process: subprocess.Popen, *, limits: JailLimits, cgroups: _Cgroups | None,
                  stage: str | None, jailed: bool, note: str, kind: str | None = BWRAP,
-                 uid_stage: "jail_uid.Stage | None" = None) -> None:
+                 uid_stage: "jail_uid.Stage | None" = None, own_uid: "jail_uid.Stage | None" = None) -> None:
         self.process = process
         self.limits = limits
         self.jailed = jailed
@@ -449,6 +455,7 @@ class Jail:
         self._cgroups = cgroups
         self._stage = stage
         self._uid_stage = uid_stage
+        self._own_uid = own_uid       # bubblewrap's jail without cgroups: its host uid (start())
         self._killed = False
         self._ended: str | None = None
         # No memory cgroup: the same rule (resident memory of the whole jail) kept by a watch.
@@ -457,8 +464,9 @@ class Jail:
             extra_bytes=(lambda: memory.shm_bytes(uid_stage.uid)) if uid_stage is not None else None)
 
     def _members(self) -> list[int]:
-        """The jail's processes: those of its uid (the jail without namespaces), else its main process's tree."""
-        stage = self._uid_stage
+        """The jail's processes: those of its uid (the jail without namespaces, or bubblewrap's with a uid of its
+        own), else its main process's tree."""
+        stage = self._uid_stage or self._own_uid
         if stage is not None:
             from autograder.jail import uid as jail_uid
 
@@ -472,7 +480,7 @@ class Jail:
             os.killpg(self.process.pid, signal.SIGKILL)
         except OSError:
             pass
-        stage = self._uid_stage
+        stage = self._uid_stage or self._own_uid
         if stage is not None:
             from autograder.jail import uid as jail_uid
 
@@ -543,9 +551,10 @@ class Jail:
         if self._cgroups is not None:
             self._cgroups.kill_all()   # anything an unjailed process left behind
             self._cgroups.remove()
-        if self._uid_stage is not None:   # everything its uid runs or left in the shared temp folders
-            self._uid_stage.remove()
-            self._uid_stage = None
+        for own in (self._uid_stage, self._own_uid):   # everything its uid runs or left in the shared temp folders
+            if own is not None:
+                own.remove()
+        self._uid_stage = self._own_uid = None
         if self._stage is not None:
             try:
                 os.rmdir(self._stage)
@@ -635,6 +644,7 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     stage: str | None = None
     prefix = ["/bin/sh", "-c", _WRAPPER, "course-jail"]
     fds: list[int] = []
+    own_uid: jail_uid.Stage | None = None
     if kind == UID:
         from autograder.jail import uid as jail_uid
 
@@ -653,7 +663,13 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
         program = syscall_filter.keyring_filter()
         seccomp = _data_fd(program, "course-jail-seccomp") if program is not None else None
         fds = [*file_fds.values(), *([seccomp] if seccomp is not None else [])]
-        cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None), *_guarded(),
+        if cgroups is None and os.geteuid() == 0:
+            # processes are then bounded by RLIMIT_NPROC, which counts per real uid: a uid of the jail's own
+            from autograder.jail import uid as jail_uid
+
+            own_uid = jail_uid.reserve()
+        cmd = [*prefix, "--", *_rlimits(limits, cgroups=cgroups is not None),
+               *_guarded(uid=NOBODY if own_uid is None else own_uid.uid),
                *_bwrap_args(binds, env, limits, cwd, staged, file_fds, seccomp), *argv]
         popen_env, popen_cwd = {"PATH": SYSTEM_PATH, **wrapper_env}, "/"
     else:
@@ -667,8 +683,10 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
             cgroups.remove()
         if stage is not None:
             os.rmdir(stage)
+        if own_uid is not None:
+            own_uid.remove()
         raise
     finally:
         for fd in fds:   # the child has its copies; bwrap reads them before running the command
             os.close(fd)
-    return Jail(process, limits=limits, cgroups=cgroups, stage=stage, jailed=jailed, note=note)
+    return Jail(process, limits=limits, cgroups=cgroups, stage=stage, jailed=jailed, note=note, own_uid=own_uid)

@@ -50,7 +50,7 @@ def sandbox_status(jailed: bool = True) -> str:
         why = bwrap_problem() or "COURSE_JAIL=uid"
         return (f"jailed without namespaces ({why}): a uid of its own, the grader's files unreadable to it, "
                 "a seccomp filter (no sockets, ptrace, namespaces or keyring); it sees the host's processes and "
-                f"world-readable files; {limits_note().replace('processes per uid (shared by all jails)', 'processes per jail (its own uid)')}; "
+                f"world-readable files; {limits_note()}; "
                 "hidden checks run outside the jail")
     return ("jailed: bubblewrap (own user, pid, net, ipc, uts namespaces; uid 65534; only Python and the course "
             f"helpers visible, read-only); {limits_note()}; hidden checks run outside the jail")

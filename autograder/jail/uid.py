@@ -303,7 +303,7 @@ class Stage:
 RECORD = "grader"   # in a jail's folder: "<grader pid> <its start time> <uid>", written by the grader, mode 600
 
 
-def _reserve() -> Stage:
+def reserve() -> Stage:
     """An unused uid of UID_RANGE, reserved by making its folder (mkdir is atomic: one grader per uid). The
     folder is the grader's (root's, mode 711) and holds the grader's record of the uid it allotted."""
     rng = random.SystemRandom()
@@ -411,7 +411,7 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
     from autograder.jail import syscall_filter
     from autograder.jail.bwrap import Jail, SYSTEM_PATH
 
-    stage = _reserve()
+    stage = reserve()
     try:
         for sub in ("tmp", "tmp/home"):
             d = stage.root / sub
