@@ -448,6 +448,11 @@ def launched_at(closed: Any) -> list[tuple[str | None, traceback.FrameSummary]]:
     return out
 
 
+def where(frame: traceback.FrameSummary | None) -> str:
+    """'  at your cell, line 4 (in transpose): <its source>', or "" for no frame."""
+    return _where(frame)
+
+
 def _where(frame: traceback.FrameSummary | None) -> str:
     if frame is None:
         return ""

@@ -251,6 +251,14 @@ def erfc_kernel(x_ref, o_ref):
 
 def exact_gelu(x):
     return pl.pallas_call(erfc_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+def index_map_matmul(x):
+    def index(i, j):
+        a = jax.lax.broadcasted_iota(jnp.float32, (2048, 2048), 0)
+        return (i + (a @ a)[0, 0].astype(jnp.int32) * 0, j)
+    spec = pl.BlockSpec((128, 128), index)
+    return pl.pallas_call(copy_kernel, grid=(2, 2), in_specs=[spec], out_specs=spec,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
 '''
 
 
@@ -316,6 +324,22 @@ def test_a_compile_refusal_points_at_the_students_line_in_the_notebook_and_the_g
         assert "erfc" in lines[0] and lines[1].startswith(where), lines
 
 
+def test_a_refusal_before_the_run_points_at_the_students_line(cell: dict[str, Any]) -> None:
+    """A computation the grader refuses to rebuild (here: over the FLOPs budget, in its index maps) names the
+    pallas_call's cell and line too, read off the description before any rebuild."""
+    import numpy as np
+
+    from autograder.jail.session import LocalFunction
+    from autograder.labs.harness import TestFailure, call
+
+    with pytest.raises(TestFailure) as failure:
+        call("t", "index_map_matmul(x)", LocalFunction(cell["index_map_matmul"]), np.ones((256, 256), np.float32))
+    lines = str(failure.value).splitlines()
+    assert "could not rebuild" in lines[0] and "FLOPs" in lines[0], lines
+    launch = "return pl.pallas_call(copy_kernel, grid=(2, 2), in_specs=[spec]"
+    assert lines[1].startswith(f"  at your cell, line {_line_of(launch)} (in index_map_matmul): {launch}"), lines
+
+
 def test_the_place_a_description_carries_is_plain_capped_text_or_nothing() -> None:
     """A description's "at" is the student's to forge: it only ever reaches their own message, as one line of
     at most 200 characters a field; anything not of its shape is dropped, never refused or believed."""
@@ -333,3 +357,11 @@ def test_the_place_a_description_carries_is_plain_capped_text_or_nothing() -> No
     assert place_for([("add_kernel", a), ("mm_kernel", b)], "output 0 revisited") is None   # which one: unknown
     assert place_for([("add_kernel", a), (None, a)], "output 0 revisited") == a
     assert place_for([], "anything") is None
+    from autograder.judge.parse import places_in, where_in
+
+    forged = {"jaxpr": {"eqns": [{"p": "pallas_call", "params": {"name": "k"}, "at": ["/tmp/ipykernel_1/c.py", 2,
+                                                                                     "f", "x = 1"]},
+                                 {"p": "pallas_call", "params": "junk", "at": "junk"}, [[[{"p": 1}]]], None]}}
+    assert places_in(forged) == [("k", Place("/tmp/ipykernel_1/c.py", 2, "f", "x = 1"))]
+    assert where_in(forged, "any error") == "\n  at your cell, line 2 (in f): x = 1"
+    assert where_in("not a description", "any error") == "" and where_in([[[]]] * 3, "x") == ""

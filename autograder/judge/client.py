@@ -25,6 +25,7 @@ from autograder.jail.held import Held
 from autograder.jail.jail_agent import wire
 from autograder.judge import protocol
 from autograder.judge.budgets import OverBudget, check as check_budgets
+from autograder.judge.parse import where_in
 from autograder.judge.box import Box, BoxLimits
 
 START_S = 120.0     # the judge's start-up (imports) at most, within the deadline
@@ -150,7 +151,8 @@ class _Judge:
         try:
             check_budgets(reply.get("description"), const_bytes, in_bytes)
         except OverBudget as e:
-            return Traced(None, None, StudentError(phase="rebuild", ename="OverBudget", text=str(e),
+            text = str(e) + where_in(reply.get("description"), str(e))
+            return Traced(None, None, StudentError(phase="rebuild", ename="OverBudget", text=text,
                                                    not_implemented=False))
         key = digest(reply, blobs, in_avals)
         header = {"op": "trace", "key": key, "description": reply.get("description"), "consts": reply.get("consts"),

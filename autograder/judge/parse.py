@@ -98,6 +98,33 @@ class Place:
         return traceback.FrameSummary(self.file, self.line, self.function, line=self.source or None)
 
 
+def places_in(description: Any, limit: int = 200_000) -> list[tuple[str | None, Place]]:
+    """(kernel name, Place) of each pallas_call a raw description carries, in order: read for a refusal's message
+    before (or without) a rebuild; `limit` bounds the nodes walked."""
+    out: list[tuple[str | None, Place]] = []
+    stack: list[Any] = [description]
+    while stack and limit > 0:
+        x, limit = stack.pop(), limit - 1
+        if isinstance(x, dict):
+            if x.get("p") == "pallas_call" and (place := Place.read(x.get("at"))) is not None:
+                params = x.get("params")
+                name = params.get("name") if isinstance(params, dict) else None
+                out.append((name if isinstance(name, str) else None, place))
+            stack.extend(reversed(list(x.values())))
+        elif isinstance(x, list):
+            stack.extend(reversed(x))
+    return out
+
+
+def where_in(description: Any, error_text: str) -> str:
+    """The "\n  at your cell, line ..." line for a refusal of `description` (the student's pallas_call it came
+    from, pallas_course.errors.place_for), or "" where there is none to name."""
+    from pallas_course.errors import place_for, where
+
+    place = place_for(places_in(description), error_text)
+    return "" if place is None else "\n" + where(place.frame())
+
+
 @dataclass(frozen=True)
 class Jaxpr:
     inputs: tuple[Aval, ...]

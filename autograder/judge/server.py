@@ -69,7 +69,11 @@ def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...
                     closed_run = jax.make_jaxpr(lambda *a: computation.fn(*a))(*computation.in_avals)
         structure = trace_jaxpr(closed)
     except Exception as e:  # noqa: BLE001 - whatever the description holds, it costs this call, not the grader
-        return Traced(None, None, error=refusal(e))
+        from autograder.judge.parse import where_in
+
+        refused = refusal(e)
+        text = refused.text + where_in(header.get("description"), refused.text)
+        return Traced(None, None, error=dataclasses.replace(refused, text=text[:2400]))
     return Traced(computation, structure, closed, closed_run)
 
 
