@@ -397,7 +397,7 @@ KERNELS: dict[str, tuple[Callable[..., Any], tuple[Any, ...], str]] = {
     "exact GELU with lax.erf": (gelu_erf, (X,), "ok"),
     "int32 // in the kernel": (floor_div, (X,), "ok"),
     "scatter outside the kernel": (scatter_outside, (X,), "ok"),
-    "jnp.median outside the kernel": (median_outside, (X,), "ok"),
+    "jnp.median outside the kernel": (median_outside, (X[:16],), "ok"),   # a small sort: its TPU compile is the cost
     "SMEM scalar operand": (smem_scale, (X, np.array([1.5], np.float32)), "ok"),
     "jnp.sort in the kernel": (sort_in_kernel, (X,), "tpu-unimplemented"),
     "jnp.cumsum in the kernel": (cumsum_in_kernel, (X,), "tpu-unimplemented"),
