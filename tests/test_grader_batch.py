@@ -137,7 +137,7 @@ def test_sigkill_of_the_grader_keeps_results_and_leaves_no_process(tmp_path: Pat
     import psutil
 
     root, out = tmp_path / "submitted", tmp_path / "grades"
-    for student in ("amy", "bea", "cal"):
+    for student in ("amy", "bea"):     # both graded at once: one kept, one cut by the kill (or both kept)
         path = root / student / manifest().stage.id / NAME
         path.parent.mkdir(parents=True)
         nbformat.write(filled_in(LAB), path)
@@ -156,8 +156,8 @@ def test_sigkill_of_the_grader_keeps_results_and_leaves_no_process(tmp_path: Pat
     assert not alive, f"still running after the grader was killed: {[p.cmdline()[:4] for p in alive]}"
     result = runner.invoke(app, ["grade", str(root), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert f"grading {3 - len(kept)} submission(s); {len(kept)} unchanged" in result.stderr
-    assert [r["score"] for r in json.loads((out / "results.json").read_text())] == [6.0, 6.0, 6.0]
+    assert f"grading {2 - len(kept)} submission(s); {len(kept)} unchanged" in result.stderr
+    assert [r["score"] for r in json.loads((out / "results.json").read_text())] == [6.0, 6.0]
 
 
 def test_grader_failure_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

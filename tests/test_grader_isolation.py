@@ -126,12 +126,11 @@ def graded(submissions: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
 
 # nbgrader's door in CI: the cases where its own path differs from `course grade`'s (nbgrader reads, restores,
 # times out and records the notebook: corrupt files, deleted or renamed cells, retagged or rewritten tests, the
-# per-cell limit, output volume, the kernel's start-up). The attacks on the engine behind both doors (forged
-# descriptions and values, primitives of its own, probes, network, processes, memory) go through nbgrader under
-# -m slow here and in `make configurations`' nbgrader row (tests/test_configurations.py), the whole corpus each.
+# per-cell limit, output volume). The attacks on the engine behind both doors (forged descriptions and values,
+# primitives of its own, probes, network, processes, memory, start-up files) go through nbgrader under -m slow
+# here and in `make configurations`' nbgrader row (tests/test_configurations.py), the whole corpus each.
 NBGRADER_CI = {"ok-solution", "hang-in-cell", "hang-in-kernel", "crash-exit", "corrupt-truncated", "corrupt-binary",
-               "other-lab", "deleted-cells", "renamed", "rewrite-tests", "skip-execution", "huge-output",
-               "startup-file", "zz-stub-after-startup"}
+               "other-lab", "deleted-cells", "renamed", "rewrite-tests", "skip-execution", "huge-output"}
 
 
 def _autograde(submissions: Path, course: Path, students: list[str]) -> dict[str, dict[str, float]]:

@@ -803,6 +803,7 @@ def test_a_slow_compile_submission_leaves_the_model_solution_full_marks(libtpu, 
     assert tests["attacker"]["add_bf16"][0] == 1, tests["attacker"]
 
 
+@pytest.mark.slow   # CI: the same engine through `course grade` (above); nbgrader's door on budgets: make configurations
 def test_nbgrader_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
     import nbformat
     from nbgrader.api import Gradebook

@@ -63,6 +63,7 @@ def stubs() -> dict[str, dict[str, Any]]:
     return {m.LAB: load(REPO_ROOT / _lab(m).notebook) for m in _corpus()}
 
 
+@pytest.mark.slow   # CI: tests/test_solutions_both_doors.py grades every solution to full marks through both doors
 @pytest.mark.parametrize("lab,test_id", _params("tests"))
 def test_solution_passes(lab: LabSpec, test_id: str, solutions: dict) -> None:
     """The instructor's solution earns every point."""
