@@ -104,7 +104,8 @@ class Zygote:
                 start_new_session=True)
         finally:
             theirs.close()
-        threading.Thread(target=self._drain, name="judge-zygote-stderr", daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, name="judge-zygote-stderr", daemon=True)
+        self._drainer.start()
         threading.Thread(target=self._listen, name="judge-zygote", daemon=True).start()
 
     def _drain(self) -> None:
@@ -134,6 +135,7 @@ class Zygote:
                     self._codes[self._by_pid.pop(msg["exit"])] = int(msg["code"])
                 self._changed.notify_all()
         code = self.process.wait()
+        self._drainer.join(timeout=5)   # its last words (why it ended) may still be in the pipe: read them first
         with self._changed:
             self.gone = f"the judges' zygote ended (exit {code}): {bytes(self._tail).decode('utf-8', 'replace')[-600:]}"
             for request in range(self._next):       # its judges died with it (the parent-death signal)
