@@ -424,10 +424,17 @@ def place_for(places: Sequence[tuple[str | None, P]], error_text: str) -> P | No
     return one([place for name, place in places if name and name in error_text]) or one([p for _, p in places])
 
 
+def launched_from(eqn: Any) -> traceback.FrameSummary | None:
+    """The student's frame that made a jaxpr equation (a pallas_call), read off JAX's traceback of it."""
+    from jax._src import source_info_util
+
+    return located((f.file_name, f.start_line, f.function_name)
+                   for f in source_info_util.user_frames(eqn.source_info.traceback))
+
+
 def launched_at(closed: Any) -> list[tuple[str | None, traceback.FrameSummary]]:
     """(kernel name, the student's frame) of each pallas_call in a traced computation (a ClosedJaxpr), nested
     jaxprs included, in order; only those whose traceback reaches the student's code."""
-    from jax._src import source_info_util
     from jax.extend import core as jex_core
 
     out: list[tuple[str | None, traceback.FrameSummary]] = []
@@ -435,8 +442,7 @@ def launched_at(closed: Any) -> list[tuple[str | None, traceback.FrameSummary]]:
     def walk(j: Any) -> None:
         for e in j.eqns:
             if e.primitive.name == "pallas_call":
-                frame = located((f.file_name, f.start_line, f.function_name)
-                                for f in source_info_util.user_frames(e.source_info.traceback))
+                frame = launched_from(e)
                 if frame is not None:
                     info = getattr(e.params.get("jaxpr"), "debug_info", None)
                     name = e.params.get("name") or (getattr(info, "func_src_info", None) or "").split(" ")[0]
@@ -450,10 +456,6 @@ def launched_at(closed: Any) -> list[tuple[str | None, traceback.FrameSummary]]:
 
 def where(frame: traceback.FrameSummary | None) -> str:
     """'  at your cell, line 4 (in transpose): <its source>', or "" for no frame."""
-    return _where(frame)
-
-
-def _where(frame: traceback.FrameSummary | None) -> str:
     if frame is None:
         return ""
     name = frame.filename or ""
@@ -495,20 +497,20 @@ def explain(exc: BaseException, *, locate: bool = True, at: traceback.FrameSumma
     type_name, message = _innermost(exc)
     subject = f"{type_name}: {message}" if message else type_name
     frame = (_student_frame(exc) if locate else None) or at
-    where = _where(frame)
+    at_line = where(frame)
     if is_stub(exc):
-        lines = [f"✗ {STUB}"] + ([where] if where else []) + [f"  fix: {STUB_FIX} · docs: {QUICKSTART}"]
+        lines = [f"✗ {STUB}"] + ([at_line] if at_line else []) + [f"  fix: {STUB_FIX} · docs: {QUICKSTART}"]
         return Explanation("not-implemented", "\n".join(lines), raw)
     for pattern in PATTERNS:
         m = pattern.regex.search(subject)
         if m:
             lines = [_cap(f"✗ {pattern.what(m)}", 400)]
-            if where:
-                lines.append(where)
+            if at_line:
+                lines.append(at_line)
             fix = _fix(pattern, m, (frame.line or "") if frame else "")
             lines.append(f"  fix: {fix} · docs: {pattern.docs}")
             return Explanation(pattern.kind, "\n".join(lines), raw)
     lines = [f"✗ {_last_meaningful_line(type_name, message)}"]
-    if where:
-        lines.append(where)
+    if at_line:
+        lines.append(at_line)
     return Explanation("unknown", "\n".join(lines), raw)

@@ -55,17 +55,19 @@ class JudgedComputation:
     def for_compiler(self) -> Callable[..., Any] | None:
         """In-process (tests) only: the rebuild with canonical names, as the box's compile hands it to the compiler
         (autograder.judge.rebuild.Computation.for_compiler); None in the box's parent, where no rebuild lives."""
-        local = getattr(self.judge, "judge", None)        # a LocalJudge holds the judge's own state
-        traced = getattr(local, "traced", {}).get(self.digest)
+        traced = self._local()
         return traced.computation.for_compiler() if traced is not None else self.fn
 
     @property
     def places(self) -> tuple[Any, ...]:
         """In-process (tests) only: where the student launched each pallas_call (the rebuild's), for the compile
         refusal's line; empty in the box's parent (the box's compile names them itself)."""
-        local = getattr(self.judge, "judge", None)
-        traced = getattr(local, "traced", {}).get(self.digest)
+        traced = self._local()
         return traced.computation.places if traced is not None else ()
+
+    def _local(self) -> Any:
+        """The judge's own rebuild, where a LocalJudge holds it in this process; else None."""
+        return getattr(getattr(self.judge, "judge", None), "traced", {}).get(self.digest)
 
 
 @dataclass(frozen=True)

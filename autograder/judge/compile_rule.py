@@ -69,8 +69,8 @@ class _Cache:
         if getattr(computation, "fn", None) is None:   # the judge's, in its box: the compile runs there
             verdict = CompileVerdict(tuple(computation.verdicts(list(chips), timeout_s)))
         else:
-            places = [(name, place.frame()) for name, place in getattr(computation, "places", ())]
-            verdict = compile_verdict(for_compiler(computation), computation.in_avals, chips, places or None)
+            places = list(getattr(computation, "places", ())) or None
+            verdict = compile_verdict(for_compiler(computation), computation.in_avals, chips, places)
         if of_the_computation(verdict):
             self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused
             while len(self._items) > CACHE_SIZE:

@@ -116,13 +116,18 @@ def places_in(description: Any, limit: int = 200_000) -> list[tuple[str | None, 
     return out
 
 
+def frames_in(description: Any) -> list[tuple[str | None, Any]]:
+    """places_in's, as traceback.FrameSummary: what pallas_course.errors (explain's `at`, place_for) reads."""
+    return [(name, place.frame()) for name, place in places_in(description)]
+
+
 def where_in(description: Any, error_text: str) -> str:
     """The "\n  at your cell, line ..." line for a refusal of `description` (the student's pallas_call it came
     from, pallas_course.errors.place_for), or "" where there is none to name."""
     from pallas_course.errors import place_for, where
 
-    place = place_for(places_in(description), error_text)
-    return "" if place is None else "\n" + where(place.frame())
+    frame = place_for(frames_in(description), error_text)
+    return "" if frame is None else "\n" + where(frame)
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,6 @@ class Parser:
         self.equations = 0
         self.const_bytes = 0
         self.wide = False        # a 64-bit dtype appears: rebuilt under jax.enable_x64, as the notebook traced it
-        self.places: list[tuple[str | None, Place]] = []   # (kernel name, where the student launched it), in order
 
     # ---- leaves
     def dtype(self, name: Any) -> np.dtype:
@@ -278,9 +282,6 @@ class Parser:
         raw = e["params"]
         if name == "pallas_call":
             params = self.pallas_call(raw, depth)
-            place = Place.read(e.get("at"))
-            if place is not None:
-                self.places.append((params.get("name"), place))
         elif name in ("get", "swap", "addupdate"):
             params = {"transforms": self.transforms(raw.get("transforms"))}
         elif name in INLINED:

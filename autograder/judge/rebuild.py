@@ -30,8 +30,8 @@ from jax.experimental.pallas import tpu as pltpu
 from autograder.jail.jail_agent import description as fmt
 from autograder.judge import vocabulary
 # The parsed form and the refusals live in autograder.judge.parse; named here too, where callers import them.
-from autograder.judge.parse import (ALLOWED, INLINED, MEMORY_SPACES, Aval, Eqn, Jaxpr, Literal, Parser, Place,
-                                    Refused, not_allowed)
+from autograder.judge.parse import (ALLOWED, INLINED, MEMORY_SPACES, Aval, Eqn, Jaxpr, Literal, Parser, Refused,
+                                    frames_in, not_allowed)
 
 __all__ = ["ALLOWED", "GLUE", "INLINED", "LAX_PRIMITIVES", "SPECIAL", "Computation", "LoopLimit", "Refused",
            "canonical_names", "evaluate", "guarded_loops", "not_allowed", "rebuild"]
@@ -63,15 +63,9 @@ class Computation:
     # SHA-256 of what it was rebuilt from (description, constants, input avals): the same digest, the same
     # computation (autograder.judge.compile_rule compiles it once per process)
     digest: str | None = None
-    # (kernel name, Place) of each pallas_call, where the student's code launched it (autograder.judge.parse.Place)
-    places: tuple[tuple[str | None, Place], ...] = ()
-
-    def place_of(self, error_text: str) -> Place | None:
-        """Where the student launched the pallas_call an error of the grader's run (or compile) came from: the one
-        the error names, else the only one; None where it cannot say which (the message then names no line)."""
-        from pallas_course.errors import place_for
-
-        return place_for(self.places, error_text)
+    # (kernel name, traceback.FrameSummary) of each pallas_call, where the student's code launched it, as the jail
+    # recorded it (autograder.judge.parse.frames_in): for messages only (pallas_course.errors.place_for picks one)
+    places: tuple[tuple[str | None, Any], ...] = ()
 
     def for_compiler(self) -> Callable[..., Any]:
         """`fn` rebuilt with canonical names (kernel_0, in0_ref, fn_0): what the TPU compiler is handed. A new
@@ -513,4 +507,4 @@ def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.Shap
             return unflatten(evaluate(top, arrays))
 
     return Computation(fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals), _has_while(top),
-                       unflatten, places=tuple(parser.places))
+                       unflatten, places=tuple(frames_in(description)))

@@ -99,8 +99,9 @@ def run(traced: Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
             pltpu.reset_tpu_interpret_mode_state()
             if isinstance(e, Refused):
                 return None, refusal(e)
-            place = traced.computation.place_of(str(e))
-            return None, _error(describe_error(e, "run", at=None if place is None else place.frame()))
+            from pallas_course.errors import place_for
+
+            return None, _error(describe_error(e, "run", at=place_for(traced.computation.places, str(e))))
     return traced.computation.unflatten([np.asarray(x) for x in flat]), None
 
 
@@ -133,8 +134,7 @@ def _compile(traced: Traced, chip: str) -> Any:
 
     comp = traced.computation
     # canonical names only (autograder.judge.rebuild): nothing a student named reaches the compiler
-    return tpu_compile.compile_avals(comp.for_compiler(), comp.in_avals, chip,
-                                     places=[(name, place.frame()) for name, place in comp.places])
+    return tpu_compile.compile_avals(comp.for_compiler(), comp.in_avals, chip, places=comp.places)
 
 
 def _compile_ahead(traced: Traced, chip: str) -> Any:

@@ -61,7 +61,7 @@ def describe_error(e: BaseException, phase: str, at: Any = None) -> dict[str, An
 
         # the stub is the student's own `raise NotImplementedError`, not JAX saying it lacks something
         info["not_implemented"] = is_stub(e)
-        info["explanation"] = str((explain(e, at=at) if at is not None else explain(e)).summary)[:2000]
+        info["explanation"] = str(explain(e, at=at).summary)[:2000]
     except Exception:  # noqa: BLE001 - an explanation is a courtesy; the first line always travels
         pass
     return info

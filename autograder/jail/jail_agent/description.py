@@ -140,12 +140,9 @@ def at(e: Any) -> list[Any] | None:
     cell, else a file outside the libraries), or None: the grader's run of the rebuilt call names it when it
     fails there. Only a message reads it (a student who forges it misleads their own feedback)."""
     try:
-        from jax._src import source_info_util
+        from pallas_course.errors import launched_from  # type: ignore[import-not-found]
 
-        from pallas_course.errors import located  # type: ignore[import-not-found]
-
-        frame = located((f.file_name, f.start_line, f.function_name)
-                        for f in source_info_util.user_frames(e.source_info.traceback))
+        frame = launched_from(e)
     except Exception:  # noqa: BLE001 - a place is a courtesy: without the helpers or a traceback, none travels
         return None
     if frame is None or not isinstance(frame.lineno, int):
