@@ -13,5 +13,5 @@ import os
 
 # The grader computes on the CPU (references, the compile step's deviceless topologies); with libtpu installed
 # (requirements.txt) JAX would otherwise first try to start a TPU runtime here and print its failure to stderr.
-# setdefault: JAX_PLATFORMS set by the caller wins. The jail sets its own (autograder.jail.session.jail_env).
+# setdefault: JAX_PLATFORMS set by the caller wins. The jail sets its own (autograder.jail.agent_env.jail_env).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")

@@ -1,5 +1,5 @@
 """course.yml as students may read it: what their wheel carries (course_tools.release) and what the helpers in
-the grading jail read (autograder.jail.session). The grader's own fields (autograder.course_manifest: the
+the grading jail read (autograder.jail.agent_env). The grader's own fields (autograder.course_manifest: the
 model-answer notebooks, the checks modules, the hidden-test descriptions, the rubrics) are
 left out; what remains is what the wheel's schema (pallas_course.manifest) reads."""
 from __future__ import annotations

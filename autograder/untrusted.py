@@ -80,11 +80,6 @@ def relative_name(path: PurePath, root: PurePath | None) -> str:
     return name(path)
 
 
-def is_plain_name(text: str) -> bool:
-    """True when `name(text)` would show `text` unchanged."""
-    return name(text) == text
-
-
 def for_rich(text: object, cap: int = MAX_CHARS) -> str:
     """For a rich console string (markup on): brackets escaped."""
     return _rich_escape(plain(text, cap))

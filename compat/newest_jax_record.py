@@ -60,7 +60,7 @@ def _xla_flags() -> dict[str, str | None]:
     """The XLA flags each step ran under. XLA aborts on a flag it does not know, so the jaxlib-0.10.2-only
     fast-compile flags (pallas_course.xla_flags.FAST_COMPILE_XLA_FLAGS) must be set nowhere here."""
     environment = os.environ.get("XLA_FLAGS")   # before the import below sets the grader's own
-    from autograder.jail.session import jail_env
+    from autograder.jail.agent_env import jail_env
     from pallas_course.xla_flags import fast_compile_xla_flags
 
     return {"environment (notebooks, demo, tests)": environment,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from pallas_course.chips import Chip, chip as chip_named
-from pallas_course.cost_model import memory_bound_seconds, step_seconds, unfused_softmax_bytes  # noqa: F401 - re-exported
+from pallas_course.cost_model import memory_bound_seconds, step_seconds, unfused_softmax_bytes  # also re-exported
 from pallas_course.legality import check_pallas_call
 from .gate_spec import EstimateAssumptions, Gate, MatmulCriterion, SoftmaxCriterion
 from pallas_course.kernel_trace import BlockInfo, PallasCallInfo

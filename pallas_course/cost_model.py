@@ -42,11 +42,6 @@ def matmul_step(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int]:
     return (bm * bk + bk * bn) * _itemsize(dtype), 2 * bm * bn * bk
 
 
-def matmul_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: Chip | str) -> tuple[float, float]:
-    """(DMA s, MXU s) of one steady matmul step on `chip`, with no trace."""
-    return step_seconds(*matmul_step(bm, bn, bk, dtype), chip)
-
-
 STEADY_POINT = (0, 0, 1)    # the steady-state step of a (1, 1, >= 3) matmul grid: one in the middle of K
 
 

@@ -43,8 +43,8 @@ class CodeMap:
         active = set(self.body_lines)
         for w in self.whens:
             try:
-                taken = bool(eval(compile(ast.Expression(w.condition), "<when>", "eval"), {"__builtins__": {}}, env))
-            except Exception:   # a condition we cannot evaluate statically: show the block rather than hide it
+                taken = bool(eval(compile(ast.Expression(w.condition), "<when>", "eval"), {"__builtins__": {}}, env))  # noqa: S307 - a kernel's own `pl.when` condition, no builtins
+            except Exception:   # noqa: BLE001 - a condition we cannot evaluate statically: show the block rather than hide it
                 taken = True
             if taken:
                 active |= w.lines

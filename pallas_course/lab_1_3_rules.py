@@ -93,7 +93,7 @@ def check_softmax_seconds(softmax_seconds: Callable[..., Any]) -> None:
     the first wrong case and its likely cause, or one ✓ line."""
     import ml_dtypes  # noqa: F401 - the cases name bfloat16
 
-    from pallas_course.check import PASSED, CheckFailure
+    from pallas_course.compare import PASSED, CheckFailure
     from pallas_course.errors import explain
 
     for n, d, dtype, chip in SOFTMAX_TIME_CASES:

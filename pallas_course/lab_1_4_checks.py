@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from pallas_course.check import PASSED, CheckFailure, _run_under_course_mode, compare, explained
+from pallas_course.compare import PASSED, CheckFailure, compare, explained
 from pallas_course.errors import explain
 from pallas_course.lab_1_4_rules import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, LEGAL_OR_NOT_CASES,
                                          PIPELINE_OFF_CASES, legal_or_not_label, legal_or_not_problem,
@@ -124,6 +124,7 @@ def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
     from pallas_course import graded_compile
     from pallas_course.kernel_trace import trace
     from pallas_course.rules import MATMUL_F32, one_kernel_problem
+    from pallas_course.runtime import run_under_course_mode
 
     def fail(message: str, kind: str, raw: str = "") -> CheckFailure:
         failure = CheckFailure(f"matmul_pipeline_off: {message}")
@@ -145,7 +146,7 @@ def check_pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
             problem = one_kernel_problem(label, t) or pipeline_off_problem(label, t.pallas_calls[0], m, k, n, bm, bn, bk)
             if problem:
                 raise fail(problem, "structure")
-            out = _run_under_course_mode(lambda: matmul_pipeline_off(a, b, bm=bm, bn=bn, bk=bk))
+            out = run_under_course_mode(lambda: matmul_pipeline_off(a, b, bm=bm, bn=bn, bk=bk))
         except CheckFailure:
             raise
         except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained

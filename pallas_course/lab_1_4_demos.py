@@ -9,7 +9,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pallas_course.check import YourMatmul, block_choice_problem, course_helpers
+from pallas_course.lab_1_4_checks import course_helpers
+from pallas_course.lab_1_4_rules import YourMatmul, block_choice_problem
 from pallas_course.rules import dtype_name
 
 

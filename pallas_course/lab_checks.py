@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from pallas_course import graded_compile, rules, tpu_compile
-from pallas_course.check import (PASSED, CheckFailure, compare, explained, form_mismatch, max_error,
-                                 tolerance_phrase)
+from pallas_course.compare import (PASSED, CheckFailure, compare, explained, form_mismatch, max_error,
+                                   tolerance_phrase)
 from pallas_course.errors import explain, unlowered_in
-from pallas_course.runtime import compiled_on_a_tpu
+from pallas_course.runtime import compiled_on_a_tpu, run_under_course_mode
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,6 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
     import jax
     import jax.numpy as jnp
 
-    from pallas_course.check import _run_under_course_mode
     from pallas_course.kernel_trace import trace
 
     name = name or kernel
@@ -297,10 +296,10 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
     if not case.run:
         return f"{label}: structure as graded"
     try:
-        out = _run_under_course_mode(lambda: fn(*args, **case.kwargs))
+        out = run_under_course_mode(lambda: fn(*args, **case.kwargs))
     except CheckFailure:
         raise
-    except Exception as exc:   # noqa: BLE001
+    except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
         e = explain(exc)
         raise _fail(name, f"{label}: {e.summary.removeprefix('✗ ')}", e.kind, e.raw) from None
     # It must compile (course.yml's compile rule), as the grade checks it: after the run, before the values.

@@ -176,8 +176,9 @@ def _as_chip(c: Chip | str) -> Chip:
     return c if isinstance(c, Chip) else chip_by_name(c)
 
 
-def _bits(dtype: np.dtype) -> int:
-    # bool blocks are stored as 32-bit in Mosaic (lowering.py BOOL_MEMREF_TYPE)
+def stored_bits(dtype: np.dtype) -> int:
+    """Bits per element of `dtype` as Mosaic stores a block of it: bool blocks are stored as 32-bit
+    (lowering.py BOOL_MEMREF_TYPE), every other dtype at its own width."""
     return 32 if dtype == np.bool_ else dtype.itemsize * 8
 
 
@@ -208,7 +209,7 @@ def check_block(
             raise BlockSpecError(f"sizes must be positive: array {shape}, block {block}")
     dims = tuple(1 if b is None else b for b in block)
     rank = len(shape)
-    bits = _bits(dt)
+    bits = stored_bits(dt)
     checks: list[RuleCheck] = []
     name = dt.name
 

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax
 from jax.experimental.pallas import tpu as pltpu
@@ -136,6 +136,13 @@ def course_mode() -> Iterator[None]:
             raise
 
 
+def run_under_course_mode(thunk: Callable[[], Any]) -> Any:
+    """Call the student's code the way the grade does: under TPU interpret mode wherever the course interprets
+    (so a pallas_call that forgot interpret=INTERP is checked like the grade checks it)."""
+    with course_mode():
+        return jax.block_until_ready(thunk())
+
+
 @contextlib.contextmanager
 def plain_interpret() -> Iterator[None]:
     """Step out of the TPU interpret mode `setup()` made the default, so `interpret=True` means plain interpret
@@ -171,7 +178,7 @@ def _install_notebook_display() -> None:
     shell = get_ipython()
     if shell is None or os.environ.get(MODE_ENV):     # a grading kernel keeps IPython's own error display
         return
-    from pallas_course.check import CheckFailure, failure_text, show_traceback_folded
+    from pallas_course.compare import CheckFailure, failure_text, show_traceback_folded
 
     def handler(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> None:
         # The message once, as the cell's error output (so the cell counts as failed for Jupyter, papermill and

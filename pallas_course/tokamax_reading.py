@@ -153,7 +153,7 @@ def check_form(marks: Any) -> None:
     Passes (one ✓ line) when every code line has a mark, every entry is understood and both kinds of mark are
     used; else raises CheckFailure saying which lines are unmarked, which entries were not understood, and the
     counts per category marked."""
-    from pallas_course.check import CheckFailure
+    from pallas_course.compare import CheckFailure
 
     w = reading()
     margin = read_margin(marks, w)
@@ -218,7 +218,7 @@ def forward_with_mask(masked_logits: Any) -> Any:
                            "v_dim), axis=-1)")
     fixed = types.ModuleType(f"{original.__name__}_masked")
     fixed.__dict__["masked_logits"] = masked_logits
-    exec(compile("\n".join(lines), f"{original.__file__} (line {LSE_LINE} masked)", "exec"), fixed.__dict__)  # noqa: S102
+    exec(compile("\n".join(lines), f"{original.__file__} (line {LSE_LINE} masked)", "exec"), fixed.__dict__)  # noqa: S102 - the course's own vendored tokamax source, a line masked
     return fixed.linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu
 
 

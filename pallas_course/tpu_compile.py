@@ -68,7 +68,7 @@ def install_hint() -> str:
 def available() -> bool:
     """True when libtpu is importable, so deviceless TPU compiles can run."""
     try:
-        import libtpu  # noqa: F401
+        import libtpu  # noqa: F401 - imported only to see whether it is installed
     except ImportError:
         return False
     return True

@@ -57,7 +57,6 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import importlib
 import inspect
 import re
 from dataclasses import dataclass

@@ -7,7 +7,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["PALLAS_COURSE_MODE"] = "tpu-interpret"
 # Compile kernels' interpreters as the jail does (pallas_course.xla_flags.FAST_COMPILE_XLA_FLAGS: same results, about
 # a third less time); set before anything starts XLA. Notebooks and commands the tests start inherit it.
-from pallas_course.xla_flags import fast_compile_xla_flags  # noqa: E402
+from pallas_course.xla_flags import fast_compile_xla_flags
 
 if fast_compile_xla_flags() and "XLA_FLAGS" not in os.environ:
     os.environ["XLA_FLAGS"] = fast_compile_xla_flags()
@@ -16,9 +16,9 @@ if fast_compile_xla_flags() and "XLA_FLAGS" not in os.environ:
 # most files build something costly once per module (a graded batch, a generated nbgrader course, the site).
 # (Not --dist loadgroup: pytest-xdist 3.8 marks groups through Item._nodeid, which pytest 9 no longer reads.)
 
-import sys  # noqa: E402
+import sys
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture(scope="session")

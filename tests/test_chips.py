@@ -15,7 +15,7 @@ except ModuleNotFoundError:
     _private = importlib.import_module("jax._src.pallas.mosaic.tpu_info")
 chip_version_from_device_kind = _private.chip_version_from_device_kind
 
-from pallas_course.chips import Chip, ChipError, chip, chip_for_device_kind, chips, current_chip
+from pallas_course.chips import Chip, ChipError, chip, chip_for_device_kind, chips, current_chip  # noqa: E402 - after the private module's lookup
 
 COURSE_CHIPS = ["v4", "v5e", "v5p", "v6e", "v7x"]
 

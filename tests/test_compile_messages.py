@@ -15,7 +15,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from autograder.judge import compile_rule
 from autograder.labs.harness import TestFailure, call
-from autograder.jail.session import LocalFunction
+from autograder.session.testing import LocalFunction
 from pallas_course import errors, tpu_compile
 from pallas_course.runtime import interpret_params
 
@@ -163,7 +163,7 @@ def test_the_stub_message_is_for_the_stub_only(libtpu, monkeypatch) -> None:
     """The student's own `raise NotImplementedError` is the stub; JAX's NotImplementedError (a lowering that lacks
     something) is explained as what it is."""
     namespace: dict[str, Any] = {}
-    exec(compile("def add(x, y):\n    raise NotImplementedError\n", "/tmp/ipykernel_1/cell.py", "exec"), namespace)
+    exec(compile("def add(x, y):\n    raise NotImplementedError\n", "/tmp/ipykernel_1/cell.py", "exec"), namespace)  # noqa: S102 - a notebook cell
     with pytest.raises(NotImplementedError) as stub:
         namespace["add"](1, 2)
     assert errors.is_stub(stub.value)

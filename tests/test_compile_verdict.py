@@ -68,7 +68,7 @@ def test_without_libtpu_a_compiled_test_passes_with_the_note(monkeypatch) -> Non
     from jax.experimental import pallas as pl
 
     from autograder.labs.harness import call
-    from autograder.jail.session import LocalFunction
+    from autograder.session.testing import LocalFunction
     from autograder.course_manifest import manifest
     from autograder.steps.score import score_tests
     from pallas_course.runtime import interpret_params

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import nbformat
 import pytest
 from typer.testing import CliRunner
 
 from autograder.course_manifest import REPO_ROOT, manifest
-from autograder.jail import bwrap as jail
+from autograder.confine.cgroups import NO_CGROUPS_ENV
+from autograder.jail import jails as jail
 from course_tools.cli import app
 from tests import hostile, no_namespaces
 
@@ -43,7 +42,7 @@ LIMITS = ["--timeout", "900", "--memory", "2048"]   # the doors' memory (PLATFOR
 class Configuration:
     door: str      # course grade, nbgrader, gradescope, prairielearn
     jail: str      # bubblewrap, uid (the jail without namespaces)
-    memory: str    # cgroup, watch (autograder.jail.memory: where cgroups are not writable)
+    memory: str    # cgroup, watch (autograder.confine.memory: where cgroups are not writable)
 
     @property
     def id(self) -> str:
@@ -100,7 +99,7 @@ def test_an_untouched_gib_scores_the_same_without_cgroups(monkeypatch, tmp_path:
     a container without cgroups (the watch): 6/6, as under the cgroup (the address-space rlimit gave 3/6)."""
     if jail.jail_problem():
         pytest.skip(jail.jail_problem())
-    monkeypatch.setenv(jail.NO_CGROUPS_ENV, "1")
+    monkeypatch.setenv(NO_CGROUPS_ENV, "1")
     hostile.build_33(tmp_path / "in")
     for student in os.listdir(tmp_path / "in"):
         if student != "c33-reserve-1gib":
@@ -182,7 +181,7 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, P
 def _grade(config: Configuration, stand_in: tuple[Path, Path], work: Path) -> tuple[dict, dict]:
     base = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", hostile.SECRET_ENV: "s3cret-of-the-grader"}
     if config.memory == "watch":
-        base[jail.NO_CGROUPS_ENV] = "1"
+        base[NO_CGROUPS_ENV] = "1"
     built, gs_root = stand_in
     installed = config.jail == "uid" or config.door == "gradescope"
     tree = gs_root / "source" / "course" if installed else REPO_ROOT

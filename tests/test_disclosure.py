@@ -16,7 +16,7 @@ import pytest
 
 from autograder.labs.disclosure import instructor_only
 from autograder.notebook_code import load
-from autograder.jail.session import LocalFunction
+from autograder.session.testing import LocalFunction
 from autograder.course_manifest import REPO_ROOT, manifest
 
 
@@ -44,10 +44,11 @@ def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> N
 
 def test_what_an_agent_may_answer_for_its_helpers_is_only_data() -> None:
     """The stand-ins' record is plain data, checked on arrival: a forged one is a malformed answer."""
-    from autograder.jail.session import BadAnswer, _plain_answer
+    from autograder.failures import BadAnswer
+    from autograder.session.functions import plain_answer
 
     with pytest.raises(BadAnswer, match="own: not a mapping of lists"):
-        _plain_answer({"ok": True, "result": 1, "own": [1, 2]}, [])
+        plain_answer({"ok": True, "result": 1, "own": [1, 2]}, [])
 
 
 def test_lab_1_5_one_colour_margin_through_the_jail_gets_counts_only(tmp_path: Path, monkeypatch) -> None:

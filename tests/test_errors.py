@@ -117,7 +117,7 @@ def test_real_pallas_error_is_named(name: str) -> None:
 
 def test_tpu_tiling_rule_from_the_tpu_lowering() -> None:
     """The (8, 128) rule is checked when lowering for a TPU (which a CPU can do), not by interpret mode."""
-    fn = lambda x: _call(copy_kernel, x, grid=(2,), in_specs=[_rows((128, 100))], out_specs=_rows((128, 100)))
+    fn = lambda x: _call(copy_kernel, x, grid=(2,), in_specs=[_rows((128, 100))], out_specs=_rows((128, 100)))  # noqa: E731 - one local helper
     with pytest.raises(ValueError) as failure, pltpu.force_tpu_interpret_mode(None):
         jax.jit(fn).trace(X).lower(lowering_platforms=("tpu",))
     explanation = explain(failure.value)
@@ -139,7 +139,7 @@ def test_notebook_cell_frame_wins() -> None:
     """In Jupyter the student's line is in a cell file (/tmp/ipykernel_*/...py), even below library frames."""
     code = compile("def add(x, y):\n    return x.nope\nadd(1, 2)\n", "/tmp/ipykernel_123/456.py", "exec")
     with pytest.raises(AttributeError) as failure:
-        exec(code, {})   # noqa: S102
+        exec(code, {})   # noqa: S102 - a notebook cell
     lines = explain(failure.value).summary.splitlines()
     assert lines == ["✗ AttributeError: 'int' object has no attribute 'nope'",
                      "  at your cell, line 2 (in add)"]
@@ -167,7 +167,7 @@ def test_store_dtype_fix_reads_the_line(line: str, fix: str) -> None:
            "kernel()\n")
     linecache.cache[name] = (len(src), None, src.splitlines(keepends=True), name)
     with pytest.raises(ValueError) as failure:
-        exec(compile(src, name, "exec"), {})   # noqa: S102
+        exec(compile(src, name, "exec"), {})   # noqa: S102 - a kernel of our own
     summary = explain(failure.value).summary
     assert re.search(fix, summary.splitlines()[-1]), summary
 
@@ -289,7 +289,7 @@ def test_an_error_of_the_graders_run_points_at_the_students_line(cell: dict[str,
     by the jail in the description: never a module of the grader, never nothing."""
     import numpy as np
 
-    from autograder.jail.session import LocalFunction
+    from autograder.session.testing import LocalFunction
     from autograder.labs.harness import TestFailure, call
 
     with pytest.raises(TestFailure) as failure:
@@ -329,7 +329,7 @@ def test_a_refusal_before_the_run_points_at_the_students_line(cell: dict[str, An
     pallas_call's cell and line too, read off the description before any rebuild."""
     import numpy as np
 
-    from autograder.jail.session import LocalFunction
+    from autograder.session.testing import LocalFunction
     from autograder.labs.harness import TestFailure, call
 
     with pytest.raises(TestFailure) as failure:

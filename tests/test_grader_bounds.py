@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from typer.testing import CliRunner
 
-from autograder.jail import bwrap as jail
+from autograder.jail import jails as jail
 from autograder.steps.execute import MAX_NOTEBOOK_OUTPUT
 from course_tools.cli import app
 from autograder.course_manifest import REPO_ROOT, manifest
@@ -105,10 +105,10 @@ def test_a_jail_that_cannot_start_is_each_submissions_result_never_the_batchs_en
 
 def test_a_jail_started_ahead_that_failed_is_started_again_for_its_submission(monkeypatch) -> None:
     """The jail started ahead while the submission before ran (120 busy processes of it delayed the hello) failed:
-    the submission gets a jail started now, not the failure (autograder.jail.warm)."""
-    from autograder.jail import warm
+    the submission gets a jail started now, not the failure (autograder.session.warm)."""
+    from autograder.failures import SetupFailed
     from autograder.jail.limits import Limits
-    from autograder.jail.session import SetupFailed
+    from autograder.session import warm
 
     class Fine:
         def restart_clock(self, deadline: float) -> None:
@@ -136,10 +136,13 @@ def test_helpers_other_than_the_graders_stop_the_grader(monkeypatch) -> None:
     refuses to start, naming both."""
     import time
 
-    from autograder.jail import session as student
+    from autograder.failures import SetupFailed
+    from autograder.jail import agent_env
+    from autograder.session import session as student
 
-    monkeypatch.setattr(student, "JAIL_HELPERS", "/opt/elsewhere/pallas_course")
-    with pytest.raises(student.SetupFailed, match="not the grader's own helpers"):
+    for module in (agent_env, student):   # where the helpers are bound, and where the session expects them
+        monkeypatch.setattr(module, "JAIL_HELPERS", "/opt/elsewhere/pallas_course")
+    with pytest.raises(SetupFailed, match="not the grader's own helpers"):
         with student.Session(limits=jail.JailLimits(), cell_timeout_s=60, deadline=time.monotonic() + 120):
             pass
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from course_tools.demo import filled_in
 from autograder.steps.execute import execute
-from autograder.jail.bwrap import jail_problem
+from autograder.jail.jails import jail_problem
 from autograder.steps.restore import restore
 from autograder.jail.limits import Limits
 from course_tools.cli import app
@@ -305,7 +305,7 @@ def test_wall_clock_limit_stops_the_run() -> None:
 
 def test_no_jail_is_refused_with_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Where no jail can be made, grading refuses, naming the flag and what it loses."""
-    import autograder.jail.bwrap as jail
+    import autograder.jail.jails as jail
 
     monkeypatch.setattr(jail.shutil, "which", lambda name, **where: None)
     nb, lab = _lab_notebook([])

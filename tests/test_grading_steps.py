@@ -391,7 +391,7 @@ def test_a_notebook_past_its_timeout_in_the_judge_is_the_notebook_s_result(solve
     before it raises: the outcome does not depend on the machine's speed."""
     import time
 
-    from autograder.judge.client import Overrun
+    from autograder.failures import Overrun
     from autograder.steps import execute as execute_step
 
     wall_s = 1.0

@@ -22,19 +22,27 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path, root: Path) -> list[tuple[int, str]]:
-    """(line, absolute module) for every import in `path`, relative ones resolved, lazy ones included."""
+def _import_aliases(path: Path, root: Path) -> list[tuple[int, str, ast.alias, bool]]:
+    """(line, absolute module, alias, from-import) for each name every import in `path` binds, relative ones
+    resolved, lazy (function-level) and TYPE_CHECKING ones included: `import a.b as c` gives ("a.b", c, False),
+    `from .m import x` gives ("<its package>.m", x, True)."""
     package = _module_name(path, root).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
+            found += [(node.lineno, alias.name, alias, False) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package[:len(package) - node.level + 1] if node.level else []
-            found.append((node.lineno, ".".join([*base, node.module] if node.module else base)))
+            module = ".".join([*base, node.module] if node.module else base)
+            found += [(node.lineno, module, alias, True) for alias in node.names]
     return found
+
+
+def _imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) for every import in `path`, relative ones resolved, lazy ones included."""
+    return list(dict.fromkeys((line, module) for line, module, _, _ in _import_aliases(path, root)))
 
 
 def back_edges(parts: dict[str, set[str]] = ALLOWED, root: Path = ROOT) -> list[str]:
@@ -189,12 +197,14 @@ def test_the_grader_s_own_helpers_live_in_the_grader() -> None:
 # wheel's rules above). Each folder's __init__.py says the same in words.
 GRADER_FOLDERS: dict[str, set[str]] = {
     "jail_agent": set(),                                        # inside the jail, bound alone: nothing of ours
-    "top": {"top"},                                             # course_manifest, cells, untrusted, fingerprint...
-    "jail": {"top", "jail_agent", "judge"},                     # a session starts the judge beside the jail
-    "judge": {"top", "jail_agent", "jail"},                     # the box borrows the jail's limits and errors
-    "labs": {"top", "jail_agent", "jail", "judge"},             # the checks call through the jail, compile
-    "steps": {"top", "jail_agent", "jail", "judge", "labs"},    # execute runs the checks
-    "doors": {"top", "jail_agent", "jail", "judge", "labs", "steps", "doors"},
+    "top": {"top"},                                             # failures, held, course_manifest, cells, fingerprint...
+    "confine": {"top"},                                         # what any child is held to: no jail, no judge
+    "jail": {"top", "jail_agent", "confine"},                   # the jail never knows a judge exists
+    "judge": {"top", "jail_agent", "confine"},                  # nor the judge a jail: siblings on confine/
+    "session": {"top", "jail_agent", "confine", "jail", "judge"},   # one submission's jail and judge, together
+    "labs": {"top", "jail_agent", "judge", "session"},          # the checks call through the session, compile
+    "steps": {"top", "jail_agent", "jail", "judge", "session", "labs"},   # execute runs the checks
+    "doors": {"top", "jail_agent", "confine", "jail", "judge", "session", "labs", "steps", "doors"},
 }
 MAX_TOP_MODULES = 15
 
@@ -273,7 +283,7 @@ def test_the_folder_check_finds_a_back_edge(tmp_path: Path) -> None:
         "autograder/jail/jail_agent/y.py:1 imports autograder.cells (autograder/jail_agent may import nothing of "
         "autograder)",
         "autograder/steps/x.py:2 imports autograder.doors (autograder/steps may import jail, jail_agent, judge, "
-        "labs, top)"]
+        "labs, session, top)"]
 
 
 def test_every_parse_of_python_source_is_one_at_a_time(monkeypatch) -> None:
@@ -306,3 +316,193 @@ def test_every_parse_of_python_source_is_one_at_a_time(monkeypatch) -> None:
     for t in threads:
         t.join()
     assert len(overlaps) == 60 and max(overlaps) == 1
+
+
+# ---- one graph of modules: no import cycle (R1), no private name read across modules (R2), pallas_course's layers
+# Every module of the three packages and compat's scripts, by dotted name (pallas_course/vendored/, built by `course
+# release`, holds tokamax's files verbatim: not ours). tests/ is not held to R1 and R2: a test may reach in.
+FIRST_PARTY = ("autograder", "pallas_course", "course_tools", "compat")
+NOT_OURS = ("pallas_course/vendored/",)
+
+
+def _first_party_modules(root: Path = ROOT) -> dict[str, Path]:
+    return {_module_name(p, root): p for part in FIRST_PARTY if (root / part).is_dir()
+            for p in sorted((root / part).rglob("*.py")) if not p.relative_to(root).as_posix().startswith(NOT_OURS)}
+
+
+def module_edges(root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """Each first-party module -> {first-party module it imports: the first line}, lazy and TYPE_CHECKING imports
+    included. `from pkg import module` is an edge to that module; `from m import name` and `import a.b` to the
+    longest first-party prefix (m, a.b)."""
+    modules = _first_party_modules(root)
+    edges: dict[str, dict[str, int]] = {m: {} for m in modules}
+    for m, path in modules.items():
+        for line, module, alias, from_import in _import_aliases(path, root):
+            target = f"{module}.{alias.name}" if from_import else module
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != m:
+                edges[m].setdefault(target, line)
+    return edges
+
+
+def import_cycles(root: Path = ROOT) -> list[str]:
+    """R1: each strongly connected component of more than one module (Tarjan), as its edges."""
+    edges = module_edges(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return ["; ".join(f"{m} -> {t} (line {edges[m][t]})" for m in cycle for t in sorted(edges[m]) if t in cycle)
+            for cycle in sorted(cycles)]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`a.b.c` of an attribute chain on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def private_reads(root: Path = ROOT) -> list[str]:
+    """R2: `from m import _x` of a first-party module m, and `alias._x` where alias names a first-party module
+    (`import m as alias`, `from pkg import m`, `import a.b` then `a.b._x`). Dunders are public; a private module's
+    public names (`from ._app import app`) are not private reads."""
+    modules = _first_party_modules(root)
+    found = []
+    for m, path in modules.items():
+        where = path.relative_to(root)
+        bound: dict[str, str] = {}       # a name in this module -> the first-party module it is bound to
+        for line, module, alias, from_import in _import_aliases(path, root):
+            if from_import and f"{module}.{alias.name}" in modules:
+                bound[alias.asname or alias.name] = f"{module}.{alias.name}"
+            elif from_import and module in modules and _private(alias.name):
+                found.append(f"{where}:{line} imports {alias.name} from {module}")
+            elif not from_import and alias.asname and module in modules:
+                bound[alias.asname] = module
+            elif not from_import and module.split(".")[0] in modules:
+                bound[module.split(".")[0]] = module.split(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                head, _, rest = (_dotted(node.value) or "").partition(".")
+                target = ".".join(filter(None, (bound.get(head), rest))) if head in bound else None
+                if target in modules and target != m:
+                    found.append(f"{where}:{node.lineno} reads {target}.{node.attr}")
+    return found
+
+
+def test_no_import_cycles() -> None:
+    """R1: a cycle hidden behind a function-level import is still a cycle (the grader imports lazily to keep jax
+    out until it is needed, so lazy imports are allowed; cycles are not)."""
+    cycles = import_cycles()
+    assert cycles == [], "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    """R2: a name with a leading underscore is its module's own; another module that needs it needs a public name."""
+    reads = private_reads()
+    assert reads == [], "private names read across modules:\n" + "\n".join(reads)
+
+
+# pallas_course's order (no file moves: the notebooks import these paths). A module imports only its own layer or
+# a lower one, lazy imports included; R1 keeps each layer acyclic. A new module gets its line here.
+PALLAS_COURSE_LAYERS: dict[int, set[str]] = {
+    0: {"__init__", "manifest", "tiling", "kernel_trace", "step_work", "errors", "rules", "pyparse", "xla_flags",
+        "vendored", "notebooks"},                                  # facts and formats
+    1: {"chips", "legality", "cost_model", "schedule", "kernel_lines", "tpu_compile", "compile_verdict",
+        "graded_compile", "compare"},                               # models of the TPU, the compiler, comparison
+    2: {"lab_1_3_rules", "lab_1_4_rules", "walks"},                 # the labs' rules and cases (the grader's too)
+    3: {"runtime", "check", "lab_checks", "lab_1_4_checks", "lab_1_4_demos", "bench", "tokamax_reading",
+        "schedule_svg", "trace_svg", "tensorcore_svg"},             # what notebook cells call, and the figures
+}
+
+
+def _pallas_course_layer_of(layers: dict[int, set[str]]) -> dict[str, int]:
+    return {"pallas_course" if name == "__init__" else f"pallas_course.{name}": n
+            for n, names in layers.items() for name in names}
+
+
+def layer_violations(root: Path = ROOT, layers: dict[int, set[str]] = PALLAS_COURSE_LAYERS) -> list[str]:
+    layer_of = _pallas_course_layer_of(layers)
+    modules = _first_party_modules(root)
+    return [f"{modules[m].relative_to(root)}:{line} imports {t} (layer {layer_of[t]}) from layer {layer_of[m]}"
+            for m, targets in sorted(module_edges(root).items()) if m in layer_of
+            for t, line in sorted(targets.items()) if layer_of.get(t, -1) > layer_of[m]]
+
+
+def unplaced_modules(root: Path = ROOT, layers: dict[int, set[str]] = PALLAS_COURSE_LAYERS) -> list[str]:
+    layer_of = _pallas_course_layer_of(layers)
+    return sorted(m for m in _first_party_modules(root) if m.split(".")[0] == "pallas_course" and m not in layer_of)
+
+
+def test_no_pallas_course_module_imports_a_higher_layer() -> None:
+    assert layer_violations() == []
+
+
+def test_every_pallas_course_module_has_a_layer() -> None:
+    layer_of = _pallas_course_layer_of(PALLAS_COURSE_LAYERS)
+    assert sum(map(len, PALLAS_COURSE_LAYERS.values())) == len(layer_of), "a module is placed in two layers"
+    assert unplaced_modules() == [], "give each a layer in PALLAS_COURSE_LAYERS"
+    gone = sorted(set(layer_of) - set(_first_party_modules()))
+    assert gone == [], f"PALLAS_COURSE_LAYERS places modules that do not exist: {gone}"
+
+
+def test_the_graph_checks_find_a_planted_violation(tmp_path: Path) -> None:
+    """The checks themselves: a cycle through a lazy and a TYPE_CHECKING import, `from pkg import module`, private
+    reads both ways, an upward import and an unplaced module are caught; a dunder and tests/ are not."""
+    files = {
+        "pallas_course/__init__.py": "",
+        "pallas_course/rules.py": "_secret = 1\n",
+        "pallas_course/compare.py": "def f():\n    from pallas_course import check\n",
+        "pallas_course/check.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                   "    from pallas_course.compare import f\n"),
+        "pallas_course/new.py": "from pallas_course.rules import _secret\n",
+        "autograder/__init__.py": "",
+        "autograder/x.py": ("import pallas_course.rules as r\nfrom pallas_course import rules\n"
+                            "import pallas_course.rules\nfrom pallas_course import __version__\n"
+                            "a, b, c, d = r._secret, rules._secret, pallas_course.rules._secret, rules.__name__\n"),
+        "tests/test_x.py": "from pallas_course.rules import _secret\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert import_cycles(tmp_path) == [
+        "pallas_course.check -> pallas_course.compare (line 3); "
+        "pallas_course.compare -> pallas_course.check (line 2)"]
+    assert private_reads(tmp_path) == [
+        "autograder/x.py:5 reads pallas_course.rules._secret", "autograder/x.py:5 reads pallas_course.rules._secret",
+        "autograder/x.py:5 reads pallas_course.rules._secret", "pallas_course/new.py:1 imports _secret from "
+        "pallas_course.rules"]
+    layers = {0: {"__init__", "rules"}, 1: {"compare"}, 3: {"check"}}
+    assert layer_violations(tmp_path, layers) == [
+        "pallas_course/compare.py:2 imports pallas_course.check (layer 3) from layer 1"]
+    assert unplaced_modules(tmp_path, layers) == ["pallas_course.new"]

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.jail import bwrap as jail
-from autograder.jail.bwrap import JailLimits
+from autograder.confine import cgroups as confine_cgroups
+from autograder.jail import jails as jail
+from autograder.jail.agent_env import python_binds
+from autograder.jail.handle import JailLimits
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = JailLimits(memory_mb=256, pids=64, cpu_s=30, file_mb=16, tmpfs_mb=32)
@@ -42,13 +44,13 @@ def jail_available(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture
 def cgroups() -> None:
-    _need(None if jail._cgroups_writable() else "no permission to make cgroups here (memory and pids limits)")
+    _need(None if confine_cgroups.writable() else "no permission to make cgroups here (memory and pids limits)")
 
 
 def run(script: str, *, limits: JailLimits = SMALL, binds: list | None = None, env: dict | None = None,
         jailed: bool = True, timeout: float = 30, stdin: bytes = b"") -> tuple[str, str, str]:
     """(stdout, stderr, ended) of `python -c script` in a fresh jail."""
-    with jail.start([sys.executable, "-c", script], binds=jail.python_binds() if binds is None else binds,
+    with jail.start([sys.executable, "-c", script], binds=python_binds() if binds is None else binds,
                     env=env or {}, limits=limits, jailed=jailed) as j:
         out, err = j.process.communicate(stdin, timeout=timeout)
         j.wait()
@@ -78,7 +80,7 @@ print("hunter2" in repr(dict(os.environ)), sorted(os.environ))
 
 
 def test_python_binds_are_the_environment_folders_never_the_repository_or_root():
-    binds = jail.python_binds()
+    binds = python_binds()
     assert sys.prefix in binds or os.path.realpath(sys.prefix) in binds
     for wide in ("/", "/root", str(REPO)):
         assert wide not in binds
@@ -149,10 +151,10 @@ print(os.getuid(), os.getgid(), os.getgroups(), status["CapEff"].strip(), status
 sys.stdout.flush()
 sys.stdin.read()
 """
-    with jail.start([sys.executable, "-c", script], binds=jail.python_binds(), env={}, limits=SMALL) as j:
+    with jail.start([sys.executable, "-c", script], binds=python_binds(), env={}, limits=SMALL) as j:
         line = j.process.stdout.readline().decode()
         host_uids = {int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
-                     for pid in ([j.process.pid] + (j._cgroups.pids() if j._cgroups else []))}
+                     for pid in ([j.process.pid] + (j.cgroups.pids() if j.cgroups else []))}
         j.process.stdin.close()
         assert j.wait(10) == 0
     assert line.split() == ["65534", "65534", "[]", "0000000000000000", "0000000000000000"]
@@ -310,13 +312,13 @@ print(bool(jnp.array_equal(y, x * 2 + 1)), jax.default_backend())
 def test_how_it_ended_in_words():
     assert run("raise SystemExit(3)")[2] == "exit 3"
     assert run("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")[2] == "signal SIGSEGV"
-    with jail.start([sys.executable, "-c", "import time; time.sleep(60)"], binds=jail.python_binds(), env={},
+    with jail.start([sys.executable, "-c", "import time; time.sleep(60)"], binds=python_binds(), env={},
                     limits=SMALL) as j:
         assert j.wait(0.2) is None and j.ended() is None
         j.kill()
         j.kill()   # idempotent
         assert j.ended() == "killed by the grader"
-        assert all(not d.exists() for d in (j._cgroups.dirs.values() if j._cgroups else []))
+        assert all(not d.exists() for d in (j.cgroups.dirs.values() if j.cgroups else []))
 
 
 def test_no_jail_runs_a_plain_process_with_the_given_environment_and_limits(monkeypatch, tmp_path):
@@ -348,11 +350,12 @@ def test_the_jail_dies_with_the_grader():
     grader = f"""
 import sys, time
 sys.path.insert(0, {str(REPO)!r})
-from autograder.jail import bwrap as jail
+from autograder.jail import jails as jail
+from autograder.jail.agent_env import python_binds
 marker = sys.stdin.readline().strip()   # not in this process's own command line
-j = jail.start([sys.executable, "-c", "import time; time.sleep(60)  # " + marker], binds=jail.python_binds(),
+j = jail.start([sys.executable, "-c", "import time; time.sleep(60)  # " + marker], binds=python_binds(),
                env={{}}, limits=jail.JailLimits())
-print(*[str(d) for d in (j._cgroups.dirs.values() if j._cgroups else [])], j._stage or "", flush=True)
+print(*[str(d) for d in (j.cgroups.dirs.values() if j.cgroups else [])], j._stage or "", flush=True)
 time.sleep(60)
 """
     proc = subprocess.Popen([sys.executable, "-c", grader], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -374,7 +377,7 @@ time.sleep(60)
 
 
 def test_kill_orphans_kills_the_jails_of_dead_graders_and_removes_their_cgroups(cgroups):
-    group = jail._cgroup_dir("pids") / f"{jail.CGROUP_PREFIX}{2**22 + 1}-0-test"   # no such grader pid
+    group = confine_cgroups.cgroup_dir("pids") / f"{jail.CGROUP_PREFIX}{2**22 + 1}-0-test"   # no such grader pid
     group.mkdir()
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
@@ -427,7 +430,7 @@ for path in ["/opt/course/x", "/opt/data.txt"]:
     except OSError as e:
         print(e.strerror)
 """
-    binds = [*jail.python_binds(), (str(hidden / "pkg"), "/opt/course"), (str(hidden / "data.txt"), "/opt/data.txt")]
+    binds = [*python_binds(), (str(hidden / "pkg"), "/opt/course"), (str(hidden / "data.txt"), "/opt/data.txt")]
     out, err, ended = run(script, binds=binds)
     assert (ended, out.splitlines()) == ("exit 0", ["42 course data", "Read-only file system",
                                                      "Read-only file system"]), err
@@ -460,7 +463,7 @@ def test_a_python_or_checkout_under_tmp_is_not_hidden_by_the_jails_tmp():
     """bwrap applies its arguments in order: the jail's own tmpfs on /tmp is mounted before the binds, so a
     venv (here: this one, bound at /tmp/course-venv) or a checkout under /tmp is still there."""
     inside = "/tmp/course-venv"
-    binds = [*jail.python_binds(), (sys.prefix, inside)]
+    binds = [*python_binds(), (sys.prefix, inside)]
     with jail.start([f"{inside}/bin/python", "-c", "import sys, numpy; print(sys.prefix)"], binds=binds,
                     env={}, limits=SMALL) as j:
         out, err = j.process.communicate(timeout=60)
@@ -470,11 +473,11 @@ def test_a_python_or_checkout_under_tmp_is_not_hidden_by_the_jails_tmp():
 def test_each_jail_gets_an_equal_cpu_share_and_at_most_one_cpu(cgroups):
     """The cpu cgroup: every jail the same weight (cpu.shares) whatever its number of processes, and a ceiling
     of JailLimits.cpus (cfs quota), so one jail's spinners cannot push a neighbour past its cell timeout."""
-    if not jail._cpu_writable():
+    if not confine_cgroups.cpu_writable():
         _need("no permission to make cpu cgroups here")
-    with jail.start([sys.executable, "-c", "import sys; sys.stdin.read()"], binds=jail.python_binds(), env={},
+    with jail.start([sys.executable, "-c", "import sys; sys.stdin.read()"], binds=python_binds(), env={},
                     limits=JailLimits(cpus=0.5)) as j:
-        cpu = j._cgroups.dirs["cpu"]
+        cpu = j.cgroups.dirs["cpu"]
         assert (cpu / "cpu.shares").read_text().strip() == "1024"
         period = int((cpu / "cpu.cfs_period_us").read_text())
         assert int((cpu / "cpu.cfs_quota_us").read_text()) == period // 2
@@ -506,9 +509,9 @@ def test_a_jail_of_spinners_does_not_starve_its_neighbour(cgroups):
     """40 spinning processes in one jail (each in its own session), a single-threaded task in the next, as two
     submissions graded side by side: with a cpu group per jail the task's 0.5 CPU-seconds took 2.0 s here;
     without it 12 s (2 cores, a busy machine), enough to push a neighbour past its cell timeout."""
-    if not jail._cpu_writable():
+    if not confine_cgroups.cpu_writable():
         _need("no permission to make cpu cgroups here")
-    with jail.start([sys.executable, "-c", SPINNERS], binds=jail.python_binds(), env={},
+    with jail.start([sys.executable, "-c", SPINNERS], binds=python_binds(), env={},
                     limits=JailLimits(pids=64, cpu_s=60)) as spinners:
         time.sleep(1.0)   # the spinners are running
         out, err, _ = run(HONEST, timeout=120)
@@ -519,7 +522,7 @@ def test_a_jail_of_spinners_does_not_starve_its_neighbour(cgroups):
 def test_the_jail_imports_the_graders_helpers_whatever_the_venv_says(tmp_path):
     """The trap: a venv installed editable from another checkout, whose finder maps pallas_course there.
     The jail binds the grader's own pallas_course where its PYTHONPATH finds it first."""
-    from autograder.jail.session import JAIL_HELPERS, agent_binds, agent_files, jail_env
+    from autograder.jail.agent_env import JAIL_HELPERS, agent_binds, agent_files, jail_env
 
     finders = list(Path(sys.prefix).glob("lib/python*/site-packages/__editable___*_finder.py"))
     if not finders:

@@ -1,4 +1,4 @@
-"""One memory rule with and without cgroups (autograder.jail.memory): what a jail's processes hold resident counts,
+"""One memory rule with and without cgroups (autograder.confine.memory): what a jail's processes hold resident counts,
 what they only reserve does not. Without a memory cgroup (COURSE_JAIL_NO_CGROUPS=1: the platforms' containers),
 the jail's watch stops a real hog with the same words as the cgroup, and lets address space alone through (JAX
 reserves it by the core count)."""
@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
-from autograder.jail import bwrap as jail, memory
-from autograder.jail.bwrap import JailLimits
+from autograder.confine import memory, uids
+from autograder.jail import jails as jail
+from autograder.jail.agent_env import python_binds
+from autograder.jail.handle import JailLimits
 
 LIMITS = JailLimits(memory_mb=256, pids=256, cpu_s=60, file_mb=16, tmpfs_mb=32)
 
@@ -51,8 +54,8 @@ def no_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(script: str, limits: JailLimits = LIMITS) -> tuple[str, str, str]:
-    with jail.start([sys.executable, "-c", script], binds=jail.python_binds(), env={}, limits=limits) as j:
-        assert j._cgroups is None and j._watch is not None
+    with jail.start([sys.executable, "-c", script], binds=python_binds(), env={}, limits=limits) as j:
+        assert j.cgroups is None and j.watch is not None
         out, err = j.process.communicate(timeout=60)
         j.wait()
         return out.decode(), err.decode(), j.ended() or ""
@@ -107,16 +110,14 @@ def test_a_jail_that_holds_every_process_it_may_have_leaves_its_neighbour_its_ow
     on processes counts per uid; with every jail as uid 65534, one notebook's processes left the jail started
     beside it no thread to start (SIGABRT). Each such jail now runs as a uid of its own on the host: a jail that
     holds all its processes leaves the next one its full allowance, and both uids are gone with their jails."""
-    from autograder.jail import uid as jail_uid
-
     limits = JailLimits(memory_mb=512, pids=64, cpu_s=60, file_mb=16, tmpfs_mb=32)
-    with jail.start([sys.executable, "-c", HOLD_ALL_PIDS], binds=jail.python_binds(), env={}, limits=limits) as hog:
+    with jail.start([sys.executable, "-c", HOLD_ALL_PIDS], binds=python_binds(), env={}, limits=limits) as hog:
         held = hog.process.stdout.readline().decode()
         assert held.startswith("held ") and int(held.split()[1]) >= 50, held
         out, err, ended = run(SPAWN_THREADS, limits)
         assert "threads 40" in out and ended == "exit 0", (out, err[-2000:], ended)
         hog_uid = hog._own_uid.uid
-        assert len(jail_uid.uid_processes(hog_uid)) >= 50 and "uid 65534 " in out
+        assert len(uids.uid_processes(hog_uid)) >= 50 and "uid 65534 " in out
         hog.process.stdin.close()
-    assert not jail_uid.uid_processes(hog_uid)
-    assert not (jail_uid.Path(jail_uid.STAGE_ROOT) / f"{jail_uid.STAGE_PREFIX}{hog_uid}").exists()
+    assert not uids.uid_processes(hog_uid)
+    assert not (Path(uids.STAGE_ROOT) / f"{uids.STAGE_PREFIX}{hog_uid}").exists()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.jail import bwrap as jail, uid as jail_uid
-from autograder.judge import box
+from autograder.confine import orphans, paths, uids
+from autograder.jail import bwrap, jails as jail, uid as jail_uid
 from autograder.jail.syscall_filter import fallback_filter, loader_argv, no_namespaces_filter
 from tests import no_namespaces
 
@@ -85,13 +85,36 @@ def _other_can_read_cases(tmp_path: Path) -> None:
     os.chmod(tmp_path, 0o711)
     os.chmod(tmp_path / "a", 0o755)
     os.chmod(tmp_path / "a" / "f", 0o644)
-    if not jail_uid.other_can_reach(tmp_path):
+    if not paths.other_can_reach(tmp_path):
         pytest.skip(f"{tmp_path.parent} is not searchable by other users")
-    assert jail_uid.other_can_read(tmp_path / "a" / "f")
+    assert paths.other_can_read(tmp_path / "a" / "f")
     os.chmod(tmp_path / "a", 0o750)
-    assert not jail_uid.other_can_read(tmp_path / "a" / "f") and not jail_uid.other_can_read(tmp_path / "a")
+    assert not paths.other_can_read(tmp_path / "a" / "f") and not paths.other_can_read(tmp_path / "a")
     os.chmod(tmp_path / "a", 0o701)
-    assert jail_uid.other_can_read(tmp_path / "a")   # enter and open a known name: readable
+    assert paths.other_can_read(tmp_path / "a")   # enter and open a known name: readable
+
+
+def test_a_path_is_reached_through_the_folders_above_it_and_above_where_its_links_lead() -> None:
+    """One walk for both jails (autograder.confine.paths): bubblewrap's staging asked where a link leads, the jail
+    without namespaces' exposure walk asked the path as written; a path counts as reached only when both ways down
+    are open to "other"."""
+    root = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        os.chmod(root, 0o755)
+        opened, closed = root / "open", root / "closed"
+        (closed / "target").mkdir(parents=True)
+        opened.mkdir()
+        os.chmod(closed, 0o700)
+        os.chmod(closed / "target", 0o755)
+        os.chmod(opened, 0o755)
+        (opened / "link").symlink_to(closed / "target")
+        (closed / "back").symlink_to(opened)
+        assert paths.other_can_reach(opened / "f")
+        assert not paths.other_can_reach(opened / "link" / "f")   # it leads below a closed folder
+        assert not paths.other_can_reach(closed / "back" / "f")   # written through a closed folder
+        assert not paths.other_can_reach(closed / "target")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_jail_without_namespaces_refuses_while_the_graders_files_are_readable(monkeypatch) -> None:
@@ -99,7 +122,7 @@ def test_the_jail_without_namespaces_refuses_while_the_graders_files_are_readabl
     files and the command that fixes it; with COURSE_JAIL=uid, jail_problem says so in one line."""
     if os.geteuid() != 0:
         pytest.skip("the jail without namespaces needs root")
-    readable = [p for p in jail_uid.secrets() if jail_uid.other_can_read(p)]
+    readable = [p for p in jail_uid.secrets() if paths.other_can_read(p)]
     if not readable:
         pytest.skip("this checkout's grader files are already unreadable to other users")
     problem = jail_uid.problem()
@@ -118,7 +141,7 @@ def test_the_jail_without_namespaces_refuses_while_the_graders_files_are_readabl
 def test_course_grade_never_falls_back_to_it_unasked(monkeypatch) -> None:
     """Where bubblewrap cannot start, the jail without namespaces serves only when asked (COURSE_JAIL=auto: the
     platform doors, `course grade --jail-without-namespaces`); unasked, the refusal says why and names the flag."""
-    monkeypatch.setattr(jail, "bwrap_problem", lambda: "bwrap cannot make a jail here: No permissions to create a new namespace")
+    monkeypatch.setattr(bwrap, "bwrap_problem", lambda: "bwrap cannot make a jail here: No permissions to create a new namespace")
     monkeypatch.setattr(jail_uid, "problem", lambda: None)
     monkeypatch.delenv(jail.KIND_ENV, raising=False)
     assert jail.jail_kind() is None
@@ -128,7 +151,7 @@ def test_course_grade_never_falls_back_to_it_unasked(monkeypatch) -> None:
         jail.require_jail()
     monkeypatch.setenv(jail.KIND_ENV, jail.AUTO)
     assert jail.jail_kind() == jail.UID and jail.jail_problem() is None
-    monkeypatch.setattr(jail, "bwrap_problem", lambda: None)
+    monkeypatch.setattr(bwrap, "bwrap_problem", lambda: None)
     assert jail.jail_kind() == jail.BWRAP   # auto: bubblewrap wherever it works
 
 
@@ -148,14 +171,14 @@ def test_kill_uid_signals_that_uids_processes_one_by_one_and_nothing_else() -> N
     neighbour = _as_uid(uid + 1, "sleep", "60")
     try:
         deadline = time.monotonic() + 30
-        while len(jail_uid.uid_processes(uid)) < 2 and time.monotonic() < deadline:
+        while len(uids.uid_processes(uid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)   # setpriv has switched to the uid (a loaded machine takes its time)
-        jail_uid.kill_uid(uid)
+        uids.kill_uid(uid)
         assert [p.wait(timeout=5) for p in jailed] == [-9, -9]
-        assert neighbour.poll() is None and jail_uid.uid_processes(uid) == []
+        assert neighbour.poll() is None and uids.uid_processes(uid) == []
         for wrong in (0, 1000, 65534):   # never a uid the grader did not allot, never kill(-1)
             with pytest.raises(ValueError):
-                jail_uid.kill_uid(wrong)
+                uids.kill_uid(wrong)
     finally:
         for p in [*jailed, neighbour]:
             p.kill()
@@ -167,26 +190,26 @@ def test_the_orphan_sweep_takes_no_uid_from_a_name_in_tmp() -> None:
     ignores it (the jail's uid made it, not the grader) and signals nothing; a grader-made folder whose record
     names a uid outside UID_RANGE is left too. Before, this got the grader SIGKILLed (kill -KILL -1 as uid 0)."""
     _need_root()
-    planted = Path(jail_uid.STAGE_ROOT) / f"{jail_uid.STAGE_PREFIX}0"
-    ours = Path(jail_uid.STAGE_ROOT) / f"{jail_uid.STAGE_PREFIX}{64991}"
+    planted = Path(uids.STAGE_ROOT) / f"{uids.STAGE_PREFIX}0"
+    ours = Path(uids.STAGE_ROOT) / f"{uids.STAGE_PREFIX}{64991}"
     bystander = subprocess.Popen(["sleep", "60"])   # a root process the old sweep's kill(-1) as root would reach
     try:
         planted.mkdir()
-        (planted / jail_uid.RECORD).write_text("1 0 0\n")
-        os.chown(planted / jail_uid.RECORD, 64992, 64992)
+        (planted / uids.RECORD).write_text("1 0 0\n")
+        os.chown(planted / uids.RECORD, 64992, 64992)
         os.chown(planted, 64992, 64992)
         ours.mkdir(mode=0o711)
-        (ours / jail_uid.RECORD).write_text("1 0 0\n")   # a record of ours naming uid 0: refused all the same
-        os.chmod(ours / jail_uid.RECORD, 0o600)
-        judge = Path(jail_uid.STAGE_ROOT) / "course-judge-1-0-x"   # a dead grader's judge folder, by its name
+        (ours / uids.RECORD).write_text("1 0 0\n")   # a record of ours naming uid 0: refused all the same
+        os.chmod(ours / uids.RECORD, 0o600)
+        judge = Path(uids.STAGE_ROOT) / "course-judge-1-0-x"   # a dead grader's judge folder, by its name
         judge.mkdir()
         os.chown(judge, 64992, 64992)
-        assert jail_uid.kill_orphans() == 0 and box.remove_orphans() == 0
+        assert orphans.kill_orphans() == 0
         assert bystander.poll() is None and planted.exists() and ours.exists() and judge.exists()
     finally:
         bystander.kill()
         bystander.wait()
-        for d in (planted, ours, Path(jail_uid.STAGE_ROOT) / "course-judge-1-0-x"):
+        for d in (planted, ours, Path(uids.STAGE_ROOT) / "course-judge-1-0-x"):
             shutil.rmtree(d, ignore_errors=True)
 
 

@@ -27,18 +27,31 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-from autograder.jail import bwrap as jail
+from autograder.confine import orphans
 from autograder.jail.jail_agent.calls import invoke, reply
 from autograder.judge import box, budgets, client
 from autograder.judge.box import BoxLimits
 from autograder.judge.budgets import Budgets, OverBudget
 from autograder.judge.client import BoxedJudge
+from autograder.judge.testing import LocalJudge
 from autograder.course_manifest import REPO_ROOT
 from tests.hostile import STALLING_ADD, STALLING_TRANSPOSE
 
 F32 = jnp.float32
 X = np.ones((16, 128), np.float32)
 AVALS = (jax.ShapeDtypeStruct((16, 128), F32),) * 2
+
+
+def wait_gone(pid: int, timeout: float = 5.0) -> bool:
+    """True once `pid` no longer exists (a killed grader's judge dies with it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _kernel(x_ref, y_ref, o_ref, *scratch):
@@ -229,7 +242,7 @@ def test_the_lab_kernels_are_far_inside_every_budget() -> None:
 
 def test_an_over_budget_kernel_loses_its_test_with_the_reason() -> None:
     from autograder.labs.harness import TestFailure, call
-    from autograder.jail.session import LocalFunction
+    from autograder.session.testing import LocalFunction
 
     with pytest.raises(TestFailure, match=r"add_f32: the grader could not rebuild what add\(x, y\) traced to: a "
                                           r"pallas_call asks for 12\.5 GB of scratch"):
@@ -292,7 +305,7 @@ def add_with_extras(x, y):
 
 def _replies_are_held_within_the_cap(judge: BoxedJudge) -> None:
     """Issue 33: what a submission's grading holds of its replies is counted while it lives and capped
-    (autograder.jail.held): released when dropped; a reply past the cap is never sent, costs its test with the
+    (autograder.held): released when dropped; a reply past the cap is never sent, costs its test with the
     reason, and the same judge serves the next request."""
     import gc
 
@@ -566,7 +579,7 @@ def test_a_slow_compile_started_ahead_changes_no_other_verdict(libtpu, monkeypat
         child = attack.box
     finally:
         attack.close()          # the submission ends while its stalled compile runs
-    assert box.wait_gone(child.process.pid) and not Path(child.tmp).exists()
+    assert wait_gone(child.process.pid) and not Path(child.tmp).exists()
     _no_leftovers(child)
     assert not _threads_beyond(before)
     model = _judge()
@@ -609,7 +622,7 @@ def test_each_judge_is_a_fresh_fork_of_a_stateless_zygote_with_the_box_s_chain()
     finally:
         first.close()
         second.close()
-    assert all(box.wait_gone(pid) for pid in pids)
+    assert all(wait_gone(pid) for pid in pids)
     assert not [t for t in Path(f"/proc/{zygote.process.pid}/task/{zygote.process.pid}/children").read_text().split()]
     for b in judges:
         _no_leftovers(b)
@@ -666,10 +679,9 @@ def test_a_killed_grader_leaves_no_judge_cgroup_or_temp_folder() -> None:
     finally:
         if grader.poll() is None:
             grader.kill()
-    assert box.wait_gone(left["pid"], timeout=20), "the judge outlived its grader"
-    # what the next grading run does first (Box() calls both): the dead grader's groups and folder go
-    jail.kill_orphans()
-    box.remove_orphans()
+    assert wait_gone(left["pid"], timeout=20), "the judge outlived its grader"
+    # what the next grading run does first (every jail and box start sweeps): the dead grader's groups and folder go
+    orphans.kill_orphans()
     assert not Path(left["tmp"]).exists()
     assert not [d for d in left["cgroups"] if Path(d).exists()]
 
@@ -839,7 +851,7 @@ def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
     refusal with a reason (the batch's BadAnswer at worst), never an exception of the grader's."""
     from hypothesis import HealthCheck, given, settings, strategies as st
 
-    from autograder.jail.session import BadAnswer
+    from autograder.failures import BadAnswer
 
     junk = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=8),
                         lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
@@ -856,7 +868,7 @@ def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
             node = node[k]
         node[path[-1]] = data.draw(junk)
         try:
-            traced = client.LocalJudge().trace(h, blobs, AVALS)
+            traced = LocalJudge().trace(h, blobs, AVALS)
         except BadAnswer:
             return
         assert (traced.error is None) != (traced.structure is None)

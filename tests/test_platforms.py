@@ -31,8 +31,8 @@ import pytest
 from typer.testing import CliRunner
 
 from autograder.course_manifest import REPO_ROOT, manifest
-from autograder.jail.bwrap import jail_problem
-from autograder.jail.uid import other_can_read
+from autograder.confine.paths import other_can_read
+from autograder.jail.jails import jail_problem
 from course_tools.cli import app
 from course_tools.demo import filled_in
 from tests import hostile, no_namespaces
@@ -193,8 +193,8 @@ def test_the_installed_tree_starts_bubblewraps_agent(gradescope: Path) -> None:
     and the helpers through the binds the grader makes (issue 33.7: 'No module named jail_agent.agent'), and reads
     the public course.yml, no rubric (-m slow: a whole grading there,
     test_gradescope_grades_the_solution_with_bubblewrap_from_the_same_artefact)."""
-    probe = ("import sys; from autograder.jail import bwrap as jail; "
-             "from autograder.jail.session import agent_binds, agent_files, jail_env; "
+    probe = ("import sys; from autograder.jail import jails as jail; "
+             "from autograder.jail.agent_env import agent_binds, agent_files, jail_env; "
              "j = jail.start([sys.executable, '-c', 'import os, jail_agent.agent, pallas_course as p; "
              "print(\"AGENT\", open(os.path.join(os.path.dirname(p.__file__), \"course.yml\")).read().count(\"rubric\"))'], "
              "binds=agent_binds(), "

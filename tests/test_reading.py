@@ -24,9 +24,9 @@ if W.installed_version("tokamax") is None:
     pytest.skip("tokamax is not installed (pip install tokamax==0.0.12, pinned in requirements.txt): "
                 "the reading reads its source", allow_module_level=True)
 
-from autograder.labs.harness import TestFailure   # noqa: E402
-from autograder.labs import lab_1_5           # noqa: E402
-from autograder.course_manifest import REPO_ROOT, manifest   # noqa: E402
+from autograder.labs.harness import TestFailure
+from autograder.labs import lab_1_5
+from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = manifest().lab(lab_1_5.LAB)
 POINTS = LAB.test("margin_marks").points
@@ -216,7 +216,7 @@ def test_the_solution_writes_out_the_key_and_agrees_with_it(key: W.Walk) -> None
     assert region == lab_1_5.model_answer(), "run `python -m autograder.labs.lab_1_5 --write-solution`"
     assert "import" not in region and "key_margin" not in region
     namespace: dict = {}
-    exec(region, namespace)
+    exec(region, namespace)  # noqa: S102 - the course's own model answer
     assert tokamax_reading.read_margin(namespace["marks"], key).marks == _key_margin(key)
 
 
@@ -427,7 +427,7 @@ def test_the_worked_example_is_public_runs_and_names_no_instructor_file() -> Non
     assert all(m in ([], ["A"], ["S"], ["S-"]) for m in marks), marks
     code = "\n".join(line.split("│ ", 1)[1] if "│ " in line else "" for line in rows)
     namespace = {"pl": pl, "jnp": jnp, "jax": jax, "INTERP": interpret_params()}
-    exec(code, namespace)
+    exec(code, namespace)  # noqa: S102 - the walk's own example code
     x = jnp.asarray(np.random.default_rng(0).standard_normal((16, 1024)).astype(np.float32))
     np.testing.assert_allclose(np.asarray(namespace["rowsum"](x)), np.asarray(x).sum(1, keepdims=True), rtol=1e-5)
 

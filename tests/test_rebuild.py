@@ -25,7 +25,8 @@ from autograder.jail.jail_agent.calls import invoke
 from autograder.notebook_code import load
 from autograder.judge.rebuild import Refused, rebuild
 from autograder.judge.structure import structure_data
-from autograder.jail.session import LocalFunction, _rebuilt
+from autograder.judge.server import rebuilt
+from autograder.session.testing import LocalFunction
 from pallas_course.kernel_trace import trace_jaxpr
 from autograder.course_manifest import REPO_ROOT, manifest
 from pallas_course.runtime import interpret_params
@@ -39,7 +40,7 @@ def _describe(fn: Any, *avals: jax.ShapeDtypeStruct, **kwargs: Any) -> tuple[dic
 
 
 def _rebuild(desc: dict[str, Any], consts: list[np.ndarray], *avals: jax.ShapeDtypeStruct) -> Any:
-    return _rebuilt({"ok": True, "description": desc, "consts": []}, [], avals) if not consts else None
+    return rebuilt({"ok": True, "description": desc, "consts": []}, [], avals) if not consts else None
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ AVALS = (jax.ShapeDtypeStruct((16, 128), F32),) * 2
 
 
 def _refusal(desc: Any, consts: list | None = None, avals: tuple = AVALS) -> str:
-    t = _rebuilt({"ok": True, "description": desc, "consts": consts or []}, [], avals)
+    t = rebuilt({"ok": True, "description": desc, "consts": consts or []}, [], avals)
     assert t.error is not None and t.error.phase == "rebuild", t
     return t.error.text
 
@@ -241,7 +242,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 2**40) | st.floa
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(junk=JSON)
 def test_random_junk_is_refused_never_a_crash(junk: Any) -> None:
-    t = _rebuilt({"ok": True, "description": {"version": fmt.FORMAT_VERSION, "jaxpr": junk, "out_tree": junk},
+    t = rebuilt({"ok": True, "description": {"version": fmt.FORMAT_VERSION, "jaxpr": junk, "out_tree": junk},
                   "consts": []}, [], AVALS)
     assert t.error is not None and t.error.phase == "rebuild" and t.error.text
 
@@ -266,7 +267,7 @@ def test_a_description_damaged_anywhere_is_rebuilt_or_refused(data: Any) -> None
     for k in path[:-1]:
         node = node[k]
     node[path[-1]] = data.draw(JSON)
-    t = _rebuilt({"ok": True, "description": desc, "consts": []}, [], AVALS)
+    t = rebuilt({"ok": True, "description": desc, "consts": []}, [], AVALS)
     assert (t.error is None) != (t.structure is None)
     assert t.error is None or (t.error.phase == "rebuild" and t.error.text)
 

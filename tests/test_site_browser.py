@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from site_browser import DESKTOP, PHONE, browser, built_site, open_page  # noqa: F401
+from site_browser import DESKTOP, PHONE, browser, built_site, open_page  # noqa: F401 - pytest fixtures, used by name
 
 SCREENS = Path(__file__).resolve().parent.parent / "_build" / "site-screens"
 
@@ -31,7 +31,7 @@ def current(page, selector: str) -> dict:
     }""", selector)
 
 
-def test_no_console_errors_at_either_width(browser, built_site):  # noqa: F811
+def test_no_console_errors_at_either_width(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """The page boots with no console error, warning or failed request, on desktop and on a phone."""
     for viewport in (DESKTOP, PHONE):
         ctx, page, problems = open_page(browser, built_site, viewport)
@@ -43,7 +43,7 @@ def test_no_console_errors_at_either_width(browser, built_site):  # noqa: F811
             ctx.close()
 
 
-def test_ex02_steps_frames_with_buttons(browser, built_site):  # noqa: F811
+def test_ex02_steps_frames_with_buttons(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """EX·02 shows one frame at a time; next moves to frame 2 (MXU busy), and the counter follows."""
     ctx, page, problems = open_page(browser, built_site)
     try:
@@ -61,7 +61,7 @@ def test_ex02_steps_frames_with_buttons(browser, built_site):  # noqa: F811
         ctx.close()
 
 
-def test_ex12_frame_and_lines_move_together(browser, built_site):  # noqa: F811
+def test_ex12_frame_and_lines_move_together(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """EX·12: each step lights exactly the frame's lines; clicking a code line jumps to a frame it drives."""
     ctx, page, problems = open_page(browser, built_site)
     try:
@@ -86,7 +86,7 @@ def test_ex12_frame_and_lines_move_together(browser, built_site):  # noqa: F811
         ctx.close()
 
 
-def test_sandbox_flags_an_illegal_block_and_says_why(browser, built_site):  # noqa: F811
+def test_sandbox_flags_an_illegal_block_and_says_why(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """EX·09: bm = 100 on f32 is illegal, with the sublane rule in plain words; fixing it makes it legal again."""
     ctx, page, problems = open_page(browser, built_site)
     try:
@@ -119,7 +119,7 @@ def test_sandbox_flags_an_illegal_block_and_says_why(browser, built_site):  # no
         ctx.close()
 
 
-def test_sandbox_script_matches_the_built_page(browser, built_site):  # noqa: F811
+def test_sandbox_script_matches_the_built_page(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """The opening case as the script computes it reads the same as the page built by Python (scripts off)."""
     outs = ["headline", "launch", "grid", "bytes", "working-set", "limit", "budget", "sources"]
     texts = {}
@@ -132,7 +132,7 @@ def test_sandbox_script_matches_the_built_page(browser, built_site):  # noqa: F8
     assert texts[True] == texts[False]
 
 
-def test_self_test_and_mastery_survive_a_reload(browser, built_site):  # noqa: F811
+def test_self_test_and_mastery_survive_a_reload(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """Ticks are kept in localStorage; ticking every pipeline item completes that auto mastery item."""
     ctx, page, problems = open_page(browser, built_site)
     try:
@@ -159,7 +159,7 @@ def test_self_test_and_mastery_survive_a_reload(browser, built_site):  # noqa: F
         ctx.close()
 
 
-def test_keyboard_steps_the_walk_and_leaves_inputs_alone(browser, built_site):  # noqa: F811
+def test_keyboard_steps_the_walk_and_leaves_inputs_alone(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """j and k step the walk in use (and its lit lines); typing j in the sandbox does not step anything."""
     ctx, page, problems = open_page(browser, built_site)
     try:
@@ -187,7 +187,7 @@ def test_keyboard_steps_the_walk_and_leaves_inputs_alone(browser, built_site):  
         ctx.close()
 
 
-def test_reads_with_scripts_off(browser, built_site):  # noqa: F811
+def test_reads_with_scripts_off(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """With JavaScript off every frame and step is listed in order and the controls stay hidden."""
     ctx, page, _ = open_page(browser, built_site, java_script_enabled=False)
     try:
@@ -199,7 +199,7 @@ def test_reads_with_scripts_off(browser, built_site):  # noqa: F811
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_fits_the_width_and_screenshots(browser, built_site, viewport):  # noqa: F811
+def test_fits_the_width_and_screenshots(browser, built_site, viewport):  # noqa: F811 - a pytest fixture imported from site_browser
     """Nothing but code blocks and the tables (gate, budget line) scrolls sideways; screenshots saved for a person to look at."""
     ctx, page, problems = open_page(browser, built_site, viewport)
     try:
@@ -219,7 +219,7 @@ def test_fits_the_width_and_screenshots(browser, built_site, viewport):  # noqa:
         ctx.close()
 
 
-def test_works_from_a_static_host(browser, built_site):  # noqa: F811
+def test_works_from_a_static_host(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """Served over HTTP (a static server on the loopback address) the page boots the same, with no errors."""
     import functools
     import http.server

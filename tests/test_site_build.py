@@ -21,7 +21,7 @@ from course_tools.site import content as content_mod
 from course_tools.site.build import SiteError, build, gather
 from course_tools.site.notebook_cells import shown_cells
 from pallas_course.notebooks import strip_markers
-from site_browser import built_site  # noqa: F401
+from site_browser import built_site  # noqa: F401 - a pytest fixture, used by name
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -47,7 +47,7 @@ def frame_lines(page: str, figure_id: str) -> list[list[int]]:
     return [[int(x) for x in raw.split(",") if x] for raw in re.findall(r'data-step="\d+" data-lines="([\d,]*)"', fig)]
 
 
-def test_page_is_self_contained(built_site):  # noqa: F811
+def test_page_is_self_contained(built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """One index.html: styles inline, the modules in an import map of data: URLs equal to site/js, no fetches."""
     page = built_site.read_text()
     assert "<script src" not in page and "@import" not in page
@@ -79,7 +79,7 @@ def test_frames_come_from_the_lab_solution():
     assert [init in f["lines"] for f in ins["ex12"]["frames"]] == [False, True, False, False, False, False]
 
 
-def test_site_show_cells_verbatim_with_their_source(built_site):  # noqa: F811
+def test_site_show_cells_verbatim_with_their_source(built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """Every lab's site:show cells appear verbatim, in order, under the source-of-truth path."""
     page = built_site.read_text()
     shown = blocks(page, r'<pre class="cell [a-z]+"><code>(.*?)</code></pre>')
@@ -94,7 +94,7 @@ def test_site_show_cells_verbatim_with_their_source(built_site):  # noqa: F811
     assert "### BEGIN SOLUTION" in nb.cells[4].source and "BEGIN SOLUTION" not in page
 
 
-def test_copper_and_steel_follow_the_notebook_tags(built_site):  # noqa: F811
+def test_copper_and_steel_follow_the_notebook_tags(built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """Kernel cells are copper, pallas_call cells steel, and a program_id line inside a kernel is steel."""
     page = built_site.read_text()
     assert re.search(r'<span class="ln sch">    k = pl\.program_id\(2\)\n</span>', page)
@@ -102,7 +102,7 @@ def test_copper_and_steel_follow_the_notebook_tags(built_site):  # noqa: F811
     assert re.search(r'<span class="ln sch">        grid=\(m // bm, n // bn\),\n</span>', page)
 
 
-def test_gate_is_course_gates_json(built_site):  # noqa: F811
+def test_gate_is_course_gates_json(built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """The gate table shows what `course gates --json` says, criterion by criterion."""
     result = runner.invoke(app, ["gates", "--json"])
     assert result.exit_code == 0, result.output
@@ -113,7 +113,7 @@ def test_gate_is_course_gates_json(built_site):  # noqa: F811
         assert html.escape(c["text"], quote=False) in page and html.escape(c["row"], quote=False) in page
 
 
-def test_budget_line_confirmation_shows_the_record_with_its_provenance(built_site):  # noqa: F811
+def test_budget_line_confirmation_shows_the_record_with_its_provenance(built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """LAB·1.4's budget line as the compiler judged it: bench/budget-line.json, row by row, with libtpu and date."""
     record = json.loads((REPO / "bench" / "budget-line.json").read_text())
     fig = re.search(r'<figure[^>]*id="budget-line".*?</figure>', built_site.read_text(), re.S).group(0)
@@ -125,7 +125,7 @@ def test_budget_line_confirmation_shows_the_record_with_its_provenance(built_sit
     assert record["date"] in fig
 
 
-def test_plan_weeks_and_deliverables_from_course_yml(built_site):  # noqa: F811
+def test_plan_weeks_and_deliverables_from_course_yml(built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """Deliverables are course.yml's; every lab is named in the week course.yml gives it."""
     page = built_site.read_text()
     m = manifest()
@@ -162,7 +162,7 @@ def test_edit_a_notebook_rebuild_the_page_updates(tmp_path):
     assert added in lab_text
     old_listing, new_listing = listing_lines(before, "ex12"), listing_lines(after, "ex12")
     assert new_listing == old_listing[:1] + [added] + old_listing[1:]
-    lit = lambda listing, frames: [[listing[n - 1] for n in f] for f in frames]  # noqa: E731
+    lit = lambda listing, frames: [[listing[n - 1] for n in f] for f in frames]  # noqa: E731 - one local helper
     assert lit(new_listing, frame_lines(after, "ex12")) == lit(old_listing, frame_lines(before, "ex12"))
     assert added in listing_lines(after, "walk-matmul")
 
@@ -180,7 +180,7 @@ def test_frames_fall_back_to_reference_kernels_when_the_lab_is_missing(tmp_path)
     assert "Not written yet: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not exist." in page
 
 
-def test_graded_reading_key_is_not_published(built_site):  # noqa: F811
+def test_graded_reading_key_is_not_published(built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """The walk data's Tokamax reading (LAB·1.5's answer key) is not on the page; the two chapter walks are."""
     page = built_site.read_text()
     assert 'id="walk-matmul"' in page and 'id="walk-softmax"' in page

@@ -17,7 +17,7 @@ import pytest
 
 from pallas_course.legality import BlockSpecError, check_block, fmt_bytes, fmt_mib, sandbox_budget
 from course_tools.site.sandbox_data import legality_data
-from site_browser import browser, built_site, open_page  # noqa: F401
+from site_browser import browser, built_site, open_page  # noqa: F401 - pytest fixtures, used by name
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = json.loads((Path(__file__).parent / "fixtures" / "blockspec_cases.json").read_text())
@@ -102,7 +102,7 @@ def test_node_agrees_with_python(tmp_path):
     assert_agree(json.loads(proc.stdout), "node")
 
 
-def test_chromium_page_module_agrees_with_python(browser, built_site):  # noqa: F811
+def test_chromium_page_module_agrees_with_python(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
     """The legality module as the built page carries it (import map), run in Chromium, gives Python's answers."""
     ctx, page, problems = open_page(browser, built_site)
     try:

@@ -90,7 +90,7 @@ def test_a_correct_fori_loop_matmul_keeps_the_block_choice(models: dict[str, You
 
     def choose_blocks(m, n, k, dtype, chip):      # the solution's search, on the model's helpers
         limit = 0.75 * chip_named(chip).default_scoped_vmem_bytes
-        sizes = lambda dim: [s for s in range(128, dim + 1, 128) if dim % s == 0]   # noqa: E731
+        sizes = lambda dim: [s for s in range(128, dim + 1, 128) if dim % s == 0]   # noqa: E731 - as the solution writes it
         best = None
         for bm in sizes(m)[-4:]:
             for bn in sizes(n)[-4:]:

@@ -362,8 +362,10 @@ def test_release_runs_in_a_clean_virtualenv(release, tmp_path: Path) -> None:
     # Jupyter's per-user folders in the test's own: the tester's ~/.jupyter (an nbgrader config, say) is no
     # part of the release.
     env |= {f"JUPYTER_{d}_DIR": str(tmp_path / f"jupyter-{d.lower()}") for d in ("CONFIG", "DATA", "RUNTIME")}
-    pip = lambda *a: subprocess.run([py, "-m", "pip", "install", "-q", *a], cwd=release.out, env=env,  # noqa: E731
-                                    capture_output=True, text=True, timeout=900)
+    def pip(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([py, "-m", "pip", "install", "-q", *a], cwd=release.out, env=env,
+                              capture_output=True, text=True, timeout=900)
+
     run = pip("-r", "requirements.txt")
     assert run.returncode == 0, run.stderr[-2000:]
     # JupyterLab on the release: no nbgrader, so no server-extension error and no Formgrader menus.

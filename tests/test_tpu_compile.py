@@ -232,7 +232,7 @@ def test_one_compile_per_rebuilt_computation(libtpu, monkeypatch) -> None:
 
     from autograder.judge import compile_rule
     from autograder.labs.harness import call
-    from autograder.jail.session import LocalFunction
+    from autograder.session.testing import LocalFunction
 
     calls: list[tuple[Any, ...]] = []
     real = compile_rule.compile_verdict

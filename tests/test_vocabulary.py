@@ -17,7 +17,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from autograder.judge import compile_rule, rebuild, vocabulary
-from autograder.jail.session import LocalFunction, StudentError
+from autograder.failures import StudentError
+from autograder.session.testing import LocalFunction
 from pallas_course.runtime import interpret_params
 
 S = jax.ShapeDtypeStruct

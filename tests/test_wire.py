@@ -16,7 +16,7 @@ from jax.experimental import pallas as pl
 
 from autograder.labs.harness import TestFailure, call, traced
 from autograder.jail.jail_agent import wire
-from autograder.jail.session import LocalFunction
+from autograder.session.testing import LocalFunction
 
 
 def _roundtrip(value: object) -> object:
@@ -154,10 +154,12 @@ def test_a_vmapped_kernel_is_understood() -> None:
 
 # ---------------------------------------------------------------- fuzzed: any shape is data or a refusal
 
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402 - the fuzzed tests' imports, with them
 
-from autograder.steps import execute as engine
-from autograder.jail import session as student  # noqa: E402
+from autograder.steps import execute as engine  # noqa: E402 - the fuzzed tests' imports, with them
+from autograder import failures  # noqa: E402 - the fuzzed tests' imports, with them
+from autograder.judge.server import rebuilt  # noqa: E402 - the fuzzed tests' imports, with them
+from autograder.session.functions import plain_answer  # noqa: E402 - the fuzzed tests' imports, with them
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__",
@@ -218,13 +220,13 @@ def test_any_reply_is_an_answer_a_student_error_or_a_bad_answer(header: dict, ok
     nothing else ever comes out of them."""
     reply = {**header, "ok": ok} if ok else header
     try:
-        student._plain_answer(reply, blobs)
-    except (student.StudentError, student.BadAnswer):
+        plain_answer(reply, blobs)
+    except (failures.StudentError, failures.BadAnswer):
         pass
     try:
-        traced = student._rebuilt(reply, blobs, ())
+        traced = rebuilt(reply, blobs, ())
         assert (traced.error is None) != (traced.structure is None)
-    except student.BadAnswer:
+    except failures.BadAnswer:
         pass
 
 
@@ -251,9 +253,9 @@ def test_the_shapes_that_failed_the_grader_are_refused_with_a_reason() -> None:
     nested = ('{"v": ' + "[" * 500 + "]" * 500 + "}").encode()
     with pytest.raises(wire.WireError, match="nested deeper"):
         wire.Reader(_pipe(struct.pack(">Q", len(nested)) + nested)).read(timeout=5)
-    with pytest.raises(student.BadAnswer, match="abstract array"):
-        student._plain_answer({"ok": True, "result": {"__spec__": {"shape": [2], "dtype": "float32"}}}, [])
+    with pytest.raises(failures.BadAnswer, match="abstract array"):
+        plain_answer({"ok": True, "result": {"__spec__": {"shape": [2], "dtype": "float32"}}}, [])
     with pytest.raises(wire.WireError, match="unhashable"):
         wire.decode({"__dict__": [[{"__tuple__": [[1]]}, 1]]}, [])
-    with pytest.raises(student.BadAnswer, match="unhashable"):
-        student._plain_answer({"ok": True, "result": {"__dict__": [[{"__tuple__": [[1]]}, 1]]}}, [])
+    with pytest.raises(failures.BadAnswer, match="unhashable"):
+        plain_answer({"ok": True, "result": {"__dict__": [[{"__tuple__": [[1]]}, 1]]}}, [])

@@ -12,7 +12,7 @@ workers need the course installed at the same version (checked: a result from a 
 refused), not a shared file system. A worker that dies is replaced and its submission tried once more; a
 task that fails, or a result that cannot be saved, is that submission's grader failure (retried by the next
 run); where no jail can be made at all the batch is refused before it starts (require_jail), and a jail that
-fails to start for one submission (autograder.jail.session.SetupFailed: bubblewrap's or Python's own message, a
+fails to start for one submission (autograder.failures.SetupFailed: bubblewrap's or Python's own message, a
 hello that never came while the machine was busy) is that submission's grader failure, retried by the next run,
 never the batch's end; Ctrl-C and SIGTERM stop the workers and
 their jails without waiting.
@@ -36,7 +36,7 @@ from autograder.steps.pipeline import grade_payload
 from autograder.steps.record import Outcome, plan, record, record_failure
 from autograder.jail.limits import Limits
 from autograder.steps.store import Store
-from autograder.jail.session import SetupFailed
+from autograder.failures import SetupFailed
 from autograder.steps.submission import Submission
 
 __all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_each", "grade_payload", "start_workers"]
@@ -69,10 +69,10 @@ class Finished:
 
 def _worker_start(pid: int, limits: Limits | None = None, jailed: bool = False) -> None:
     """Each local worker, as it starts: watch the grader, and keep the next submission's jail started ahead
-    (autograder.jail.warm: it starts while this worker grades the one before)."""
+    (autograder.session.warm: it starts while this worker grades the one before)."""
     _watch_grader(pid)
     if jailed and limits is not None:
-        from autograder.jail import warm
+        from autograder.session import warm
 
         warm.keep_ahead(limits, jailed=True)
 
@@ -177,7 +177,7 @@ def grade_each(submissions: Sequence[Submission], *, out_dir: Path, jobs: int = 
     limits = limits or Limits()
     engines.get(engine)
     if engine == engines.JAIL and scheduler is None:
-        from autograder.jail.bwrap import require_jail
+        from autograder.jail.jails import require_jail
 
         require_jail()   # refuse the whole batch in one line, not each submission (Dask workers check their own)
     store = Store(out_dir)
@@ -224,7 +224,7 @@ def _scheduled(todo: list[Submission], limits: Limits, engine: str, *, jobs: int
 
 
 def _grade_here(todo: list[Submission], limits: Limits, engine: str) -> Iterator[Finished]:
-    from autograder.jail import warm
+    from autograder.session import warm
 
     if len(todo) > 1 and engine == engines.JAIL:
         warm.keep_ahead(limits)   # each next submission's jail starts while this one is graded

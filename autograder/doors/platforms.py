@@ -210,7 +210,7 @@ class Outcome:
 
 def jail_info() -> dict[str, str]:
     """Which jail student code runs in here, for the platforms' records (extra_data) and our own logs."""
-    from autograder.jail.bwrap import jail_kind
+    from autograder.jail.jails import jail_kind
     from autograder.jail.limits import sandbox_status
 
     return {"jail": jail_kind() or "none", "sandbox": sandbox_status()}
@@ -306,7 +306,7 @@ def run(root: Path, folder: str, lab_id: str, results: Callable[[Outcome, str], 
     root/results/results.json whatever happens (`failed(why)` where the door itself failed); return it."""
     import traceback
 
-    from autograder.jail.bwrap import AUTO, KIND_ENV
+    from autograder.jail.jails import AUTO, KIND_ENV
 
     # A platform's container holds this one submission: the jail without namespaces may serve where bubblewrap
     # cannot start (docs/grader.md, "Configurations"); an explicit COURSE_JAIL stands.

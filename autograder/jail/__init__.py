@@ -1,12 +1,15 @@
 """The jail: the only place student code runs, and the grader's side of it.
 
-`bwrap` starts a command in a bubblewrap jail (namespaces, cgroups, rlimits, a read-only file system) and,
-where no namespace can be made (Docker's default profile: Gradescope, PrairieLearn), in `uid`'s jail without
-namespaces (a separate uid, file modes, rlimits); `syscall_filter` is the seccomp filter they run under;
-`limits` what one submission may use (the grading policy, one place); `session` the grader's handle on a
-jailed agent (StudentFunction proxies for the notebook's functions, the judge started beside it).
-`jail_agent/` is what runs inside: bound read-only into the jail alone as the top-level package `jail_agent`,
-it imports nothing of autograder (the standard library, numpy, IPython, jax and pallas_course, bound beside
-it). The rest may import the agent, the judge (a session starts one), the top-level modules of autograder and
-pallas_course; never labs/, steps/ or doors/ (tests/test_import_graph.py holds every folder to its line).
+`jails` says which jail this machine makes and is the one door to it (`start`); `bwrap` is bubblewrap's jail
+(namespaces, cgroups, rlimits, a read-only file system) and `uid` the jail without namespaces, where no namespace
+can be made (Docker's default profile: Gradescope, PrairieLearn: a uid of its own, file modes, rlimits);
+`handle` the grader's handle on a running jail of any kind; `agent_env` what the agent sees (its environment, binds
+and files); `syscall_filter` the seccomp filters they run under; `limits` what one submission may use (the grading
+policy, one place). What bounds a child process at all (cgroups, the start-up chain, uids, the memory watch, the
+orphan sweep) is autograder.confine's, shared with the judge. `jail_agent/` is what runs inside: bound read-only
+into the jail alone as the top-level package `jail_agent`, it imports nothing of autograder (the standard library,
+numpy, IPython, jax and pallas_course, bound beside it).
+
+Import rule: jail/ imports confine/, the agent, the top-level modules of autograder and pallas_course; never the
+judge (a sibling), session/, labs/, steps/ or doors/ (tests/test_import_graph.py holds every folder to its line).
 """

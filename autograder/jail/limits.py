@@ -1,7 +1,7 @@
 """What one submission may use, and what its code runs under: the grading policy in one place.
 
-Student code runs in a jail (autograder.jail.bwrap: bubblewrap namespaces, uid 65534, cgroup limits) started by
-autograder.jail.session.Session; the checks that score it run outside (autograder.steps.execute). `Limits` is what the
+Student code runs in a jail (autograder.jail.jails: bubblewrap namespaces, uid 65534, cgroup limits) started by
+autograder.session.session.Session; the checks that score it run outside (autograder.steps.execute). `Limits` is what the
 instructor sets (`course grade --timeout/--cell-timeout/--memory`; whether there is a jail at all is the
 engine's name, autograder.steps.engines); `sandbox_status()` is the line reports print about it.
 """
@@ -39,7 +39,8 @@ class Limits:
 
 def sandbox_status(jailed: bool = True) -> str:
     """One line for reports: what every submission's code runs under."""
-    from autograder.jail.bwrap import NO_JAIL_LOSES, UID, bwrap_problem, jail_kind, jail_problem, limits_note
+    from autograder.jail.bwrap import bwrap_problem
+    from autograder.jail.jails import NO_JAIL_LOSES, UID, jail_kind, jail_problem, limits_note
 
     if not jailed:
         return f"no jail (--no-jail): {NO_JAIL_LOSES}"

@@ -1,8 +1,8 @@
-"""The grader's handle on its judge: what autograder.jail.session calls to rebuild, run and compile.
+"""The grader's handle on its judge: what autograder.session calls to rebuild, run and compile.
 
 `BoxedJudge` (grading) talks to a judge child in its box (autograder.judge.box), one per submission, started as
-the submission's jail starts so their start-ups overlap; `LocalJudge` (the tests of the checks) does the same work
-in this process through the same data form. Both return the structure as the grader-side view
+the submission's jail starts so their start-ups overlap; autograder.judge.testing.LocalJudge (the tests of the
+checks) does the same work in this process through the same data form. Both return the structure as the grader-side view
 (autograder.judge.protocol.view), never a trace of this process.
 
 Bounds, per request: static budgets first (autograder.judge.budgets: refused before the child sees it), then the
@@ -21,23 +21,15 @@ from typing import Any, Callable
 import numpy as np
 
 from autograder import timeline
-from autograder.jail.held import Held
+from autograder.failures import BadAnswer, Overrun, SetupFailed, StudentError, judge_error, student_error_from
+from autograder.held import Held
 from autograder.jail.jail_agent import wire
 from autograder.judge import protocol
+from autograder.judge.box import Box, BoxLimits
 from autograder.judge.budgets import OverBudget, check as check_budgets
 from autograder.judge.parse import where_in
-from autograder.judge.box import Box, BoxLimits
 
 START_S = 120.0     # the judge's start-up (imports) at most, within the deadline
-
-
-class Overrun(RuntimeError):
-    """The judge was stopped (a limit, the deadline) or ended while answering; `why` says it to the student."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
-
 
 @dataclass(frozen=True)
 class JudgedComputation:
@@ -45,8 +37,8 @@ class JudgedComputation:
 
     digest: str
     in_avals: tuple[Any, ...]
-    judge: Any = field(repr=False, compare=False)
-    fn: Callable[..., Any] | None = field(default=None, repr=False, compare=False)   # in-process (tests) only
+    judge: JudgeClient = field(repr=False, compare=False)
+    fn: Callable[..., Any] | None = field(default=None, repr=False, compare=False)   # the tests' LocalJudge only
 
     def verdicts(self, chips: list[str], timeout_s: float) -> list[Any]:
         """The compiler's verdict per chip (pallas_course.tpu_compile.CompileResult), from the judge."""
@@ -77,7 +69,7 @@ class Traced:
 
     computation: JudgedComputation | None
     structure: Any
-    error: Any = None
+    error: StudentError | None = None
 
 
 def digest(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> str:
@@ -94,19 +86,7 @@ def _avals_data(in_avals: tuple[Any, ...]) -> list[Any]:
     return [[list(a.shape), wire.dtype_name(a.dtype)] for a in in_avals]
 
 
-def _student_error(info: Any) -> Any:
-    from autograder.jail.session import _error
-
-    return _error(info)
-
-
-def _judge_error(text: str) -> Any:
-    from autograder.jail.session import StudentError
-
-    return StudentError(phase="judge", ename="Overrun", text=text[:2000], not_implemented=False)
-
-
-class _Judge:
+class JudgeClient:
     """The requests, over some transport (`_request`)."""
 
     def __init__(self) -> None:
@@ -144,10 +124,8 @@ class _Judge:
 
     def trace(self, reply: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Traced:
         """The jail's reply to a traced call -> the judge's rebuild and its structure (or why not)."""
-        from autograder.jail.session import BadAnswer, StudentError
-
         if reply.get("ok") is not True:
-            return Traced(None, None, _student_error(reply.get("error")))
+            return Traced(None, None, student_error_from(reply.get("error")))
         const_bytes = sum(len(b) for b in blobs)
         in_bytes = sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in in_avals)
         try:
@@ -162,11 +140,11 @@ class _Judge:
         try:
             answer, _ = self._request(header, blobs, timeout=self._call_timeout(), what="rebuild")
         except Overrun as e:
-            return Traced(None, None, _judge_error(f"the grader's rebuild of it {e.why}"))
+            return Traced(None, None, judge_error(f"the grader's rebuild of it {e.why}"))
         if answer.get("bad"):
             raise BadAnswer(str(answer["bad"])[:2000])
         if answer.get("ok") is not True:
-            return Traced(None, None, _student_error(answer.get("error")))
+            return Traced(None, None, student_error_from(answer.get("error")))
         try:
             structure = protocol.view(answer.get("structure"))
         except (protocol.BadStructure, TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
@@ -180,19 +158,17 @@ class _Judge:
 
     def run(self, traced: Traced, arrays: list[Any]) -> tuple[Any, Any]:
         """(the values of the judge's rebuild on the grader's `arrays`, None) or (None, the StudentError)."""
-        from autograder.jail.session import BadAnswer
-
         key = traced.computation.digest
         blobs: list[bytes] = []
         inputs = wire.encode([np.asarray(a) for a in arrays], blobs)
         for attempt in range(2):
-            # the judge sends no more than this submission may still hold (autograder.jail.held)
+            # the judge sends no more than this submission may still hold (autograder.held)
             room = self.held.room()
             header = {"op": "run", "key": key, "inputs": inputs, "max_bytes": room}
             try:
                 answer, out = self._asked(key, header, blobs, timeout=self._call_timeout(), what="run")
             except Overrun as e:
-                return None, _judge_error(f"the grader's run of your kernel {e.why}")
+                return None, judge_error(f"the grader's run of your kernel {e.why}")
             if answer.get("bad"):
                 raise BadAnswer(str(answer["bad"])[:2000])
             size = answer.get("too_big") if answer.get("ok") is not True else sum(len(b) for b in out)
@@ -200,11 +176,11 @@ class _Judge:
             if why is None and "too_big" in answer and attempt:
                 why = self.held.too_much(size)
             if why is not None:
-                return None, _judge_error(f"the grader's run of your kernel {why}")
+                return None, judge_error(f"the grader's run of your kernel {why}")
             if "too_big" not in answer:
                 break      # else: it fits once what earlier tests dropped is collected: asked again, once
         if answer.get("ok") is not True:
-            return None, _student_error(answer.get("error"))
+            return None, student_error_from(answer.get("error"))
         try:
             return self.held.keep(wire.decode_reply(answer.get("result"), out)), None
         except wire.WireError as e:
@@ -263,25 +239,7 @@ class _Judge:
         pass
 
 
-class LocalJudge(_Judge):
-    """The judge's work in this process, through the same data form (tests of the checks: LocalFunction)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        from autograder.judge.server import Judge
-
-        self.judge = Judge()
-
-    def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
-                 what: str) -> tuple[dict[str, Any], list[bytes]]:
-        reply, out = self.judge.handle(json.loads(json.dumps(header, allow_nan=False)), list(blobs))
-        return json.loads(json.dumps(reply, allow_nan=False)), out
-
-    def _local_fn(self, key: str) -> Callable[..., Any] | None:
-        return self.judge.traced[key].computation.fn
-
-
-class BoxedJudge(_Judge):
+class BoxedJudge(JudgeClient):
     """The judge in its box, for one submission: started at once (its imports overlap the jail's start-up),
     restarted after an overrun."""
 
@@ -326,8 +284,6 @@ class BoxedJudge(_Judge):
         return Overrun(why)
 
     def _read(self, timeout: float, limit_why: str) -> tuple[dict[str, Any], list[bytes]]:
-        from autograder.jail.session import BadAnswer, SetupFailed
-
         deadline_first = self._left() <= timeout
         try:
             header, blobs = self.reader.read(timeout=max(0.05, min(timeout, self._left())))

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from pallas_course import tpu_compile
 # One message for the grade and the student's own checks (issue 26/27): built in the student wheel.
-from pallas_course.compile_verdict import (NOT_COMPILED, CompileVerdict, not_compiled_note,  # noqa: F401
+from pallas_course.compile_verdict import (NOT_COMPILED, CompileVerdict, not_compiled_note,
                                            rejection_message)
 from pallas_course.tpu_compile import CompileResult  # noqa: F401 - the results' type, for callers
 

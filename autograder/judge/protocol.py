@@ -35,9 +35,9 @@ class BadStructure(ValueError):
 
 def structure(trace: Trace) -> dict[str, Any]:
     """A Trace as STRUCTURE (the child's side)."""
-    from autograder.judge.structure import _trace_data   # the round-trip check's own data form (structure_data)
+    from autograder.judge.structure import trace_data   # the round-trip check's own data form (structure_data)
 
-    return _trace_data(trace)
+    return trace_data(trace)
 
 
 def _ints(v: Any, what: str) -> tuple[int, ...]:
@@ -84,7 +84,7 @@ def _dtype(name: Any) -> np.dtype:
 
     try:
         return dtype_named(name)
-    except Exception as e:  # noqa: BLE001 - any name the wire does not know
+    except Exception as e:
         raise BadStructure(f"an unknown dtype ({str(name)[:40]})") from e
 
 

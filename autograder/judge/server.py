@@ -3,7 +3,8 @@
 `python -m autograder.judge.server` is the child process autograder.judge.box starts: it reads requests
 (autograder.judge.protocol) on stdin and answers on stdout, nothing else. No student code is ever here: only the
 description the jail sent (rebuilt with the grader's own primitives, autograder.judge.rebuild), its constants, and the
-grader's inputs. `Judge.handle` is the same work for LocalFunction, in the tests' own process.
+grader's inputs. `Judge.handle` is the same work for the tests' LocalJudge (autograder.judge.testing), in their own
+process.
 """
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from autograder.jail.held import arrays as held_arrays
+from autograder.failures import BadAnswer, StudentError, student_error_from
+from autograder.held import arrays as held_arrays
 from autograder.jail.jail_agent import wire
-from autograder.jail.session import BadAnswer, StudentError, _error
 
 
 @dataclass(frozen=True)
-class Traced:
+class Rebuilt:
     """One traced computation, as the grader rebuilt it: its structure, or why there is none."""
 
     computation: Any                 # autograder.judge.rebuild.Computation, or None
@@ -40,7 +41,7 @@ def refusal(e: Exception) -> StudentError:
     return StudentError(phase="rebuild", ename="Refused", text=text[:2000], not_implemented=False)
 
 
-def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Traced:
+def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Rebuilt:
     """The grader's own rebuild of the computation the jail described, traced for its structure."""
     import jax
     from jax.experimental.pallas import tpu as pltpu
@@ -51,7 +52,7 @@ def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...
     from pallas_course.runtime import interpret_params
 
     if header.get("ok") is not True:
-        return Traced(None, None, error=_error(header.get("error")))
+        return Rebuilt(None, None, error=student_error_from(header.get("error")))
     try:
         consts = wire.decode_reply(header.get("consts", []), blobs)
     except wire.WireError as e:
@@ -73,11 +74,11 @@ def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...
 
         refused = refusal(e)
         text = refused.text + where_in(header.get("description"), refused.text)
-        return Traced(None, None, error=dataclasses.replace(refused, text=text[:2400]))
-    return Traced(computation, structure, closed, closed_run)
+        return Rebuilt(None, None, error=dataclasses.replace(refused, text=text[:2400]))
+    return Rebuilt(computation, structure, closed, closed_run)
 
 
-def run(traced: Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
+def run(traced: Rebuilt, arrays: list[Any]) -> tuple[Any, StudentError | None]:
     """The values of the rebuilt computation on the grader's own inputs, under the course's TPU interpret mode."""
     import jax
     from jax.experimental.pallas import tpu as pltpu
@@ -101,7 +102,7 @@ def run(traced: Traced, arrays: list[Any]) -> tuple[Any, StudentError | None]:
                 return None, refusal(e)
             from pallas_course.errors import place_for
 
-            return None, _error(describe_error(e, "run", at=place_for(traced.computation.places, str(e))))
+            return None, student_error_from(describe_error(e, "run", at=place_for(traced.computation.places, str(e))))
     return traced.computation.unflatten([np.asarray(x) for x in flat]), None
 
 
@@ -129,7 +130,7 @@ def _failed(error: StudentError) -> tuple[dict[str, Any], list[bytes]]:
     return {"ok": False, "error": dataclasses.asdict(error)}, []
 
 
-def _compile(traced: Traced, chip: str) -> Any:
+def _compile(traced: Rebuilt, chip: str) -> Any:
     from pallas_course import tpu_compile
 
     comp = traced.computation
@@ -137,7 +138,7 @@ def _compile(traced: Traced, chip: str) -> Any:
     return tpu_compile.compile_avals(comp.for_compiler(), comp.in_avals, chip, places=comp.places)
 
 
-def _compile_ahead(traced: Traced, chip: str) -> Any:
+def _compile_ahead(traced: Rebuilt, chip: str) -> Any:
     from autograder import timeline
     from autograder.jail.jail_agent.calls import quiet
 
@@ -154,7 +155,7 @@ class Judge:
     only had a head start), and the box's limits bound both threads."""
 
     def __init__(self) -> None:
-        self.traced: dict[str, Traced] = {}
+        self.traced: dict[str, Rebuilt] = {}
         self._ahead: dict[tuple[str, str], Future[Any]] = {}
         self._pool: ThreadPoolExecutor | None = None
 
@@ -184,7 +185,7 @@ class Judge:
                 return _failed(error)
             room = header.get("max_bytes")
             size = sum(a.nbytes for a in held_arrays(result))
-            if isinstance(room, int) and size > room:     # not sent: the grader would not keep it (autograder.jail.held)
+            if isinstance(room, int) and size > room:     # not sent: the grader would not keep it (autograder.held)
                 return {"ok": False, "too_big": size}, []
             out: list[bytes] = []
             return {"ok": True, "result": wire.encode(result, out)}, out
@@ -243,8 +244,8 @@ def main() -> None:
     os.dup2(2, 1)
     reader = wire.Reader(0)
     # Imports before saying ready, while the grader starts the jail beside us.
-    import jax  # noqa: F401
-    import autograder.judge.rebuild  # noqa: F401
+    import jax  # noqa: F401 - imported before saying ready
+    import autograder.judge.rebuild  # noqa: F401 - imported before saying ready
     from autograder.jail.jail_agent.calls import quiet
 
     from autograder import timeline

@@ -21,7 +21,7 @@ def _block_data(b: Any, points: list[tuple[int, ...]] | None) -> dict[str, Any]:
             "block_indices": None if points is None else [list(b.block_index(*p)) for p in points]}
 
 
-def _trace_data(t: Any) -> dict[str, Any]:
+def trace_data(t: Any) -> dict[str, Any]:
     """What the structural checks read of a Trace (pallas_course.kernel_trace), as plain data: each call's grid,
     blocks with their index maps evaluated at every grid point, scratch, primitives, and what runs outside."""
     from pallas_course.kernel_trace import read_before_written
@@ -43,7 +43,7 @@ def _trace_data(t: Any) -> dict[str, Any]:
 def structure_data(trace: Any) -> dict[str, Any]:
     """What the structural checks read of a Trace, as data, less the calls the rebuild evaluates in place and the
     glue it adds: a direct trace and the trace of its rebuild must give the same (the round-trip check)."""
-    data = _trace_data(trace)
+    data = trace_data(trace)
     skip = GLUE | frozenset(INLINED)
     for call in data["pallas_calls"]:
         call["kernel_ops"] = {k: v for k, v in call["kernel_ops"].items() if k not in skip}

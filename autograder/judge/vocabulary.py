@@ -114,7 +114,7 @@ def lowerable() -> dict[str, Any]:
     """{name: primitive} of every primitive the installed JAX lowers inside a Pallas TPU kernel (TensorCore) or
     outside one (platform-independent, CPU or TPU lowerings)."""
     from jax.experimental import pallas  # noqa: F401 - registers the Pallas primitives and their lowerings
-    from jax.experimental.pallas import tpu  # noqa: F401
+    from jax.experimental.pallas import tpu  # noqa: F401 - registers the TPU lowerings
     from jax._src.interpreters import mlir
     from jax._src.pallas.mosaic import lowering as mosaic
 

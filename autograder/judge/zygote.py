@@ -11,10 +11,10 @@ What the zygote holds, and why that is safe to share:
   rlimits: the grader's own settings) with the three pipes the judge will speak on, and it answers with pids and
   exit statuses. A judge cannot reach it (the control socket is closed in the child, and nothing else joins them).
 
-The child does what the box's start-up chain (jail._WRAPPER -> prlimit -> setpriv -> the guard) did for a process
-of its own: a session of its own, its cgroups joined, the same rlimits (jail._rlimits' arguments, applied by
-setrlimit), the parent-death signal armed (then it stops if the zygote is already gone), its folder, environment
-and pipes, then autograder.judge.server.main. The zygote ends when its grader does (the control socket closes,
+The child does what the box's start-up chain (autograder.confine.chain: the wrapper -> prlimit -> setpriv -> the
+guard) does for a process of its own: a session of its own, then `chain.enter` (its cgroups joined, the same
+rlimits table applied by setrlimit, the parent-death signal armed, then it stops if the zygote is already gone),
+its folder, environment and pipes, then autograder.judge.server.main. The zygote ends when its grader does (the control socket closes,
 whatever thread started it), killing its judges first; the parent-death signal covers a zygote killed outright.
 """
 from __future__ import annotations
@@ -28,30 +28,15 @@ import sys
 import threading
 from typing import Any, Sequence
 
+from autograder.confine import chain
+from autograder.confine.child import Tail
+
 START_S = 120.0           # the zygote's imports at most
 MESSAGE_MAX = 1 << 20     # one control message (a fork request: an environment, a few paths)
 GONE = -signal.SIGKILL    # the exit status of a judge whose zygote ended before telling it
 
-_PRLIMIT = {"cpu": "RLIMIT_CPU", "fsize": "RLIMIT_FSIZE", "core": "RLIMIT_CORE", "as": "RLIMIT_AS",
-            "nproc": "RLIMIT_NPROC", "nofile": "RLIMIT_NOFILE", "data": "RLIMIT_DATA", "rss": "RLIMIT_RSS",
-            "stack": "RLIMIT_STACK", "memlock": "RLIMIT_MEMLOCK"}
-
-
 class ZygoteFailed(RuntimeError):
     """The zygote could not start or fork (the box then starts its judge as a process of its own)."""
-
-
-def rlimits_of(prlimit_args: Sequence[str]) -> list[tuple[str, int, int]]:
-    """`prlimit --cpu=900:902 --fsize=N ... --` (jail._rlimits, the one home of the jail's and box's rlimits) as
-    (resource name, soft, hard) for setrlimit."""
-    out = []
-    for arg in prlimit_args:
-        if not arg.startswith("--") or "=" not in arg:
-            continue
-        name, _, value = arg[2:].partition("=")
-        soft, _, hard = value.partition(":")
-        out.append((_PRLIMIT[name], int(soft), int(hard or soft)))
-    return out
 
 
 # ------------------------------------------------------------------------------------------ the grader's side
@@ -96,7 +81,6 @@ class Zygote:
         self._next = 0
         self.gone: str | None = None          # why the zygote ended, once it has
         self.ready = False                    # it imported, checked it has one thread, and forks
-        self._tail = bytearray()
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "autograder.judge.zygote", str(theirs.fileno())], pass_fds=[theirs.fileno()],
@@ -104,14 +88,8 @@ class Zygote:
                 start_new_session=True)
         finally:
             theirs.close()
-        self._drainer = threading.Thread(target=self._drain, name="judge-zygote-stderr", daemon=True)
-        self._drainer.start()
+        self._tail = Tail(self.process.stderr, 16 * 1024, name="judge-zygote-stderr")
         threading.Thread(target=self._listen, name="judge-zygote", daemon=True).start()
-
-    def _drain(self) -> None:
-        for chunk in iter(lambda: self.process.stderr.read(65536), b""):
-            self._tail += chunk
-            del self._tail[:-16384]
 
     def _listen(self) -> None:
         while True:
@@ -135,9 +113,9 @@ class Zygote:
                     self._codes[self._by_pid.pop(msg["exit"])] = int(msg["code"])
                 self._changed.notify_all()
         code = self.process.wait()
-        self._drainer.join(timeout=5)   # its last words (why it ended) may still be in the pipe: read them first
+        self._tail.join(timeout=5)   # its last words (why it ended) may still be in the pipe: read them first
         with self._changed:
-            self.gone = f"the judges' zygote ended (exit {code}): {bytes(self._tail).decode('utf-8', 'replace')[-600:]}"
+            self.gone = f"the judges' zygote ended (exit {code}): {self._tail.text()[-600:]}"
             for request in range(self._next):       # its judges died with it (the parent-death signal)
                 self._pids.setdefault(request, -1)
                 self._codes.setdefault(request, GONE)
@@ -204,17 +182,8 @@ def _threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def _pdeathsig() -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:    # PR_SET_PDEATHSIG
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-
-
 def _become_judge(req: dict[str, Any], fds: list[int], parent: int, close: list[int], imported: dict[str, str]) -> None:
     """In the forked child: the box's start-up chain, then the judge's own main. Never returns."""
-    import resource
     import tempfile
 
     code = 1
@@ -224,14 +193,7 @@ def _become_judge(req: dict[str, Any], fds: list[int], parent: int, close: list[
         for fd in close:
             os.close(fd)
         os.setsid()
-        for procs in req["cgroups"]:
-            with open(procs, "w") as f:
-                f.write(str(os.getpid()))
-        for name, soft, hard in req["rlimits"]:
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        _pdeathsig()
-        if os.getppid() != parent:     # the zygote (and so the grader) died before the signal was armed
-            os._exit(125)
+        chain.enter(req["cgroups"], req["rlimits"], parent)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -255,27 +217,27 @@ def _become_judge(req: dict[str, Any], fds: list[int], parent: int, close: list[
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a flush on the way out must not stop the exit
                 pass
         os._exit(code)
 
 
 def preload() -> None:
     """What every judge imports before it is ready (autograder.judge.server.main and its warm-up), imported once."""
-    import jax  # noqa: F401
-    import jax.numpy  # noqa: F401
-    from jax.experimental import pallas  # noqa: F401
-    from jax.experimental.pallas import tpu  # noqa: F401
+    import jax
+    import jax.numpy  # noqa: F401 - preloaded for every judge this zygote forks
+    from jax.experimental import pallas  # noqa: F401 - preloaded for every judge this zygote forks
+    from jax.experimental.pallas import tpu  # noqa: F401 - preloaded for every judge this zygote forks
 
-    import autograder.judge.rebuild  # noqa: F401
-    import autograder.judge.server  # noqa: F401
-    import autograder.judge.protocol  # noqa: F401
-    import autograder.judge.structure  # noqa: F401
-    import autograder.course_manifest  # noqa: F401
-    import pallas_course.graded_compile  # noqa: F401
-    import pallas_course.kernel_trace  # noqa: F401
-    import pallas_course.runtime  # noqa: F401
-    import pallas_course.tpu_compile  # noqa: F401
+    import autograder.judge.rebuild
+    import autograder.judge.server
+    import autograder.judge.protocol
+    import autograder.judge.structure
+    import autograder.course_manifest  # noqa: F401 - preloaded for every judge this zygote forks
+    import pallas_course.graded_compile
+    import pallas_course.kernel_trace
+    import pallas_course.runtime
+    import pallas_course.tpu_compile  # noqa: F401 - preloaded for every judge this zygote forks
     from autograder.course_manifest import manifest
 
     manifest()     # the course's own course.yml, read once (the warm-up asks it for the compile chips)

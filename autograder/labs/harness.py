@@ -2,7 +2,7 @@
 compare against a float64 NumPy reference, and fail with one clear sentence.
 
 Hidden test cells stay thin (`lab_1_1.add_f32(add)`). The checks run in the grader's process, never in the
-notebook's: the student's functions arrive as `autograder.jail.session.StudentFunction` proxies into the jail,
+notebook's: the student's functions arrive as `autograder.session.functions.StudentFunction` proxies into the jail,
 and only plain data comes back (autograder.steps.execute runs them, for `course grade` and nbgrader alike).
 """
 from __future__ import annotations
@@ -14,9 +14,11 @@ import numpy as np
 
 from autograder.judge import compile_rule
 from autograder.jail.jail_agent.calls import quiet  # noqa: F401 - the checks' name for it (LAB·1.4's models)
-from autograder.jail.session import LocalFunction, StudentError, StudentFunction
+from autograder.failures import StudentError
+from autograder.session.functions import StudentFunction
+from autograder.session.testing import LocalFunction
 from pallas_course import rules
-from pallas_course.check import compare, explained
+from pallas_course.compare import compare, explained
 from pallas_course.kernel_trace import PallasCallInfo, Trace
 
 
@@ -134,7 +136,7 @@ def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: floa
                  block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None,
                  kernel: PallasCallInfo | None = None, hint: Callable[[], str | None] | None = None) -> None:
     """`kernel` (the traced call) tells an accumulator never zeroed from an output never stored; `hint()`, called
-    only on a mismatch, is the rule's diagnosis of a wrong answer (pallas_course.check.explained)."""
+    only on a mismatch, is the rule's diagnosis of a wrong answer (pallas_course.compare.explained)."""
     mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol, kernel=kernel)
     if mismatch is not None:
         where = f" [inputs from seed {seed}]" if seed is not None else ""

@@ -18,7 +18,7 @@ from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_ca
 from pallas_course import lab_checks, rules
 from pallas_course.lab_1_3_rules import (SOFTMAX_TIME_CASES as VISIBLE_TIME_CASES, softmax_time_families,
                                          softmax_time_label, softmax_time_problem)
-from pallas_course.check import compare, explained, form_mismatch
+from pallas_course.compare import compare, explained, form_mismatch
 from pallas_course.kernel_trace import PallasCallInfo
 
 BF16 = ml_dtypes.bfloat16
@@ -135,7 +135,7 @@ def _check_row_blocks(test: str, label: str, pc: PallasCallInfo, shape: tuple[in
 def _expect(test: str, label: str, x: Any, out: Any, expected: np.ndarray, r: int, seed: int, tols: dict,
             hint: Callable[[], str | None], pc: PallasCallInfo) -> None:
     """Shape and dtype first (in x's dtype), then values in float64 against `tols`; `hint()` names the likely
-    cause when values are wrong (pallas_course.check.explained decides which text leads)."""
+    cause when values are wrong (pallas_course.compare.explained decides which text leads)."""
     mismatch = form_mismatch(out, expected.astype(np.dtype(x.dtype)), name=label)
     if mismatch is None:
         mismatch = compare(rules.as_f64(out), expected, name=label, block=(r, x.shape[1]), kernel=pc, **tols)

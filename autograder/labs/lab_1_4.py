@@ -3,7 +3,7 @@
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 
 No expected number is typed in here. A matmul `pallas_call` is traced (nothing runs) and the course's models
-answer (pallas_course.check's rules and pallas_course.cost_model's models, shared with the notebook's visible
+answer (pallas_course.lab_1_4_rules' rules and pallas_course.cost_model's models, shared with the notebook's visible
 checks): the schedule model says which blocks one steady-state grid step streams in, the kernel's own
 `dot_general` gives its FLOPs, the legality model gives the VMEM working set and the chip's limits, and every
 chip constant comes from course.yml through `pallas_course.chips`. The model matmul is the grader's own (the
@@ -18,19 +18,18 @@ import numpy as np
 
 from autograder.labs.harness import (TestFailure, call, call_alone, expect_close, fresh_seed,
                                one_pallas_call, quiet)
-from pallas_course.check import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, PIPELINE_OFF_CASES,
-                                 LEGAL_OR_NOT_CASES, legal_or_not_label, legal_or_not_problem,
-                                 STEP_CASES, WORKING_SET_CASES, pipeline_off_families, pipeline_off_label,
-                                 pipeline_off_problem,
-                                 block_choice_label, block_choice_problem, budget_line_label, budget_line_problem,
-                                 fed_block_label, fed_block_problem, step_families,
-                                 step_label, step_time_problem, working_set_families, working_set_label,
-                                 working_set_problem)
+from pallas_course.lab_1_4_rules import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, LEGAL_OR_NOT_CASES,
+                                         PIPELINE_OFF_CASES, STEP_CASES, WORKING_SET_CASES, block_choice_label,
+                                         block_choice_problem, budget_line_label, budget_line_problem,
+                                         fed_block_label, fed_block_problem, legal_or_not_label, legal_or_not_problem,
+                                         pipeline_off_families, pipeline_off_label, pipeline_off_problem,
+                                         step_families, step_label, step_time_problem, working_set_families,
+                                         working_set_label, working_set_problem)
 from pallas_course.cost_model import steady_flops, steady_step, step_seconds
 from pallas_course.kernel_trace import PallasCallInfo, trace
 from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_call
 
-# The rules and the cases live in pallas_course.check: the notebook's visible checks apply the same rules to the
+# The rules and the cases live in pallas_course.lab_1_4_rules: the notebook's visible checks apply the same rules to the
 # same cases (every one), judged by models read off the student's own matmul; here they are judged by the model
 # matmul (autograder.labs.reference_kernels, never shipped).
 
@@ -92,7 +91,7 @@ def _budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int) -> V
 # ---------------------------------------------- each function graded alone, against the student's own helpers
 # smallest_fed_block calls the student's step_times, largest_square_block their vmem_working_set, choose_blocks
 # both. While one is graded, those helpers answer, in the jail, as the course's model of the notebook's own
-# matmul (pallas_course.check.YourMatmul, what the notebook's visible checks use; the student's own helper where
+# matmul (pallas_course.lab_1_4_rules.YourMatmul, what the notebook's visible checks use; the student's own helper where
 # that model cannot answer), and the jail reports what they answered. Nothing the grader computed enters the jail.
 # The answer passes when it is right by the grader's models, or right by the values its helpers gave: so one
 # wrong helper costs only its own test, and a function wrong whatever its helpers say fails with the models' reason.
@@ -297,7 +296,8 @@ def _case_families(test: str, cases: Any) -> set[str]:
 
 
 def visible_families(test: str) -> frozenset[str]:
-    """The families the notebook's visible checks show (pallas_course.check.visible_cases: its check cells' cases)."""
-    from pallas_course.check import visible_cases
+    """The families the notebook's visible checks show (pallas_course.lab_1_4_rules.visible_cases: its check cells'
+    cases)."""
+    from pallas_course.lab_1_4_rules import visible_cases
 
     return frozenset(_case_families(test, visible_cases(test)))

@@ -64,11 +64,6 @@ def key(path: Path | None = None, *, where: str | None = None) -> Walk:
     return with_key(tokamax_reading.reading(), raw, where=where or _shown(path))
 
 
-def key_margin(path: Path | None = None) -> dict[int, str]:
-    """The key as a student's margin, {line: "algorithm" | "schedule"} (the solution notebook's answer)."""
-    return {n: m for n, m in key(path).marks.items() if m != "blank"}
-
-
 def _shown(path: Path) -> str:
     try:
         return str(path.relative_to(Path(__file__).resolve().parents[2]))

@@ -1,7 +1,7 @@
 """One notebook through the trust boundary: its cells run in the jail, its hidden tests run here.
 
 `execute(nb, lab)` walks the (restored) notebook in order. A code cell that is not a hidden test is sent to
-the jailed agent (autograder.jail.session.Session) and its outputs come back as data. A hidden-test cell is not
+the jailed agent (autograder.session.session.Session) and its outputs come back as data. A hidden-test cell is not
 sent anywhere: the check it names (`lab_1_1.add_f32(add)`, read from solutions/, never from the submission)
 runs in this process, and reaches the student's functions only through the agent, with inputs drawn here.
 The test's outcome is written into the cell as nbgrader expects it (an error output: 0; a number: partial
@@ -25,11 +25,11 @@ import nbformat
 from nbformat import NotebookNode
 
 from autograder import cells, timeline
-from autograder.jail import warm
 from autograder.labs.harness import TestFailure
 from autograder.jail.limits import CELL_TIMEOUT_S, GRADING_MODE
-from autograder.jail.session import BadAnswer, Session, StudentGone
-from autograder.judge.client import Overrun
+from autograder.failures import BadAnswer, Overrun, StudentGone
+from autograder.session import warm
+from autograder.session.session import Session
 from autograder.course_manifest import REPO_ROOT, LabSpec
 from pallas_course import pyparse
 

@@ -144,7 +144,7 @@ def run(runs: int = RUNS) -> dict:
                   file=sys.stderr)
     cgs = [p["course_grade"] for p in pairs]
     pms = [p["papermill"] for p in pairs]
-    med = lambda xs: round(statistics.median(xs), 3)  # noqa: E731
+    med = lambda xs: round(statistics.median(xs), 3)  # noqa: E731 - one local rounding
     return {
         "benchmark": "grading profile: one LAB·1.1 notebook",
         "method": __doc__.split("\n\n")[1].replace("\n", " "),

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from course_tools.bench.common import grading_provenance
 from course_tools.demo import filled_in
-from autograder.course_manifest import REPO_ROOT, manifest
+from autograder.course_manifest import REPO_ROOT
 
 OUT = REPO_ROOT / "bench" / "judge-box.json"
 LABS = ("lab-1.1-first-kernels", "lab-1.2-tiled-matmul")

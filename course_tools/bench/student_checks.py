@@ -26,7 +26,7 @@ def _seconds(cell: dict) -> float | None:
     start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
     if not (start and end):
         return None
-    parse = lambda s: dt.datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+    parse = lambda s: dt.datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731 - one local parse
     return (parse(end) - parse(start)).total_seconds()
 
 

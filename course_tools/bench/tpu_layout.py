@@ -16,7 +16,6 @@ import argparse
 import datetime as dt
 import json
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 from autograder.course_manifest import REPO_ROOT

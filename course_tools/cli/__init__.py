@@ -8,7 +8,7 @@ import sys
 from ._app import app
 
 # Importing a command module registers its commands on `app`.
-from . import autograder, bench, blockspec, gates, grade, release, schedule, site  # noqa: F401,E402
+from . import autograder, bench, blockspec, gates, grade, release, schedule, site  # noqa: F401 - imported to register their commands
 
 # Commands that end at once when done: everything they write is written and closed by then, and the Python
 # shutdown of a process that imported jax (and libtpu) took 1-3 s of a one-notebook `course grade`.

@@ -82,15 +82,15 @@ def grade(
     import os
 
     from autograder import timeline
-    from autograder.jail.bwrap import AUTO, KIND_ENV
+    from autograder.jail.jails import AUTO, KIND_ENV
 
     timeline.record("course grade process until its command", timeline.process_started(), time.time())
     if jail_without_namespaces:
         os.environ[KIND_ENV] = AUTO   # before any jail or worker starts: they read it
     ahead = scheduler is None and jobs <= 1 and not no_jail and bool(paths or demo)
     if ahead:
-        # the first jail and judge start now, while this process imports and reads the notebooks (autograder.jail.warm)
-        from autograder.jail import warm
+        # the first jail and judge start now, while this process imports and reads the notebooks (autograder.session.warm)
+        from autograder.session import warm
         from autograder.jail.limits import Limits
 
         warm.start_ahead(Limits(wall_s=timeout, memory_mb=memory, cell_s=cell_timeout))

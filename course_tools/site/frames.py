@@ -85,7 +85,7 @@ def matmul_schedules(root: Path, lab: LabSpec, dtype: Any = np.float32) -> LabSc
             info = trace(namespace["matmul"], *args, **kwargs).pallas_calls[0]
         except (LookupError, NotImplementedError):
             raise
-        except Exception as e:  # noqa: BLE001 - a written lab that does not load or trace is a bug to report
+        except Exception as e:  # a written lab that does not load or trace is a bug to report
             first = str(e).splitlines()[0] if str(e) else ""
             raise LabTraceError(f"{lab.source}: its definitions do not load and trace matmul at the chapter's sizes "
                                 f"({type(e).__name__}: {first}); fix the notebook and build again") from e

@@ -18,7 +18,7 @@ from pallas_course.chips import chips
 def dtype_info(name: str) -> dict[str, Any]:
     """Width facts the rules use: bytes per element, bits as Mosaic stores it, bytes for the native tile."""
     dt = np.dtype(name)
-    bits = legality._bits(dt)       # bool is stored as 32-bit in Mosaic
+    bits = legality.stored_bits(dt)       # bool is stored as 32-bit in Mosaic
     return {"name": dt.name, "itemsize": dt.itemsize, "bits": bits,
             "tile_itemsize": 4 if dt == np.bool_ else dt.itemsize}
 

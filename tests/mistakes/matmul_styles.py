@@ -119,5 +119,5 @@ def matmul(style: str) -> Callable[..., Any]:
     wrapper = MATMUL if style != SCRATCH_STYLE else MATMUL.replace(
         "        interpret=INTERP,", "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,")
     namespace: dict[str, Any] = {"jax": jax, "jnp": jnp, "pl": pl, "pltpu": pltpu, "INTERP": True}
-    exec(compile(kernel_source(style) + "\n" + wrapper, f"<matmul style {style}>", "exec"), namespace)  # noqa: S102
+    exec(compile(kernel_source(style) + "\n" + wrapper, f"<matmul style {style}>", "exec"), namespace)  # noqa: S102 - the corpus's own kernels
     return namespace["matmul"]

@@ -146,7 +146,7 @@ def _helpers() -> str | None:
 
 
 # What every lab's set-up cell imports, imported before the agent says it is ready, while the grader is still
-# reading and restoring the notebook (autograder.jail.warm): the cell then finds them in sys.modules, as it would after
+# reading and restoring the notebook (autograder.session.warm): the cell then finds them in sys.modules, as it would after
 # a re-run. Nothing is initialised (no XLA backend, no interpret mode): the notebook's own cells do that.
 IMPORT_AHEAD = ("numpy", "jax", "jax.numpy", "jax.experimental.pallas", "jax.experimental.pallas.tpu",
                 "pallas_course.check", "pallas_course.runtime")

@@ -3,7 +3,7 @@ the traced computation as data (jail_agent.description), or, for a function of n
 
 Nothing here computes a value the grader uses: it rebuilds the described computation with its own primitives
 and runs that (autograder.judge.rebuild), so structure and values belong together and neither is a claim of the
-jail. Used by the jail's agent, and in-process by the tests of the checks (autograder.jail.session.LocalFunction),
+jail. Used by the jail's agent, and in-process by the tests of the checks (autograder.session.testing.LocalFunction),
 so both run this same code.
 """
 from __future__ import annotations
@@ -117,7 +117,7 @@ def stand_ins(namespace: dict[str, Any], names: list[Any] | None, record: dict[s
 
 def _model(namespace: dict[str, Any]) -> Any:
     """pallas_course.check.YourMatmul of the notebook's `matmul`, made once per matmul."""
-    from pallas_course.check import YourMatmul
+    from pallas_course.lab_1_4_rules import YourMatmul
 
     matmul = namespace.get("matmul")
     if not callable(matmul):
@@ -181,7 +181,7 @@ def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *,
 
         try:
             closed, out_shape = jax.make_jaxpr(student, return_shape=True)(*[_abstract(args[i]) for i in positions])
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - whatever the student's function raises while traced is its error
             raise CallFailed(describe_error(e, "trace")) from None
     try:
         description, consts = describe(closed, jax.tree_util.tree_structure(out_shape))

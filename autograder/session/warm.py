@@ -8,7 +8,7 @@ to exactly one grading (a fresh jail per submission, as before: nothing of one s
 session), or starts one there and then. A session waiting to be taken has run no student code.
 
 Jails are started on one thread that lives as long as the process: the parent-death signal that ends a jail
-with its grader follows the thread that started it (autograder.jail.bwrap).
+with its grader follows the thread that started it (autograder.jail.jails).
 """
 from __future__ import annotations
 
@@ -19,28 +19,29 @@ import time
 from typing import Any
 
 from autograder import timeline
+from autograder.failures import SetupFailed
+from autograder.jail.handle import JailLimits
+from autograder.jail.limits import Limits
+from autograder.session.session import Session
 
 _STARTER = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="jail-starter")
 _LOCK = threading.Lock()
 _waiting: tuple[tuple[Any, ...], cf.Future] | None = None
-_ahead: tuple[Any, bool] | None = None     # keep_ahead's (limits, jailed): one more is started at each take
+_ahead: tuple[Limits, bool] | None = None     # keep_ahead's (limits, jailed): one more is started at each take
 
 
-def _key(limits: Any, cell_timeout_s: float, jailed: bool) -> tuple[Any, ...]:
+def _key(limits: Limits, cell_timeout_s: float, jailed: bool) -> tuple[Any, ...]:
     return (limits.memory_mb, limits.file_mb, float(cell_timeout_s), bool(jailed))
 
 
-def _start(limits: Any, cell_timeout_s: float, jailed: bool, wall_s: float) -> Any:
-    from autograder.jail.bwrap import JailLimits
-    from autograder.jail.session import Session
-
+def _start(limits: Limits, cell_timeout_s: float, jailed: bool, wall_s: float) -> Session:
     with timeline.span("jail and judge start"):
         return Session(limits=JailLimits(memory_mb=limits.memory_mb, file_mb=limits.file_mb),
                        cell_timeout_s=cell_timeout_s, deadline=time.monotonic() + wall_s, jailed=jailed)
 
 
-def start_ahead(limits: Any, *, jailed: bool = True) -> None:
-    """Start a session for the next grading under `limits` (autograder.limits.Limits), unless one waits."""
+def start_ahead(limits: Limits, *, jailed: bool = True) -> None:
+    """Start a session for the next grading under `limits` (autograder.jail.limits.Limits), unless one waits."""
     global _waiting
     key = _key(limits, limits.cell_timeout_s, jailed)
     with _LOCK:
@@ -49,15 +50,13 @@ def start_ahead(limits: Any, *, jailed: bool = True) -> None:
         _waiting = (key, _STARTER.submit(_start, limits, limits.cell_timeout_s, jailed, limits.wall_s))
 
 
-def take(limits: Any, *, cell_timeout_s: float, jailed: bool, deadline: float) -> Any:
+def take(limits: Limits, *, cell_timeout_s: float, jailed: bool, deadline: float) -> Session:
     """The session for one grading: the one started ahead (its clock set to this grading's `deadline`) if it
     was started for the same limits, else a new one. Raises what starting it raised (SetupFailed)."""
     global _waiting
     with _LOCK:
         waiting, _waiting = _waiting, None
     if waiting is not None and waiting[0] == _key(limits, cell_timeout_s, jailed):
-        from autograder.jail.session import SetupFailed
-
         try:
             with timeline.span("wait for the jail started ahead"):
                 session = waiting[1].result()
@@ -80,7 +79,7 @@ def take(limits: Any, *, cell_timeout_s: float, jailed: bool, deadline: float) -
         return _STARTER.submit(_start, limits, cell_timeout_s, jailed, max(0.1, deadline - time.monotonic())).result()
 
 
-def keep_ahead(limits: Any, *, jailed: bool = True) -> None:
+def keep_ahead(limits: Limits, *, jailed: bool = True) -> None:
     """From now on keep one session started ahead (a batch worker, or a batch graded in this process): one now,
     and one more each time one is taken. The one left when the process ends is ended then (also in a
     multiprocessing worker, whose exit runs no atexit handler but its finalizers)."""
