@@ -42,6 +42,11 @@ def matmul_step(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int]:
     return (bm * bk + bk * bn) * _itemsize(dtype), 2 * bm * bn * bk
 
 
+def matmul_step_detail(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
+    """`matmul_step` with what moves, in `steady_step`'s words: the lab's matmul's steady step, no trace."""
+    return (*matmul_step(bm, bn, bk, dtype), f"one {(bm, bk)} A block and one {(bk, bn)} B block")
+
+
 STEADY_POINT = (0, 0, 1)    # the steady-state step of a (1, 1, >= 3) matmul grid: one in the middle of K
 
 

@@ -96,12 +96,16 @@ def check_legal_or_not(blockspec_verdict: Callable[..., Any]) -> None:
                  judged="judged by the course's tiling table, the cases the grade runs")
 
 
-def check_step_times(step_times: Callable[..., Any], matmul: Callable[..., Any]) -> None:
-    """The grade's step_time_model rule on the visible cases, judged by the schedule and dot of your matmul."""
-    model = YourMatmul(matmul)
+def check_step_times(step_times: Callable[..., Any], matmul: Callable[..., Any] | None = None) -> None:
+    """The grade's step_time_model rule on the visible cases, judged against the lab's matmul (one dot a step, the A and
+    B blocks streamed: cost_model.matmul_step_detail), as the grade judges it: step_times alone, never your kernel's
+    faults (`matmul` is accepted and not used)."""
+    from pallas_course.cost_model import matmul_step_detail
+
     _check_cases("step_times", step_times, STEP_CASES, step_label,
-                 lambda got, bm, bn, bk, dtype, chip: step_time_problem(got, bm, bn, bk, dtype, chip, model.step_detail),
-                 {}, lambda fn, bm, bn, bk, dtype, chip: fn(bm, bn, bk, np.dtype(dtype), chip))
+                 lambda got, bm, bn, bk, dtype, chip: step_time_problem(got, bm, bn, bk, dtype, chip, matmul_step_detail),
+                 {}, lambda fn, bm, bn, bk, dtype, chip: fn(bm, bn, bk, np.dtype(dtype), chip),
+                 judged="judged against the lab's matmul (one dot a step), as the grade judges it")
 
 
 def check_working_set(vmem_working_set: Callable[..., Any], matmul: Callable[..., Any]) -> None:

@@ -435,6 +435,11 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"    sizes = lambda dim: [s for s in range(128, dim + 1, 128) if dim % s == 0]":
                  "    sizes = lambda dim: list(range(128, dim + 1, 384))"},   # every third multiple: a quicker search
                 r"choose_blocks\(4096, 4096, 4096, bfloat16, '\w+'\) chose .*which does not divide", ("block_choice",)),
+        # issue 44: the step-time check judges step_times alone, as the grade does: a matmul that runs two dots a step
+        # (pasted with a broken K loop) fails no right step_times
+        Mistake("step_times_right_with_two_dot_matmul", "a right step_times beside a matmul whose step runs two dots",
+                {"    o_ref[...] +=": "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)\n    o_ref[...] +="},
+                r"", (), ("step_time_model",)),
         Mistake("step_times_per_core", "halves the chip's numbers for two-TensorCore chips",
                 {"    c = chip_named(chip)\n    itemsize": "    c = chip_named(chip)\n    cores = c.tensorcores_per_chip\n    itemsize",
                  "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s":
