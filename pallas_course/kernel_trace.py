@@ -62,6 +62,9 @@ class PallasCallInfo:
     # the precision each dot_general in the kernel body asks for, in order ("DEFAULT", "HIGHEST", or one name per
     # operand, "HIGHEST/DEFAULT"): interpret mode on a CPU multiplies f32 exactly whatever it asks, a TPU does not
     dot_precisions: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # the dtype of each product of a value with a mask (a comparison, converted or broadcast) in the kernel body:
+    # `x * (row < n)` is not a select, NaN × 0 is NaN (interpret mode on a CPU may rewrite it into one and hide it)
+    mask_products: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def blocks(self) -> tuple[BlockInfo, ...]:
@@ -173,6 +176,7 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
         kernel_jaxpr=eqn.params["jaxpr"],
         kernel_ops=_ops(eqn.params["jaxpr"]),
         dot_precisions=tuple(dot_precision(e) for e in find_eqns(eqn.params["jaxpr"], "dot_general")),
+        mask_products=mask_products(eqn.params["jaxpr"]),
     )
 
 
@@ -185,6 +189,32 @@ def dot_precision(eqn: Any) -> str:
     names = [getattr(q, "name", str(q)) for q in (p if isinstance(p, (tuple, list)) else (p,))]
     names = ["DEFAULT" if n in ("None", "") else n for n in names]
     return names[0] if len(set(names)) == 1 else "/".join(names)
+
+
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+_CARRY_MASK = frozenset({"convert_element_type", "broadcast_in_dim", "reshape", "and", "or", "not", "squeeze",
+                         "expand_dims", "copy", "copy_p"})
+
+
+def mask_products(jaxpr: Any, masks: frozenset[Any] = frozenset()) -> tuple[str, ...]:
+    """The result dtype of each `mul` in `jaxpr` (nested sub-jaxprs included) one of whose operands is a mask: a
+    comparison's result, converted, broadcast or combined. A mask applied by multiplication keeps NaN (NaN × 0 is NaN),
+    where a select (jnp.where) drops it; read off the trace because interpret mode's CPU compile may turn the product
+    into a select."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    known, found = set(masks), []
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        ins = [v for v in eqn.invars if not hasattr(v, "val")]
+        if name in _COMPARISONS or (name in _CARRY_MASK and any(v in known for v in ins)):
+            known.update(eqn.outvars)
+        elif name == "mul" and any(v in known for v in ins):
+            found.append(str(getattr(eqn.outvars[0].aval, "dtype", "")))
+        args = [None if hasattr(v, "val") else v for v in (eqn.invars[1:] if name == "cond" else eqn.invars)]
+        for sub in _sub_jaxprs(eqn):
+            inner = frozenset(w for v, w in zip(args, sub.invars) if v is not None and v in known) if len(args) == len(sub.invars) else frozenset()
+            found += mask_products(sub, inner)
+    return tuple(found)
 
 
 def _ops(jaxpr: Any) -> dict[str, tuple[str, ...]]:

@@ -949,6 +949,20 @@ def column_sums_schedule_problem(label: str, pc: Any, shape: tuple[int, int], r:
         if any(got):
             return (f"{label}: the output index map sends grid step {i} to block {got}; every step adds into the one "
                     "block of sums, lambda i: (0, 0), so it stays in VMEM from the first step to the last")
+    return mask_product_problem(label, pc)
+
+
+MASK_SELECT = ("jnp.where(row < n, x, 0.0) (a select: multiplying by a 0/1 mask keeps the NaN, NaN × 0 is NaN)")
+
+
+def mask_product_problem(label: str, pc: Any) -> str | None:
+    """A mask is a select (the lab's rule), read off the traced kernel: `x * (row < n)` keeps the padding's NaN or
+    garbage, NaN × 0 being NaN, though interpret mode's CPU compile may rewrite the product into a select and hide it."""
+    if pc.mask_products:
+        return (f"the kernel of {label} masks by multiplying by a comparison (x * (row < n), or its .astype): the rows "
+                "past n are padding of unspecified value (NaN under TPU interpret mode, garbage on a TPU), and NaN × 0 "
+                f"is NaN, so the product keeps them (interpret mode on a CPU may rewrite it into a select and hide "
+                f"that; a TPU does not); mask with a select, {MASK_SELECT}")
     return None
 
 
@@ -961,13 +975,18 @@ def column_sums_hint(x: Any, out: Any, r: int) -> str | None:
         return None
     last = (n - 1) // r * r                 # first row of the last block
     pad = -n % r                            # rows of the last block past the end
+    if np.isnan(a).any() and not np.isnan(xs).any() and not pad:
+        return None     # no rows past the end: NaN read from memory never written (compare names it: kernel=)
+    if np.isneginf(a).any() and np.isfinite(xs).all():
+        return ("the sums are -inf though x is finite: the rows past n are replaced with -inf, the identity of a max "
+                "(LAB·1.2's rowmax starts there), but a sum's identity is 0: jnp.where(row < n, x, 0.0)")
     if np.isnan(a).any() and not np.isnan(xs).any():
         where = (f"its last block (rows {last} to {last + r - 1}) runs past the array's {n} rows, and its {pad} "
                  f"row{'s' * (pad != 1)} past the end" if pad else "rows past the end")
         return (f"the sums are NaN though x holds no NaN: {where} are padding of unspecified value (NaN under "
                 "TPU interpret mode, garbage on a TPU: Pallas's grid and BlockSpec docs), and the sum adds them in. Mask them before the sum: "
                 "row = pl.program_id(0) * rows_per_block + jax.lax.broadcasted_iota(jnp.int32, x.shape, 0), then "
-                "jnp.where(row < n, x, 0.0) (a select: multiplying by a 0/1 mask keeps the NaN, NaN × 0 is NaN)")
+                + MASK_SELECT)
     tol = COLUMN_SUMS["tol"]
     if pad and _close(a, xs[: n // r * r].sum(axis=0, keepdims=True), tol):
         return (f"the sums leave out the last {n % r} rows: the partial last block is never added (a grid of "

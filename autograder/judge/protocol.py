@@ -99,8 +99,9 @@ def _call(d: Any) -> PallasCallInfo:
     unread = d.get("unread")
     sem = d.get("dimension_semantics")
     dots = d.get("dot_precisions") or []
+    masks = d.get("mask_products") or []
     if not (isinstance(scratch, list) and isinstance(ops, dict) and (unread is None or isinstance(unread, list))
-            and (sem is None or isinstance(sem, list)) and isinstance(dots, list)):
+            and (sem is None or isinstance(sem, list)) and isinstance(dots, list) and isinstance(masks, list)):
         raise BadStructure("a malformed pallas_call")
     return PallasCallInfo(
         name=str(d.get("name", "kernel"))[:200], grid=grid,
@@ -111,7 +112,8 @@ def _call(d: Any) -> PallasCallInfo:
         kernel_jaxpr=None,
         kernel_ops={str(k): tuple(str(t) for t in v) for k, v in ops.items() if isinstance(v, list)},
         unread=None if unread is None else tuple(str(u) for u in unread),
-        dot_precisions=tuple(str(p)[:40] for p in dots))
+        dot_precisions=tuple(str(p)[:40] for p in dots),
+        mask_products=tuple(str(m)[:40] for m in masks))
 
 
 def view(data: Any) -> Trace:

@@ -36,6 +36,7 @@ def trace_data(t: Any) -> dict[str, Any]:
                       "dimension_semantics": list(pc.dimension_semantics) if pc.dimension_semantics else None,
                       "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()},
                       "dot_precisions": list(pc.dot_precisions),
+                      "mask_products": list(pc.mask_products),
                       "unread": read_before_written(pc)})
     return {"pallas_calls": calls, "outside": list(t.outside), "outside_sizes": list(t.outside_sizes)}
 

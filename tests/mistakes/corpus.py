@@ -23,6 +23,9 @@ ACC_INIT = "    @pl.when(k == 0)\n    def _init():\n        acc_ref[...] = jnp.z
 GELU_STORE = "        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)"
 ACC_SCRATCH = "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],"
 
+CS_MASK = "    x = jnp.where(row < n, x_ref[...].astype(jnp.float32), 0.0)      # rows past n: whatever the buffer held\n"
+CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_like(o_ref)\n"
+
 LAB_1_1 = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"
 LAB_1_3 = "lab-1.3-fused-softmax-layernorm"
@@ -349,6 +352,22 @@ MISTAKES: dict[str, list[Mistake]] = {
                  "    jax.lax.fori_loop(0, x_ref.shape[0], row, 0)"},
                 r"bfloat16 does not compile for v5e( and v6e)? \(the real TPU compiler", ("softmax_values",),
                 ("softmax_fused", "softmax_stability"), graded=r"does not compile for v5e"),
+        # issue 44: the ragged mask is a select (the lab's rule), read off the traced kernel: under interpret mode XLA's
+        # CPU simplifier turns x * (row < n) into a select, so the values alone passed it
+        Mistake("column_sums_mask_by_multiply", "x * (row < n): a product, not a select",
+                {CS_MASK: "    x = x_ref[...].astype(jnp.float32) * (row < n)\n"},
+                r"masks by multiplying by a comparison.*NaN × 0 is NaN", ("column_sums_ragged",),
+                graded=r"masks by multiplying by a comparison.*NaN × 0 is NaN"),
+        Mistake("column_sums_mask_by_multiply_astype", "x * (row < n).astype(jnp.float32)",
+                {CS_MASK: "    x = x_ref[...].astype(jnp.float32) * (row < n).astype(jnp.float32)\n"},
+                r"masks by multiplying by a comparison", ("column_sums_ragged",),
+                graded=r"masks by multiplying by a comparison"),
+        Mistake("column_sums_mask_neg_inf", "rows past n set to -inf (a max's identity), not 0",
+                {CS_MASK: "    x = jnp.where(row < n, x_ref[...].astype(jnp.float32), -jnp.inf)\n"},
+                r"-inf.*identity of a max.*0\.0", ("column_sums_ragged",), graded=r"-inf.*identity of a max.*0\.0"),
+        Mistake("column_sums_no_init", "the running sum never zeroed (every block whole in the first case)",
+                {CS_INIT: ""}, r"(?s)^(?!.*past the end).*before anything is stored", ("column_sums_ragged",),
+                graded=r"(?s)^(?!.*past the end).*before anything is stored"),
         Mistake("softmax_rows_per_block_ignored", "always 8-row blocks whatever rows_per_block says",
                 {"    n, d = x.shape\n    return pl.pallas_call(\n        softmax_kernel,":
                  "    n, d = x.shape\n    rows_per_block = 8\n    return pl.pallas_call(\n        softmax_kernel,"},
