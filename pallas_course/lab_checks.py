@@ -69,7 +69,9 @@ CASES: dict[str, tuple[Case, ...]] = {
                Case(ROWMAX, (128, 2048), F32, {"bm": 32, "bn": 512})),    # 4 × 4 grid
     "matmul": (Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),     # 2 × 3 × 4 grid
                Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),     # bk != bn
-               Case(MM, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128})),    # bm != bn, a 2 × 2 × 2 grid
+               Case(MM, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128}),     # bm != bn, a 2 × 2 × 2 grid
+               # the lab runs matmul on bf16 too: traced and compiled there, its precision rule the bf16 one
+               Case(("matmul_precision",), (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 128}, run=False)),
     "matmul_acc": (Case(ACC, (256, 2048, 256), BF16, {"bm": 128, "bn": 128, "bk": 128}),   # 16 K steps
                    Case(ACC[:2], (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 256}, run=False),
                    Case(ACC[:2], (512, 256, 256), BF16, {"bm": 256, "bn": 128, "bk": 128}, run=False)),
@@ -168,7 +170,7 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
     if kernel.startswith("matmul"):
         problem = rules.matmul_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"], kw["bk"])
         if problem is None and kernel == "matmul":
-            problem = rules.f32_precision_problem(label, pc)
+            problem = rules.matmul_precision_problem(label, pc, case.dtype)
         if problem is None and kernel == "matmul_acc":
             problem = (rules.out_dtype_problem(label, pc, case.dtype) or rules.matmul_semantics_problem(label, pc)
                        or rules.f32_accumulator_problem(label, pc) or rules.f32_dot_problem(label, pc))
@@ -294,7 +296,16 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
     if problem:
         raise _fail(name, problem, "structure")
     if not case.run:
-        return f"{label}: structure as graded"
+        chips = graded_compile.rule_chips(case.tests)
+        if not chips:
+            return f"{label}: structure as graded"
+        compiled = graded_compile.compile_case(functools.partial(fn, **case.kwargs), list(args), chips)
+        if compiled.rejected:
+            raise _fail(name, graded_compile.refusal(label, compiled, t), "compile")
+        if compiled.not_here:
+            graded_compile.say_once(chips, compiled.not_here)
+        done = graded_compile.phrase(compiled)
+        return f"{label}: structure as graded" + (f"; {done}" if done else "")
     try:
         out = run_under_course_mode(lambda: fn(*args, **case.kwargs))
     except CheckFailure:

@@ -424,6 +424,22 @@ def matmul_semantics_problem(label: str, pc: Any) -> str | None:
 F32_PRECISION_FIX = "pass precision=jax.lax.Precision.HIGHEST to jnp.dot"
 
 
+BF16_PRECISION_FIX = ("choose the precision from the blocks' dtype, precision = jax.lax.Precision.HIGHEST if "
+                      "a_ref.dtype == jnp.float32 else None")
+
+
+def matmul_precision_problem(label: str, pc: Any, dtype: Any) -> str | None:
+    """The lab's precision rule on every dtype it runs matmul on: HIGHEST for f32 blocks (f32_precision_problem); on
+    bf16 blocks no HIGHEST, which the TPU compiler refuses ("Bad lhs type", v5e and v6e) and interpret mode runs."""
+    if dtype_name(dtype) == "float32":
+        return f32_precision_problem(label, pc)
+    if any(p.split("/")[0] == "HIGHEST" or p.endswith("/HIGHEST") for p in pc.dot_precisions):
+        return (f"the dot in the kernel of {label} asks for precision HIGHEST on bfloat16 blocks, which the TPU compiler "
+                "refuses (\"Bad lhs type\", v5e and v6e; interpret mode runs it): one MXU pass multiplies bf16 exactly, "
+                f"so bf16 blocks need no request; {BF16_PRECISION_FIX}")
+    return None
+
+
 def f32_precision_problem(label: str, pc: Any) -> str | None:
     """An f32 matmul's dots ask for precision HIGHEST: at the default precision the MXU rounds f32 inputs to bf16.
     Read off the trace: interpret mode on a CPU multiplies in full f32 whatever the dot asks."""

@@ -30,6 +30,8 @@ def families(test: str) -> frozenset[str]:
     """The families of this test's cases (rules.matmul_families): the notebook's visible checks must show each."""
     if test.startswith("rowmax"):
         return frozenset().union(*(rules.rowmax_families(shape, bm, bn, "float32") for shape, bm, bn in ROWMAX_CASES))
+    if test == "matmul_precision":   # f32 and bf16 (the lab runs matmul on both)
+        return frozenset().union(*(rules.matmul_families(*CASES[0], dtype) for dtype in ("float32", "bfloat16")))
     dtype = "bfloat16" if test.startswith("matmul_acc") else "float32"
     cases = [ACC_CASE] if test == "matmul_acc_f32_accumulator" else CASES
     if test == "matmul_gelu_fused":
@@ -124,7 +126,8 @@ def matmul_f32(matmul: Callable[..., Any]) -> None:
 
 def matmul_precision(matmul: Callable[..., Any]) -> None:
     """Every dot in the f32 kernel asks for precision HIGHEST, read off the trace (interpret mode on a CPU multiplies
-    exactly whatever the dot asks; a TPU's MXU at the default precision rounds f32 inputs to bf16)."""
+    exactly whatever the dot asks; a TPU's MXU at the default precision rounds f32 inputs to bf16); on bf16 inputs
+    none asks HIGHEST, and the kernel compiles (the TPU compiler refuses HIGHEST on bf16: "Bad lhs type")."""
     import jax
 
     test = "matmul_precision"
@@ -136,6 +139,14 @@ def matmul_precision(matmul: Callable[..., Any]) -> None:
         raise TestFailure(f"{test}: the kernel of {label} calls no jnp.dot: the matmul's product is the MXU's, "
                           "jnp.dot(a_ref[...], b_ref[...], ...)")
     _fails(test, rules.f32_precision_problem(label, pc))
+    # the lab runs matmul on bf16 too: traced and compiled there (course.yml's compile rule lists this test), where
+    # HIGHEST is refused by the TPU compiler and run by interpret mode
+    seed = fresh_seed()
+    label = f"matmul(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n} bfloat16"
+    a, b = _inputs(np.random.default_rng(seed), (m, k, n), ml_dtypes.bfloat16)
+    pc = one_pallas_call(test, label, matmul, a, b, bm=bm, bn=bn, bk=bk)
+    _fails(test, rules.matmul_precision_problem(label, pc, "bfloat16"))
+    call(test, label, matmul, a, b, bm=bm, bn=bn, bk=bk)
 
 
 def matmul_acc_schedule(matmul_acc: Callable[..., Any]) -> None:

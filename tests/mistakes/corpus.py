@@ -245,6 +245,12 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake("matmul_grid_m_n_swapped", "grid=(n // bn, m // bm, k // bk)",
                 {MM_GRID: MM_GRID.replace("grid=(m // bm, n // bn, k // bk)", "grid=(n // bn, m // bm, k // bk)")},
                 r"grid of matmul.*expected", ("matmul_schedule", "matmul_f32")),
+        # issue 44: the lab runs matmul on bf16 too, where the TPU compiler refuses HIGHEST ("Bad lhs type"): the
+        # check and the grade trace (and compile) the bf16 call as well as the f32 one
+        Mistake("matmul_highest_on_every_dot", "precision=HIGHEST on every dot, bf16 blocks too",
+                {MM_PREC: "    precision = jax.lax.Precision.HIGHEST\n"},
+                r"precision HIGHEST on bfloat16 blocks.*compiler refuses", ("matmul_precision",),
+                ("matmul_schedule", "matmul_f32"), graded=r"precision HIGHEST on bfloat16 blocks.*compiler refuses"),
     ],
     LAB_1_3: [
         Mistake("softmax_no_max", "no max subtraction: exp overflows",
