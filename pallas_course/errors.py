@@ -160,7 +160,20 @@ def _untransposed(m: re.Match[str]) -> bool:
     return len(val) == 2 and val[::-1] == ref and val != ref
 
 
+def _reduced_the_other_way(m: re.Match[str]) -> bool:
+    """A value wider than its block only where the block is 1 (a (bm, 1) block given (bm, bn)): a reduction meant to
+    leave that axis at 1 reduced another (axis=0 for a row's max), and broadcasting widened it back."""
+    val, ref = _dims(m["val"]), _dims(m["ref"])
+    return (len(val) == len(ref) and any(r == "1" and v != "1" for v, r in zip(val, ref))
+            and all(v == r for v, r in zip(val, ref) if r != "1"))
+
+
 def _store_shape(m: re.Match[str]) -> str:
+    if _reduced_the_other_way(m):
+        return (f"the kernel stores a {m['val']} value into a {m['ref']} block: the block keeps one value per row, the "
+                "value has more; either the reduction runs over the wrong axis (axis=0 reduces a block's rows, and "
+                "broadcasting against the block widens the result back), or the out BlockSpec's block is not the "
+                "shape the kernel computes")
     if _untransposed(m):
         return (f"the kernel stores a {m['val']} value into a {m['ref']} block: the block as it was read, its "
                 "transpose never taken; the blocks move, their values do not")
@@ -169,6 +182,9 @@ def _store_shape(m: re.Match[str]) -> str:
 
 
 def _store_shape_fix(m: re.Match[str], line: str) -> str:
+    if _reduced_the_other_way(m):
+        return ("reduce over the axis the block keeps as 1 (a row's max: axis=1, keepdims=True); if the axis is "
+                "right, compare the block shapes of in_specs and out_specs")
     if _untransposed(m):
         return "store the block's transpose, o_ref[...] = x_ref[...].T"
     return "compare the block shapes of in_specs and out_specs (and the transpose of a block, if you take one)"

@@ -246,7 +246,7 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
     if kernel == "transpose":
         return rules.transpose_hint(inputs[0], out, kw["bm"], kw["bn"])
     if kernel == "rowmax":
-        return rules.rowmax_hint(inputs[0], out, kw["bn"])
+        return rules.rowmax_hint(inputs[0], out, kw["bn"], kw["bm"])
     if kernel == "softmax":
         return rules.softmax_hint(inputs[0], out, rows)
     if kernel == "layernorm":

@@ -384,13 +384,27 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
 
 
-def rowmax_hint(x: Any, out: Any, bn: int) -> str | None:
+def rowmax_hint(x: Any, out: Any, bn: int, bm: int | None = None) -> str | None:
     """Why rowmax's values are wrong, when they are a named mistake's (None otherwise)."""
     X, got = as_f64(x), as_f64(out)
-    n = X.shape[1]
-    if got.shape != (X.shape[0], 1):
+    m, n = X.shape
+    if got.shape != (m, 1):
         return None
     want = X.max(axis=1, keepdims=True)
+    if np.isneginf(got).all():
+        return ("every output is -inf, the start: the fold is computed but never stored; store it on every step, "
+                "o_ref[...] = jnp.maximum(o_ref[...], jnp.max(x_ref[...], axis=1, keepdims=True))")
+    if bm and m % bm == 0 and m // bm >= 2:
+        blocks = X.reshape(m // bm, bm, n)
+        if np.array_equal(got, np.repeat(blocks.max(axis=(1, 2)), bm)[:, None]):
+            return ("every row of a row block comes out as the same value, the whole block's max: jnp.max with no axis "
+                    "reduces the block to one number; reduce over its columns only, axis=1, keepdims=True")
+        first_last = blocks[0, :, -bn:].max(axis=1)
+        if np.array_equal(got[:bm, 0], first_last) and not np.array_equal(got[bm:], want[bm:]) \
+                and not np.array_equal(first_last, want[:bm, 0]):
+            return ("the first row block holds its last column block's max alone and the later row blocks are wrong: "
+                    "the -inf start runs on every column step of row block 0 and never for the others, so it is keyed "
+                    "on the row axis, pl.program_id(0); key it on the reduced axis, @pl.when(pl.program_id(1) == 0)")
     if np.array_equal(got, np.maximum(want, 0.0)) and (want < 0).any():
         return ("the rows whose values are all negative come out 0: the running max starts at 0, which is larger "
                 "than all of them; start it at -inf, jnp.full_like(o_ref, -jnp.inf), on the first column step")

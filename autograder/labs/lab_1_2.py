@@ -97,7 +97,7 @@ def rowmax_values(rowmax: Callable[..., Any]) -> None:
         out = call(test, label, rowmax, x, bm=bm, bn=bn)
         expected = as_f64(x).max(axis=1, keepdims=True).astype(np.float32)
         expect_close(test, label, out, expected, block=(bm, 1), seed=seed, kernel=pc, **rules.ROWMAX,
-                     hint=lambda: rules.rowmax_hint(x, out, bn))
+                     hint=lambda: rules.rowmax_hint(x, out, bn, bm))
 
 
 def matmul_schedule(matmul: Callable[..., Any]) -> None:

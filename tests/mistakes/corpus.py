@@ -26,6 +26,8 @@ ACC_SCRATCH = "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],"
 CS_MASK = "    x = jnp.where(row < n, x_ref[...].astype(jnp.float32), 0.0)      # rows past n: whatever the buffer held\n"
 CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_like(o_ref)\n"
 
+RM_MAX = "jnp.max(x_ref[...], axis=1, keepdims=True)"
+
 LAB_1_1 = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"
 LAB_1_3 = "lab-1.3-fused-softmax-layernorm"
@@ -251,6 +253,20 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {MM_PREC: "    precision = jax.lax.Precision.HIGHEST\n"},
                 r"precision HIGHEST on bfloat16 blocks.*compiler refuses", ("matmul_precision",),
                 ("matmul_schedule", "matmul_f32"), graded=r"precision HIGHEST on bfloat16 blocks.*compiler refuses"),
+        # issue 44: rowmax's mistakes the lab names, each with its cause, check and grade alike
+        # (the kernel body fails to trace, so rowmax_schedule cannot read the schedule and still fails: not yet fixed)
+        Mistake("rowmax_max_axis0", "the block's max over axis 0 (its columns), not axis 1",
+                {RM_MAX: "jnp.max(x_ref[...], axis=0, keepdims=True)"}, r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis", ("rowmax_schedule", "rowmax_values"),
+                graded=r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis"),
+        Mistake("rowmax_init_on_row_axis", "the -inf start keyed on program_id(0), the row axis",
+                {"    @pl.when(pl.program_id(1) == 0)\n    def _init():\n        o_ref[...] = jnp.full_like(o_ref, -jnp.inf)":
+                 "    @pl.when(pl.program_id(0) == 0)\n    def _init():\n        o_ref[...] = jnp.full_like(o_ref, -jnp.inf)"},
+                r"keyed on the row axis, pl\.program_id\(0\)", ("rowmax_values",), ("rowmax_schedule",), graded=r"keyed on the row axis, pl\.program_id\(0\)"),
+        Mistake("rowmax_fold_never_stored", "the fold computed and never stored",
+                {"    o_ref[...] = jnp.maximum(o_ref[...], " + RM_MAX: "    m = jnp.maximum(o_ref[...], " + RM_MAX},
+                r"fold is computed but never stored", ("rowmax_values",), ("rowmax_schedule",), graded=r"fold is computed but never stored"),
+        Mistake("rowmax_max_no_axis", "jnp.max with no axis: the whole block's max",
+                {RM_MAX: "jnp.max(x_ref[...])"}, r"jnp\.max with no axis", ("rowmax_values",), ("rowmax_schedule",), graded=r"jnp\.max with no axis"),
     ],
     LAB_1_3: [
         Mistake("softmax_no_max", "no max subtraction: exp overflows",
