@@ -46,7 +46,7 @@ def softmax_time_problem(got: Any, n: int, d: int, dtype: Any, chip: str) -> str
     """Seconds of the fused softmax of an (n, d) `dtype` array on `chip`: x read once and the output written once,
     2·n·d·itemsize bytes, over course.yml's hbm_bytes_per_s. None when right; else the likely cause."""
     from pallas_course.chips import chip as chip_named
-    from pallas_course.cost_model import fused_softmax_bytes, memory_bound_seconds
+    from pallas_course.cost_model import fused_softmax_bytes, memory_bound_seconds, unfused_softmax_bytes
 
     value = _number(got)
     if value is None:
@@ -63,7 +63,20 @@ def softmax_time_problem(got: Any, n: int, d: int, dtype: Any, chip: str) -> str
     if _close(value, want / 2):
         return (f"is {value:.4g} s, half the expected time: it counts x read ({n * d * size:,} bytes) but not the "
                 f"output written; the kernel writes every element once too. {expected}")
+    cores = c.tensorcores_per_chip
+    if _close(value, want * 4) or _close(value, memory_bound_seconds(unfused_softmax_bytes(n, d, dtype), c)):
+        return (f"is {value:.4g} s, about 4 times the expected time: it counts the unfused chain's traffic (the array "
+                "read five times and written three times, one HBM trip per XLA operation); the fused kernel reads x "
+                f"once and writes the output once. {expected}")
+    if _close(value, want * 8):
+        return (f"is {value:.4g} s, 8 times the expected time: it counts bits, not bytes; hbm_bytes_per_s is bytes per "
+                f"second and np.dtype(dtype).itemsize is in bytes ({name}: {size}). {expected}")
     for wrong_size in (4, 8):
+        if wrong_size != size and _close(value, want * wrong_size / size) and cores == wrong_size // size:
+            return (f"is {value:.4g} s, {cores} times the expected time; two mistakes give this: {wrong_size} bytes per "
+                    f"element where {name} has {size} (take np.dtype(dtype).itemsize), or one TensorCore's share of "
+                    f"{chip}'s bandwidth ({chip} has {cores} TensorCores per chip; the lab uses course.yml's per-chip "
+                    f"hbm_bytes_per_s as it stands). {expected}")
         if wrong_size != size and _close(value, want * wrong_size / size):
             why = (f"the kernel computes in float32 inside VMEM, yet HBM holds x and the output in {name}"
                    if wrong_size == 4 else "an element is not a float64")
@@ -80,7 +93,6 @@ def softmax_time_problem(got: Any, n: int, d: int, dtype: Any, chip: str) -> str
     for factor, unit in ((1e3, "milliseconds"), (1e6, "microseconds"), (1e9, "nanoseconds")):
         if _close(value, want * factor):
             return f"is {value:.4g}, {factor:.0e} times the time in seconds: it returns {unit}; return seconds. {expected}"
-    cores = c.tensorcores_per_chip
     if cores > 1 and _close(value, want * cores):
         return (f"is {value:.4g} s, {cores} times the expected time, as with one TensorCore's share of {chip}'s "
                 f"bandwidth ({chip} has {cores} TensorCores per chip); the lab uses course.yml's per-chip "

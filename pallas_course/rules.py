@@ -336,13 +336,17 @@ def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm
             if got != want:
                 return (f"{label}: the index map of {name} sends grid step {point} to block {got}; step (i, j, k) "
                         f"needs block {want} of {name}")
-    return None
+    return accumulated_axis_parallel_problem(label, pc, "the same output block")
 
 
 def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | None:
     """The last grid axis carries an accumulator (`what`): marked "parallel" it may run out of order, or on the
     other TensorCore of a megacore chip at once (a race)."""
     semantics = tuple(str(s) for s in pc.dimension_semantics or ())
+    if semantics and len(semantics) != len(pc.grid):
+        return (f"{label} gives dimension_semantics {len(semantics)} entries ({semantics}) for its {len(pc.grid)}-axis "
+                f"grid {pc.grid}: one entry per grid axis, in the grid's order (the TPU compiler refuses lengths that "
+                "differ)" + ("; here the last, the axis that adds into " + what + ", is \"arbitrary\"" if len(pc.grid) > 1 else ""))
     if semantics and "parallel" in semantics[-1].lower():
         return (f"{label} marks its last grid axis \"parallel\" (dimension_semantics={semantics}), but its steps all "
                 f"add into {what}: they must run in order, on one core; make it \"arbitrary\" (TPU interpret mode "
@@ -684,6 +688,14 @@ def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: fl
                 return (f"GELU is applied to the input{'s' if ' and ' in what else ''} ({what}) before the product; "
                         "it belongs on the accumulated product, on the last K step: o_ref[...] = jax.nn.gelu("
                         "acc_ref[...]).astype(o_ref.dtype)")
+        if k // bk >= 2:
+            running = np.zeros_like(got)
+            for s in range(0, k, bk):          # the GELU of each partial sum, carried into the next K step
+                running = epilogue(running + A[:, s:s + bk] @ B[s:s + bk, :])
+            if _close(got, running, tol) or _close(got, epilogue(running), tol):
+                return ("the GELU acts on partial sums: it is applied on every K step, so each step adds into a GELU of "
+                        "the sum so far; apply it once, on the last K step, @pl.when(k == pl.num_programs(2) - 1), "
+                        "just before the store")
         c = A @ B
         if _close(got, c, tol):
             return ("the kernel computes no GELU: the output is a @ b itself, the accumulated product stored as it is; "

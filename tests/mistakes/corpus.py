@@ -28,6 +28,8 @@ CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_li
 
 RM_MAX = "jnp.max(x_ref[...], axis=1, keepdims=True)"
 
+SS_MOVED = "    moved = 2 * n * d * itemsize          # x read once, the output written once\n"
+
 LAB_1_1 = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"
 LAB_1_3 = "lab-1.3-fused-softmax-layernorm"
@@ -267,6 +269,18 @@ MISTAKES: dict[str, list[Mistake]] = {
                 r"fold is computed but never stored", ("rowmax_values",), ("rowmax_schedule",), graded=r"fold is computed but never stored"),
         Mistake("rowmax_max_no_axis", "jnp.max with no axis: the whole block's max",
                 {RM_MAX: "jnp.max(x_ref[...])"}, r"jnp\.max with no axis", ("rowmax_values",), ("rowmax_schedule",), graded=r"jnp\.max with no axis"),
+        Mistake("matmul_acc_semantics_two_entries", "two dimension_semantics entries for the 3-axis grid",
+                {'dimension_semantics=("parallel", "parallel", "arbitrary")),\n        interpret=INTERP,\n    )(a, b)':
+                 'dimension_semantics=("parallel", "parallel")),\n        interpret=INTERP,\n    )(a, b)'},
+                r"2 entries .* for its 3-axis grid.*one entry per grid axis", ("matmul_acc_semantics",),
+                graded=r"per grid axis"),   # the grade's words are the rebuild's (autograder.judge), the same rule
+        Mistake("matmul_k_axis_parallel", "matmul's K axis marked \"parallel\"",
+                {MM_GRID: MM_GRID.replace("interpret=INTERP,", 'compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "parallel")),\n        interpret=INTERP,')},
+                r"marks its last grid axis .parallel.", ("matmul_schedule", "matmul_f32"), ("matmul_precision",), graded=r"marks its last grid axis .parallel."),
+        Mistake("matmul_gelu_on_every_k_step", "the GELU applied to the accumulator on every K step (partial sums)",
+                {"    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():":
+                 "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():"},
+                r"the GELU acts on partial sums", ("matmul_gelu_values",), graded=r"the GELU acts on partial sums"),
     ],
     LAB_1_3: [
         Mistake("softmax_no_max", "no max subtraction: exp overflows",
@@ -394,6 +408,16 @@ MISTAKES: dict[str, list[Mistake]] = {
                 {"    n, d = x.shape\n    return pl.pallas_call(\n        softmax_kernel,":
                  "    n, d = x.shape\n    rows_per_block = 8\n    return pl.pallas_call(\n        softmax_kernel,"},
                 r"the grid of softmax", ("softmax_fused",), ("softmax_values", "softmax_stability")),
+        # issue 44: softmax_seconds' named mistakes
+        Mistake("softmax_seconds_unfused_traffic", "the unfused chain's traffic counted (five reads, three writes)",
+                {SS_MOVED: "    moved = 8 * n * d * itemsize\n"}, r"unfused chain's traffic", ("softmax_time_model",), graded=r"unfused chain's traffic"),
+        Mistake("softmax_seconds_bits", "bits for bytes: itemsize * 8",
+                {"    itemsize = np.dtype(dtype).itemsize\n    moved": "    itemsize = np.dtype(dtype).itemsize * 8\n    moved"},
+                r"it counts bits, not bytes", ("softmax_time_model",), graded=r"it counts bits, not bytes"),
+        Mistake("softmax_seconds_per_core", "the bandwidth divided per TensorCore",
+                {"    return moved / chip_named(chip).hbm_bytes_per_s":
+                 "    return moved / (chip_named(chip).hbm_bytes_per_s / chip_named(chip).tensorcores_per_chip)"},
+                r"two mistakes give this: 4 bytes per element .* or one TensorCore's share", ("softmax_time_model",), graded=r"two mistakes give this: 4 bytes per element .* or one TensorCore's share"),
     ],
     LAB_1_4: [
         Mistake("step_times_counts_c", "counts the C block among a steady step's copies (it stays in VMEM)",
