@@ -9,6 +9,7 @@ way in: course grade, nbgrader, Gradescope, PrairieLearn). The modules here are 
 folder imports only those before it in this list, but the jail and the judge use each other (a session starts its
 judge, the judge's box borrows the jail's limits): tests/test_import_graph.py holds them to it.
 """
+
 import os
 
 # The grader computes on the CPU (references, the compile step's deviceless topologies); with libtpu installed

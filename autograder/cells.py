@@ -8,6 +8,7 @@ is_locked, is_task; tests/test_cells.py checks they agree); scoring and checksum
 own functions. nbgrader is imported only where a grade or checksum is computed: its import takes seconds,
 and the engine overlaps it with the jail's start (autograder.steps.execute._import_meanwhile).
 """
+
 from __future__ import annotations
 
 import copy
@@ -90,4 +91,3 @@ def grade(cell: NotebookNode) -> float | None:
     from nbgrader.utils import determine_grade
 
     return determine_grade(cell)[0]
-

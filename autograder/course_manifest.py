@@ -7,6 +7,7 @@ fields (autograder.public_manifest).
 
 REPO_ROOT, the repository's root, lives here: the student wheel knows nothing of the repository's layout.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,8 +43,8 @@ CompileRule = public.CompileRule
 
 class LabSpec(public.LabSpec):
     model_config = _STRICT
-    source: str                         # the nbgrader source: model answers and hidden tests (solutions/)
-    grader: str                         # the module holding a check per test (autograder.labs.*)
+    source: str  # the nbgrader source: model answers and hidden tests (solutions/)
+    grader: str  # the module holding a check per test (autograder.labs.*)
     tests: list[TestSpec]
     written: list[WrittenSpec]
 
@@ -61,8 +62,9 @@ class Manifest(public.Manifest):
 
 
 def load(path: Path | str = COURSE_YML) -> Manifest:
-    return read_yaml_model(Path(path), Manifest, ManifestError, lives="the course manifest lives at the repository root",
-                           schema="manifest")
+    return read_yaml_model(
+        Path(path), Manifest, ManifestError, lives="the course manifest lives at the repository root", schema="manifest"
+    )
 
 
 @functools.cache
@@ -71,5 +73,15 @@ def manifest() -> Manifest:
     return load()
 
 
-__all__ = ["REPO_ROOT", "COURSE_YML", "ManifestError", "TestSpec", "WrittenSpec", "CompileRule", "LabSpec",
-           "Manifest", "load", "manifest"]
+__all__ = [
+    "REPO_ROOT",
+    "COURSE_YML",
+    "ManifestError",
+    "TestSpec",
+    "WrittenSpec",
+    "CompileRule",
+    "LabSpec",
+    "Manifest",
+    "load",
+    "manifest",
+]

@@ -4,6 +4,7 @@ jail's and the judge's failures, which the session, the checks, the steps and th
 Exceptions local to one module stay there (wire.WireError, budgets.OverBudget, zygote.ZygoteFailed,
 jails.JailUnavailable).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ class StudentGone(RuntimeError):
     def __init__(self, why: str, *, silent: bool = False) -> None:
         super().__init__(why)
         self.why = why
-        self.silent = silent     # True: it stopped answering (a hang), rather than ended
+        self.silent = silent  # True: it stopped answering (a hang), rather than ended
 
 
 class BadAnswer(RuntimeError):
@@ -33,10 +34,10 @@ class SetupFailed(RuntimeError):
 class StudentError(Exception):
     """The student's function raised; fields as the agent described it (data, not an exception object)."""
 
-    phase: str          # "trace", "run", "call", "rebuild" (the grader refused the traced computation) or
-                        # "judge" (the grader's rebuild, run or compile of it overran its box: text says which)
+    phase: str  # "trace", "run", "call", "rebuild" (the grader refused the traced computation) or
+    # "judge" (the grader's rebuild, run or compile of it overran its box: text says which)
     ename: str
-    text: str           # the error's one line that matters
+    text: str  # the error's one line that matters
     not_implemented: bool
     explanation: str | None = None
 
@@ -50,10 +51,13 @@ def student_error_from(err: Any) -> StudentError:
         raise BadAnswer("a failed call without an error description")
     text = err.get("text")
     explanation = err.get("explanation")
-    return StudentError(phase=str(err.get("phase", "run"))[:20], ename=str(err.get("ename", "Error"))[:100],
-                        text=str(text)[:2000] if text else "an error without a message",
-                        not_implemented=err.get("not_implemented") is True,
-                        explanation=str(explanation)[:2000] if explanation else None)
+    return StudentError(
+        phase=str(err.get("phase", "run"))[:20],
+        ename=str(err.get("ename", "Error"))[:100],
+        text=str(text)[:2000] if text else "an error without a message",
+        not_implemented=err.get("not_implemented") is True,
+        explanation=str(explanation)[:2000] if explanation else None,
+    )
 
 
 def judge_error(text: str) -> StudentError:

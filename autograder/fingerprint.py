@@ -16,6 +16,7 @@ refused) and a stored record keeps it (a re-run reuses a record only while it st
 `GraderFilesGuard` stops a --no-jail batch whose notebooks changed any file of the course's code (every
 module of the three parts, not only the scoring ones: a report could be forged too).
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,16 +30,20 @@ import nbformat
 from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 from pallas_course import pyparse
 
-PACKAGES = ("autograder", "pallas_course")   # where modules that decide a score can live
+PACKAGES = ("autograder", "pallas_course")  # where modules that decide a score can live
 # The grading steps and the agent in the jail: where the walk of imports starts.
-SCORING_ENTRY = ("autograder.steps.pipeline", "autograder.doors.nbgrader_engine", "autograder.jail.jail_agent.agent",
-                 "autograder.jail.jail_agent.calls", "autograder.jail.jail_agent.wire")
-JAIL_PACKAGE = "jail_agent"                  # how the agent's package is named inside the jail
+SCORING_ENTRY = (
+    "autograder.steps.pipeline",
+    "autograder.doors.nbgrader_engine",
+    "autograder.jail.jail_agent.agent",
+    "autograder.jail.jail_agent.calls",
+    "autograder.jail.jail_agent.wire",
+)
+JAIL_PACKAGE = "jail_agent"  # how the agent's package is named inside the jail
 # Data the checks read: answer keys (autograder/keys/), the walks' lines and notes (LAB·1.5's reading).
 SCORING_DATA = ("autograder/keys", "pallas_course/walks.yml")
 # Installed packages that decide a score too (an upgrade regrades).
-SCORING_PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "nbgrader", "nbclient", "papermill", "ipykernel",
-                    "tokamax")
+SCORING_PACKAGES = ("jax", "jaxlib", "numpy", "ml_dtypes", "nbgrader", "nbclient", "papermill", "ipykernel", "tokamax")
 
 
 def sha256_file(path: Path) -> str:
@@ -53,6 +58,7 @@ def sha256_file(path: Path) -> str:
 
 
 # --------------------------------------------------------------------------------- which modules score
+
 
 def _module_file(name: str, root: Path) -> Path | None:
     if name.split(".")[0] == JAIL_PACKAGE:
@@ -74,7 +80,7 @@ def _imported(tree: ast.AST, package: list[str]) -> set[str]:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join([*base, node.module] if node.module else base)
             names |= {module} | {f"{module}.{alias.name}" for alias in node.names}
     return names
@@ -122,7 +128,7 @@ def _module_imports_at(path: Path, root: Path, mtime_ns: int, size: int) -> froz
     try:
         tree = pyparse.parse(path.read_text(encoding="utf-8"), str(path))
     except (OSError, SyntaxError, UnicodeDecodeError):
-        return frozenset()   # hashed as it is (see _file_hash); it imports nothing we can read
+        return frozenset()  # hashed as it is (see _file_hash); it imports nothing we can read
     package = list(path.relative_to(root).parent.parts)
     return frozenset(m for name in _imported(tree, package) for m in _with_parents(name))
 
@@ -149,8 +155,12 @@ def lab_files(lab: LabSpec | None, root: Path = REPO_ROOT) -> list[Path]:
         start |= {lab.grader} if lab.grader else set()
         for nb in notebooks:
             start |= _notebook_imports(nb)
-    data = [f for d in SCORING_DATA for f in ([root / d] if (root / d).is_file() else sorted((root / d).rglob("*")))
-            if not f.is_dir()]
+    data = [
+        f
+        for d in SCORING_DATA
+        for f in ([root / d] if (root / d).is_file() else sorted((root / d).rglob("*")))
+        if not f.is_dir()
+    ]
     return scoring_modules(start, root) + notebooks + data
 
 
@@ -164,7 +174,8 @@ def grader_files(root: Path = REPO_ROOT) -> list[Path]:
 
 # ------------------------------------------------------------------------------------------------- hashing
 
-@functools.lru_cache(maxsize=1)   # what this process imported stays what it runs, whatever pip does meanwhile
+
+@functools.lru_cache(maxsize=1)  # what this process imported stays what it runs, whatever pip does meanwhile
 def _versions() -> str:
     import importlib.metadata
 
@@ -181,8 +192,12 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 node.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -228,6 +243,7 @@ def grader_fingerprint(lab_id: str | None) -> str:
 
 # ------------------------------------------------------------------------------------------------ the guard
 
+
 def files_snapshot(files: list[Path]) -> dict[Path, str]:
     return {f: sha256_file(f) if f.exists() else "missing" for f in files}
 
@@ -254,4 +270,5 @@ class GraderFilesGuard:
             raise GraderModified(
                 f"grader files changed during the batch ({', '.join(changed[:5])}): a submission may have "
                 "written outside its folder (graded with --no-jail). Restore them (git checkout -- <files>), "
-                f"then re-run with --force; results so far are in {results_dir}")
+                f"then re-run with --force; results so far are in {results_dir}"
+            )

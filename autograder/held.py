@@ -7,6 +7,7 @@ the grader by what every reply holds, outside any budget. Each decoded array is 
 finalizer gives its bytes back when the test that held it ends); a reply that would take the submission past
 MAX_HELD_BYTES is not decoded, and costs the test that asked for it, with `overrun`'s reason.
 """
+
 from __future__ import annotations
 
 import gc
@@ -38,7 +39,7 @@ class Held:
         self.limit = limit
         self.bytes = 0
         self.peak = 0
-        self._lock = threading.Lock()      # finalizers run on whichever thread drops the last reference
+        self._lock = threading.Lock()  # finalizers run on whichever thread drops the last reference
 
     def room(self) -> int:
         """Bytes a new reply may hold now."""
@@ -47,7 +48,7 @@ class Held:
     def overrun(self, nbytes: int) -> str | None:
         """Why a reply of `nbytes` is not kept, or None when it fits."""
         if nbytes > self.room():
-            gc.collect()     # an array kept only by a reference cycle (a traceback's frames) is released now
+            gc.collect()  # an array kept only by a reference cycle (a traceback's frames) is released now
         if nbytes <= self.room():
             return None
         return self.too_much(nbytes)
@@ -55,9 +56,11 @@ class Held:
     def too_much(self, nbytes: int) -> str:
         mb = 2**20
         held = f" beside the {self.bytes / mb:.0f} MB it holds already" if self.bytes >= mb else ""
-        return (f"returned {nbytes / mb:.0f} MB of arrays{held}, over the {self.limit / mb:.0f} MB the grader keeps "
-                "of one notebook's results at once (the lab's tests compare a few MB): return only what the "
-                "function is asked for")
+        return (
+            f"returned {nbytes / mb:.0f} MB of arrays{held}, over the {self.limit / mb:.0f} MB the grader keeps "
+            "of one notebook's results at once (the lab's tests compare a few MB): return only what the "
+            "function is asked for"
+        )
 
     def keep(self, value: Any) -> Any:
         """Count the arrays of `value` (decoded from a reply) while they live; returns `value`."""
@@ -72,4 +75,3 @@ class Held:
     def _release(self, n: int) -> None:
         with self._lock:
             self.bytes -= n
-

@@ -8,6 +8,7 @@ thread, and a few fields of the grader's own (a cell's index, a test's id, a chi
 Lines are appended with one write each (O_APPEND), so the grader, its workers and the judge share a file. Off
 (the variable unset), `span` costs one dictionary lookup and records nothing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,15 @@ def record(event: str, start: float, end: float, cpu_s: float | None = None, **f
     where = path()
     if where is None:
         return
-    line = {"event": event, "start": start, "end": end, "pid": os.getpid(), "thread": threading.current_thread().name,
-            **({"cpu_s": round(cpu_s, 6)} if cpu_s is not None else {}), **fields}
+    line = {
+        "event": event,
+        "start": start,
+        "end": end,
+        "pid": os.getpid(),
+        "thread": threading.current_thread().name,
+        **({"cpu_s": round(cpu_s, 6)} if cpu_s is not None else {}),
+        **fields,
+    }
     data = (json.dumps(line, default=str) + "\n").encode()
     fd = os.open(where, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:

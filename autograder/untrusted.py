@@ -9,6 +9,7 @@ data, never markup. One module turns them into text each output can hold safely;
   so a name is always visible as something, never silently shortened.
 - `for_rich`, `for_csv`, `for_markdown`, `for_html`: `plain`, then escaped for that output.
 """
+
 from __future__ import annotations
 
 import html
@@ -19,8 +20,8 @@ from pathlib import PurePath
 from rich.markup import escape as _rich_escape
 from rich.text import Text
 
-MAX_CHARS = 2000        # per message, output, note or error: a reason fits, a 20 MB exception does not
-MAX_NAME_CHARS = 1000   # per file or folder path shown
+MAX_CHARS = 2000  # per message, output, note or error: a reason fits, a 20 MB exception does not
+MAX_NAME_CHARS = 1000  # per file or folder path shown
 CUT = "… [cut: {n} more characters]"
 
 # ANSI escape sequences (CSI, OSC, and the two-character ESC forms): removed whole, not just their ESC.
@@ -40,7 +41,7 @@ def _cut(text: str, cap: int, more: int = 0) -> str:
     each time they are read), its count kept."""
     mark = _CUT_MARK.search(text)
     if mark:
-        text, more = text[:mark.start()], more + int(mark.group(1))
+        text, more = text[: mark.start()], more + int(mark.group(1))
     return _cut_fresh(text, cap, more)
 
 
@@ -57,9 +58,9 @@ def plain(text: object, cap: int = MAX_CHARS) -> str:
     more = 0
     mark = _CUT_MARK.search(text)
     if mark:
-        text, more = text[:mark.start()], int(mark.group(1))
-    if len(text) > 4 * cap:   # never clean 20 MB to keep 2 KB of it
-        more, text = more + len(text) - 4 * cap, text[:4 * cap]
+        text, more = text[: mark.start()], int(mark.group(1))
+    if len(text) > 4 * cap:  # never clean 20 MB to keep 2 KB of it
+        more, text = more + len(text) - 4 * cap, text[: 4 * cap]
     text = _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
     return _cut_fresh(_SURROGATES.sub(REPLACEMENT, text), cap, more)
 

@@ -11,6 +11,7 @@ solutions, runs clean there, and every solution kernel compiles with the libtpu 
                                                  result next to it (.json)
   python compat/colab_standin.py record DIR      on this machine: compat/colab.json from the results
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -74,8 +75,15 @@ def prepare(out: Path) -> None:
         lines[i] = f"COURSE_PIP = {json.dumps(spec.split(' @ ')[0] + ' @ file://' + wheel)}"
         params.source = "\n".join(lines)
         if lab.id in CASES:
-            nb.cells.append(nbformat.v4.new_code_cell(COMPILE_CELL.format(
-                chips=CHIPS, cases=[(k, [[list(s), d] for s, d in a], kw) for k, a, kw in CASES[lab.id]], mark=MARK)))
+            nb.cells.append(
+                nbformat.v4.new_code_cell(
+                    COMPILE_CELL.format(
+                        chips=CHIPS,
+                        cases=[(k, [[list(s), d] for s, d in a], kw) for k, a, kw in CASES[lab.id]],
+                        mark=MARK,
+                    )
+                )
+            )
         nbformat.write(nb, out / "filled" / Path(lab.notebook).name)
     print(f"prepared {out}: release {release.wheel.name}, {len(manifest().labs)} filled notebooks")
 
@@ -89,8 +97,9 @@ def run(path: Path) -> None:
     t0 = time.perf_counter()
     error = None
     try:
-        NotebookClient(nb, timeout=1800, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(
+            nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
     except CellExecutionError as e:
         error = " ".join(str(e).strip().splitlines()[-1:])[:600]
     except Exception as e:  # noqa: BLE001 - the kernel died, a timeout: recorded, the next notebook goes on
@@ -103,15 +112,28 @@ def run(path: Path) -> None:
             text = o.get("text", "") if o.get("output_type") == "stream" else ""
             for line in text.splitlines():
                 if line.startswith(MARK):
-                    report = json.loads(line[len(MARK):])
+                    report = json.loads(line[len(MARK) :])
                 elif line.startswith("Pallas from Zero ·"):
                     setup_lines.append(line)
-    errors = [f"cell {i}: {o.get('ename')}: {str(o.get('evalue'))[:300]}" for i, c in enumerate(nb.cells)
-              for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    result = {"notebook": path.name, "ok": error is None and not errors, "seconds": seconds, "error": error,
-              "errors": errors, "setup_says": setup_lines[:1], **(report or {"versions": None, "compiles": None})}
+    errors = [
+        f"cell {i}: {o.get('ename')}: {str(o.get('evalue'))[:300]}"
+        for i, c in enumerate(nb.cells)
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+    result = {
+        "notebook": path.name,
+        "ok": error is None and not errors,
+        "seconds": seconds,
+        "error": error,
+        "errors": errors,
+        "setup_says": setup_lines[:1],
+        **(report or {"versions": None, "compiles": None}),
+    }
     path.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    print(f"{'ok ' if result['ok'] else 'FAIL'} {path.name} ({seconds} s){'' if result['ok'] else ': ' + str(error or errors)}")
+    print(
+        f"{'ok ' if result['ok'] else 'FAIL'} {path.name} ({seconds} s){'' if result['ok'] else ': ' + str(error or errors)}"
+    )
 
 
 def record(out: Path) -> int:
@@ -120,29 +142,40 @@ def record(out: Path) -> int:
     results = [json.loads(p.read_text()) for p in sorted((out / "filled").glob("*.json"))]
     compiles = [r for res in results for r in (res.get("compiles") or [])]
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!compat/colab.json"], cwd=REPO,
-                           capture_output=True, text=True).stdout.splitlines()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", ".", ":!compat/colab.json"], cwd=REPO, capture_output=True, text=True
+    ).stdout.splitlines()
     python = (out / "python-version").read_text().strip() if (out / "python-version").exists() else None
     data = {
-        "what": ("a stand-in of Colab's TPU image on a CPU machine: every released notebook, filled in from the "
-                 "solutions, run from its set-up cell (which installs the course's jax and the release's wheel) to "
-                 "its last cell; then every solution kernel compiled (deviceless) with the libtpu the set-up left"),
+        "what": (
+            "a stand-in of Colab's TPU image on a CPU machine: every released notebook, filled in from the "
+            "solutions, run from its set-up cell (which installs the course's jax and the release's wheel) to "
+            "its last cell; then every solution kernel compiled (deviceless) with the libtpu the set-up left"
+        ),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit, "uncommitted": dirty,
-        "image": {"python": python, "packages": [l for l in IMAGE.read_text().splitlines() if l and l[0] != "#"],
-                  "source": " ".join(l.lstrip("# ") for l in IMAGE.read_text().splitlines()[:2]),
-                  "google.colab": "a stand-in module, imported at kernel start (IPython startup file)",
-                  "accelerator": "none: the stand-in runs on this CPU; kernels run in TPU interpret mode"},
+        "commit": commit,
+        "uncommitted": dirty,
+        "image": {
+            "python": python,
+            "packages": [l for l in IMAGE.read_text().splitlines() if l and l[0] != "#"],
+            "source": " ".join(l.lstrip("# ") for l in IMAGE.read_text().splitlines()[:2]),
+            "google.colab": "a stand-in module, imported at kernel start (IPython startup file)",
+            "accelerator": "none: the stand-in runs on this CPU; kernels run in TPU interpret mode",
+        },
         "machine": machine(),
         "decision": "the set-up cell installs jax[tpu]==<course pin> (jax==<pin> without libtpu) before jax is imported",
-        "notebooks": [{k: r[k] for k in ("notebook", "ok", "seconds", "error", "errors", "setup_says", "versions")}
-                      for r in results],
+        "notebooks": [
+            {k: r[k] for k in ("notebook", "ok", "seconds", "error", "errors", "setup_says", "versions")}
+            for r in results
+        ],
         "compiles": compiles,
         "all_ok": bool(results) and all(r["ok"] for r in results) and bool(compiles) and all(c["ok"] for c in compiles),
     }
     RECORD.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"wrote {RECORD.relative_to(REPO)}: notebooks {sum(r['ok'] for r in results)}/{len(results)} clean, "
-          f"compiles {sum(c['ok'] for c in compiles)}/{len(compiles)}")
+    print(
+        f"wrote {RECORD.relative_to(REPO)}: notebooks {sum(r['ok'] for r in results)}/{len(results)} clean, "
+        f"compiles {sum(c['ok'] for c in compiles)}/{len(compiles)}"
+    )
     return 0 if data["all_ok"] else 1
 
 

@@ -1,5 +1,6 @@
 """Inside the newest-JAX root (compat/newest_jax.sh): run every solution notebook, the demo and the fast
 tests, and write compat/newest-jax.json with the versions they ran on. Exits 1 when any step failed."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -42,8 +43,12 @@ def _step(name: str, argv: list[str], timeout: int, keep_stdout: bool = False) -
 def _demo_step() -> dict[str, object]:
     """`course grade --demo --no-jail`, passed only with the demo's expected scores."""
     out = tempfile.mkdtemp(prefix="newest-jax-demo-")
-    step = _step("course grade --demo --no-jail",
-                 ["course", "grade", "--demo", "--no-jail", "--json", "--out", out], 900, keep_stdout=True)
+    step = _step(
+        "course grade --demo --no-jail",
+        ["course", "grade", "--demo", "--no-jail", "--json", "--out", out],
+        900,
+        keep_stdout=True,
+    )
     try:
         scores = {r["submission"].split("/")[0]: r["score"] for r in json.loads(step.pop("stdout"))}
     except (ValueError, KeyError, TypeError) as e:
@@ -59,20 +64,23 @@ def _demo_step() -> dict[str, object]:
 def _xla_flags() -> dict[str, str | None]:
     """The XLA flags each step ran under. XLA aborts on a flag it does not know, so the jaxlib-0.10.2-only
     fast-compile flags (pallas_course.xla_flags.FAST_COMPILE_XLA_FLAGS) must be set nowhere here."""
-    environment = os.environ.get("XLA_FLAGS")   # before the import below sets the grader's own
+    environment = os.environ.get("XLA_FLAGS")  # before the import below sets the grader's own
     from autograder.jail.agent_env import jail_env
     from pallas_course.xla_flags import fast_compile_xla_flags
 
-    return {"environment (notebooks, demo, tests)": environment,
-            "tests/conftest.py adds": fast_compile_xla_flags() or None,
-            "graded notebook's process, and the grader's (running the rebuilt kernels)": jail_env()["XLA_FLAGS"]}
+    return {
+        "environment (notebooks, demo, tests)": environment,
+        "tests/conftest.py adds": fast_compile_xla_flags() or None,
+        "graded notebook's process, and the grader's (running the rebuilt kernels)": jail_env()["XLA_FLAGS"],
+    }
 
 
 def _compile_step() -> tuple[dict[str, object], dict | None]:
     """The grade's compile step with this jax and its libtpu (compat/compile_report.py): per kernel and chip, and
     where it differs from the pinned set. A difference is recorded, not a failure; not running is a failure."""
-    step = _step("compile step (libtpu, deviceless)", [sys.executable, "compat/compile_report.py"], 900,
-                 keep_stdout=True)
+    step = _step(
+        "compile step (libtpu, deviceless)", [sys.executable, "compat/compile_report.py"], 900, keep_stdout=True
+    )
     try:
         report = json.loads(step.pop("stdout").strip().splitlines()[-1])
     except (ValueError, IndexError) as e:
@@ -84,8 +92,13 @@ def _compile_step() -> tuple[dict[str, object], dict | None]:
 def main() -> int:
     steps = []
     for nb in sorted((ROOT / "solutions").rglob("*.ipynb")):
-        steps.append(_step(f"notebook {nb.relative_to(ROOT)}", [sys.executable, "-m", "papermill", "-p", "MODE",
-                           "tpu-interpret", str(nb), "/tmp/out.ipynb"], 900))
+        steps.append(
+            _step(
+                f"notebook {nb.relative_to(ROOT)}",
+                [sys.executable, "-m", "papermill", "-p", "MODE", "tpu-interpret", str(nb), "/tmp/out.ipynb"],
+                900,
+            )
+        )
     # --no-jail: the kernel refuses new user namespaces to a chrooted process, so no jail can be made in this
     # root; the jail itself is tested by the pinned set in CI. This checks that grading works on the newest jax.
     steps.append(_demo_step())
@@ -93,18 +106,19 @@ def main() -> int:
     # No `unshare --mount-proc` here: inside a chroot it fails ("cannot change root filesystem propagation");
     # the fast tests list no processes.
     deselect = [a for t in JAILED_TESTS if t.split("::")[0] in tests for a in ("--deselect", t)]
-    steps.append(_step("fast tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests,
-                                      *deselect], 1800))
+    steps.append(
+        _step("fast tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests, *deselect], 1800)
+    )
     compile_step, compile_report = _compile_step()
     steps.append(compile_step)
-    marker = ROOT / ".commit"     # written by compat/newest_jax.sh: the copy has no .git
+    marker = ROOT / ".commit"  # written by compat/newest_jax.sh: the copy has no .git
     lines = marker.read_text().splitlines() if marker.exists() else []
     commit, uncommitted = (lines[0] if lines else ""), lines[1:]
     record = {
         "what": "the course on the newest JAX: every solution notebook, the demo and the fast tests",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "commit": (f"{commit} with uncommitted edits" if uncommitted else commit) or None,
-        "uncommitted": uncommitted,     # `git status --porcelain` where the run was started: copied in too
+        "uncommitted": uncommitted,  # `git status --porcelain` where the run was started: copied in too
         "python": platform.python_version(),
         "os": f"Debian {Path('/etc/debian_version').read_text().strip()} root (debootstrap), {platform.machine()}",
         "cpus": os.cpu_count(),

@@ -6,6 +6,7 @@ each stamped with the checkout's commit (pallas_course.bench makes and validates
 
     append_records("bench/my-run.jsonl", [rec])
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -17,8 +18,14 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from autograder.course_manifest import REPO_ROOT
-from pallas_course.bench import (BenchRecord, BenchRecordError, Provenance, collect_provenance, installed_commit,
-                                 validate_record)
+from pallas_course.bench import (
+    BenchRecord,
+    BenchRecordError,
+    Provenance,
+    collect_provenance,
+    installed_commit,
+    validate_record,
+)
 
 BENCH_DIR = REPO_ROOT / "bench"
 
@@ -28,8 +35,9 @@ def course_commit() -> str | None:
     """The course's git commit: the checkout's HEAD, else the commit pip recorded for a git install."""
     if (REPO_ROOT / ".git").exists():
         try:
-            out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-                                 capture_output=True, text=True, timeout=10)
+            out = subprocess.run(
+                ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            )
             if out.returncode == 0 and out.stdout.strip():
                 return out.stdout.strip()
         except (OSError, subprocess.SubprocessError):

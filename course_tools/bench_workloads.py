@@ -8,6 +8,7 @@ graded `matmul_acc`, traced, at every block config of the gate. `plan()` turns G
 01's criteria into cases for the backend at hand: full shapes, compiled, on a TPU; reduced shapes in interpret
 mode on CPU, recorded `gating: false`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,6 +25,7 @@ from .gate_spec import Gate, MatmulCriterion, SoftmaxCriterion
 
 
 # ------------------------------------------------------------------------------------------------ kernels
+
 
 def _vmem_params(working_set_bytes: int, semantics: tuple[str, ...]) -> pltpu.CompilerParams | None:
     # Big blocks outgrow the compiler's default scoped VMEM (16 MiB on v5e) long before physical VMEM;
@@ -43,14 +45,23 @@ def _divides(name: str, block: int, dim_name: str, dim: int) -> None:
 
 
 @functools.partial(jax.jit, static_argnames=("bm", "bn", "bk", "interpret"))
-def matmul_acc(a: jax.Array, b: jax.Array, *, bm: int = 128, bn: int = 128, bk: int = 128,
-               interpret: bool = False) -> jax.Array:
+def matmul_acc(
+    a: jax.Array, b: jax.Array, *, bm: int = 128, bn: int = 128, bk: int = 128, interpret: bool = False
+) -> jax.Array:
     m, k = a.shape
     _, n = b.shape
     _divides("bm", bm, "m", m), _divides("bn", bn, "n", n), _divides("bk", bk, "k", k)
-    working_set = matmul_working_set(bm, bn, bk, a.dtype, acc_scratch=True)   # double-buffered + f32 scratch
-    return configurable_matmul(a, b, bm, bn, bk, acc_scratch=True, interpret=interpret,
-                               compiler_params=_vmem_params(working_set, MATMUL_ACC_SEMANTICS))
+    working_set = matmul_working_set(bm, bn, bk, a.dtype, acc_scratch=True)  # double-buffered + f32 scratch
+    return configurable_matmul(
+        a,
+        b,
+        bm,
+        bn,
+        bk,
+        acc_scratch=True,
+        interpret=interpret,
+        compiler_params=_vmem_params(working_set, MATMUL_ACC_SEMANTICS),
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("rows_per_block", "interpret"))
@@ -58,9 +69,10 @@ def softmax(x: jax.Array, *, rows_per_block: int = 8, interpret: bool = False) -
     n, d = x.shape
     _divides("rows_per_block", rows_per_block, "rows", n)
     block_bytes = rows_per_block * d * jnp.dtype(x.dtype).itemsize
-    working_set = blocks_working_set((block_bytes, block_bytes))                   # in + out, double-buffered
-    return configurable_softmax(x, rows_per_block, compiler_params=_vmem_params(working_set, ("parallel",)),
-                                interpret=interpret)
+    working_set = blocks_working_set((block_bytes, block_bytes))  # in + out, double-buffered
+    return configurable_softmax(
+        x, rows_per_block, compiler_params=_vmem_params(working_set, ("parallel",)), interpret=interpret
+    )
 
 
 # ---------------------------------------------------------------------------------------------- baselines
@@ -87,6 +99,7 @@ xla_softmax = jax.jit(functools.partial(jax.nn.softmax, axis=-1))
 
 
 # ---------------------------------------------------------------------------------------------------- plan
+
 
 @dataclass(frozen=True)
 class Case:
@@ -115,7 +128,10 @@ class Case:
         dtype = jnp.dtype(self.dtype)
         if self.workload == "matmul":
             s = self.shape
-            return (jax.random.normal(key_a, (s["m"], s["k"]), dtype), jax.random.normal(key_b, (s["k"], s["n"]), dtype))
+            return (
+                jax.random.normal(key_a, (s["m"], s["k"]), dtype),
+                jax.random.normal(key_b, (s["k"], s["n"]), dtype),
+            )
         return (jax.random.normal(key_a, (self.shape["rows"], self.shape["cols"]), dtype),)
 
 
@@ -141,8 +157,9 @@ def _dedupe(configs: list[dict[str, int]]) -> list[dict[str, int]]:
 def _matmul_cases(c: MatmulCriterion, *, full: bool, quick: bool, interpret: bool, gating: bool) -> list[Case]:
     shape = c.shape_dict() if full else dict(CPU_MATMUL_QUICK if quick else CPU_MATMUL)
     # Reduced shapes clip each block to the array, so the sweep keeps its order and loses duplicates.
-    configs = _dedupe([{"bm": min(b.bm, shape["m"]), "bn": min(b.bn, shape["n"]), "bk": min(b.bk, shape["k"])}
-                       for b in c.configs])
+    configs = _dedupe(
+        [{"bm": min(b.bm, shape["m"]), "bn": min(b.bn, shape["n"]), "bk": min(b.bk, shape["k"])} for b in c.configs]
+    )
     cases = [Case(c.id, "matmul", c.baseline, c.dtype, shape, {}, False, gating, xla_dot, _matmul_reference)]
     for cfg in configs:
         fn = functools.partial(matmul_acc, interpret=interpret, **cfg)
@@ -159,13 +176,18 @@ def _softmax_cases(c: SoftmaxCriterion, *, full: bool, quick: bool, interpret: b
     ref = functools.partial(jax.nn.softmax, axis=-1)
     cases = []
     for shape in shapes:
-        cases.append(Case(c.id, "softmax", c.baseline, c.dtype, shape, {}, False, gating, xla_softmax_unfused, ref, 1e-5))
+        cases.append(
+            Case(c.id, "softmax", c.baseline, c.dtype, shape, {}, False, gating, xla_softmax_unfused, ref, 1e-5)
+        )
         cases.append(Case(c.id, "softmax", "xla_softmax", c.dtype, shape, {}, False, gating, xla_softmax, ref, 1e-5))
         for b in c.configs:
             rpb = min(b.rows_per_block, shape["rows"])
             fn = functools.partial(softmax, rows_per_block=rpb, interpret=interpret)
-            cases.append(Case(c.id, "softmax", c.kernel, c.dtype, shape, {"rows_per_block": rpb},
-                              interpret, gating, fn, ref, 1e-5))
+            cases.append(
+                Case(
+                    c.id, "softmax", c.kernel, c.dtype, shape, {"rows_per_block": rpb}, interpret, gating, fn, ref, 1e-5
+                )
+            )
     return cases
 
 
@@ -190,20 +212,32 @@ def plan(gate: Gate, *, backend: str, quick: bool = False, only: str | None = No
 
 # ----------------------------------------------------------------------------------------------------- run
 
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
 
 
-def run_case(case: Case, *, warmup: int, n: int, run_id: str, provenance: Any,
-             clock: Callable[[], float] | None = None) -> Any:
+def run_case(
+    case: Case, *, warmup: int, n: int, run_id: str, provenance: Any, clock: Callable[[], float] | None = None
+) -> Any:
     """Check `case` once against its reference, then time it; a failure becomes a skipped record with the reason."""
     from pallas_course.bench import make_record, time_fn
 
     def record(timing: Any, reason: str | None = None) -> Any:
-        return make_record(timing, workload=case.workload, impl=case.impl, dtype=case.dtype, shape=case.shape,
-                           config=case.config, interpret=case.interpret, gating=case.gating and timing is not None,
-                           skip_reason=reason, run_id=run_id, provenance=provenance)
+        return make_record(
+            timing,
+            workload=case.workload,
+            impl=case.impl,
+            dtype=case.dtype,
+            shape=case.shape,
+            config=case.config,
+            interpret=case.interpret,
+            gating=case.gating and timing is not None,
+            skip_reason=reason,
+            run_id=run_id,
+            provenance=provenance,
+        )
 
     try:
         args = case.inputs()
@@ -211,10 +245,12 @@ def run_case(case: Case, *, warmup: int, n: int, run_id: str, provenance: Any,
         want = case.reference(*args)
         err = float(jnp.max(jnp.abs(got.astype(jnp.float32) - want.astype(jnp.float32))))
         scale = float(jnp.max(jnp.abs(want.astype(jnp.float32)))) or 1.0
-        if not err <= case.tolerance * scale:     # `not <=` also catches NaN
-            return record(None, f"wrong result: max abs error {err:.3g} vs reference (allowed {case.tolerance * scale:.3g})")
+        if not err <= case.tolerance * scale:  # `not <=` also catches NaN
+            return record(
+                None, f"wrong result: max abs error {err:.3g} vs reference (allowed {case.tolerance * scale:.3g})"
+            )
         timing = time_fn(case.fn, *args, warmup=warmup, n=n, **({"clock": clock} if clock else {}))
-    except Exception as e:   # noqa: BLE001 -- a config that cannot lower or run is a result to record, not a crash
+    except Exception as e:  # noqa: BLE001 -- a config that cannot lower or run is a result to record, not a crash
         return record(None, f"could not run: {_first_line(e)}")
     return record(timing)
 
@@ -224,14 +260,19 @@ def mode_note(backend: str, device_kind: str) -> str:
     if backend == "tpu":
         return f"TPU ({device_kind}): compiled kernels at the gate's shapes; these records can decide GATE 01."
     if backend == "gpu":
-        return (f"GPU ({device_kind}): Pallas' GPU backend at the gate's shapes where it lowers (else a skip with the "
-                "reason); recorded as GPU numbers, gating: false: they never decide a TPU gate.")
-    return (f"{backend.upper()} ({device_kind}): Pallas in interpret mode at REDUCED shapes; these records are "
-            "gating: false and say nothing about a TPU. GATE 01 stays QUEUED until a TPU run.")
+        return (
+            f"GPU ({device_kind}): Pallas' GPU backend at the gate's shapes where it lowers (else a skip with the "
+            "reason); recorded as GPU numbers, gating: false: they never decide a TPU gate."
+        )
+    return (
+        f"{backend.upper()} ({device_kind}): Pallas in interpret mode at REDUCED shapes; these records are "
+        "gating: false and say nothing about a TPU. GATE 01 stays QUEUED until a TPU run."
+    )
 
 
-def run_bench(cases: list[Case], *, out_file: Any, warmup: int, n: int,
-              progress: Callable[[list[Case]], Any] = iter) -> list[Any]:
+def run_bench(
+    cases: list[Case], *, out_file: Any, warmup: int, n: int, progress: Callable[[list[Case]], Any] = iter
+) -> list[Any]:
     """Time every case in one run, appending each record to `out_file` as soon as it exists.
 
     Appending per case keeps what was measured if a long TPU run is interrupted. `progress` wraps the case

@@ -1,6 +1,7 @@
 """One compile case per solution kernel that a lab's compile rule grades, at a graded shape: what
 tests/test_tpu_compile.py compiles on this machine and what `make check-colab` compiles in its stand-in of
 Colab's image. Plain data (lab id -> [(kernel, [(shape, dtype)], kwargs)]): it travels into a notebook cell."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +12,7 @@ CASES: dict[str, list[tuple[str, list[tuple[tuple[int, ...], str]], dict[str, in
         ("transpose", [((256, 512), "float32")], {"bm": 128, "bn": 256}),
     ],
     "lab-1.2-tiled-matmul": [
-        ("rowmax", [((64, 1024), "float32")], {"bm": 8, "bn": 256}),              # (bm, 1) output blocks
+        ("rowmax", [((64, 1024), "float32")], {"bm": 8, "bn": 256}),  # (bm, 1) output blocks
         ("matmul", [((256, 384), "float32"), ((384, 512), "float32")], {}),
         ("matmul_acc", [((256, 512), "bfloat16"), ((512, 256), "bfloat16")], {}),
         ("matmul_gelu", [((256, 256), "float32"), ((256, 256), "float32")], {}),
@@ -20,7 +21,7 @@ CASES: dict[str, list[tuple[str, list[tuple[tuple[int, ...], str]], dict[str, in
         ("softmax", [((256, 512), "float32")], {}),
         ("softmax", [((256, 512), "bfloat16")], {"rows_per_block": 16}),
         ("layernorm", [((256, 512), "float32"), ((512,), "float32"), ((512,), "float32")], {}),
-        ("column_sums", [((200, 128), "float32")], {"rows_per_block": 16}),     # a partial last block of 8 rows
+        ("column_sums", [((200, 128), "float32")], {"rows_per_block": 16}),  # a partial last block of 8 rows
     ],
     "lab-1.4-pipelining-profile": [
         ("matmul_pipeline_off", [((256, 256), "float32"), ((256, 256), "float32")], {}),
@@ -50,20 +51,28 @@ REJECTS: dict[str, tuple[str, tuple[int, int], tuple[int, int], str]] = {
 REJECT_CHIPS: dict[str, tuple[str, ...]] = {"whole 2048x2048 f32 block": ("v5e",)}
 
 
-def row_kernel(body: str, block: tuple[int, int], shape: tuple[int, int], dtype: str = "float32",
-               interpret: Any = False) -> tuple[Any, tuple[Any, ...]]:
+def row_kernel(
+    body: str, block: tuple[int, int], shape: tuple[int, int], dtype: str = "float32", interpret: Any = False
+) -> tuple[Any, tuple[Any, ...]]:
     """A row-blocked elementwise pallas_call applying `body` (an expression in x) to each block, and its input."""
     import jax
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
 
-    apply = eval(f"lambda x: {body}", {"jax": jax, "jnp": jnp})   # noqa: S307 - the course's own table above
+    apply = eval(f"lambda x: {body}", {"jax": jax, "jnp": jnp})  # noqa: S307 - the course's own table above
 
     def kernel(x_ref, o_ref):
         o_ref[...] = apply(x_ref[...]).astype(o_ref.dtype)
 
     def fn(x):
         spec = pl.BlockSpec(block, lambda i: (i, 0))
-        return pl.pallas_call(kernel, grid=(shape[0] // block[0],), in_specs=[spec], out_specs=spec,
-                              out_shape=jax.ShapeDtypeStruct(shape, x.dtype), interpret=interpret)(x)
+        return pl.pallas_call(
+            kernel,
+            grid=(shape[0] // block[0],),
+            in_specs=[spec],
+            out_specs=spec,
+            out_shape=jax.ShapeDtypeStruct(shape, x.dtype),
+            interpret=interpret,
+        )(x)
+
     return fn, (jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)),)

@@ -1,6 +1,7 @@
 """The bundled demo set `course grade --demo` grades: a full-marks solution, the untouched student stub,
 and a plausible wrong submission (transpose's output index map not swapped), in nbgrader's
 submitted/<student>/<assignment>/ layout."""
+
 from __future__ import annotations
 
 import copy
@@ -17,8 +18,9 @@ from pallas_course.notebooks import strip_markers
 DEMO_LAB = "lab-1.1-first-kernels"
 
 
-def filled_in(lab_id: str, edits: dict[str, tuple[str, str]] | None = None, *,
-              student: NotebookNode | None = None) -> NotebookNode:
+def filled_in(
+    lab_id: str, edits: dict[str, tuple[str, str]] | None = None, *, student: NotebookNode | None = None
+) -> NotebookNode:
     """The student notebook (labs/, or `student`: e.g. a released one) with every solution cell answered as in
     solutions/, then `edits` applied: {grade_id: (old, new)} text replacements that turn a right answer into a
     wrong one."""
@@ -48,8 +50,7 @@ def demo_submissions(dest: Path | None = None) -> Path:
     notebooks = {
         "demo-solution": filled_in(DEMO_LAB),
         "demo-stub": nbformat.read(REPO_ROOT / lab.notebook, as_version=4),
-        "demo-wrong-transpose": filled_in(
-            DEMO_LAB, {"transpose": ("lambda i, j: (j, i)", "lambda i, j: (i, j)")}),
+        "demo-wrong-transpose": filled_in(DEMO_LAB, {"transpose": ("lambda i, j: (j, i)", "lambda i, j: (i, j)")}),
     }
     for student, nb in notebooks.items():
         path = dest / student / stage / name

@@ -17,6 +17,7 @@ JAX docs' v5e matmul); VPU/EUP work (softmax's max, exp, sum, divide) hides unde
 XLA baselines are modelled at their roofline, max(FLOPs / peak, bytes / bandwidth) per op, with no dispatch
 cost (which favours the unfused chain: the estimate for the fused kernel is conservative).
 """
+
 from __future__ import annotations
 
 import functools
@@ -56,15 +57,16 @@ class CriterionEstimate:
 
     chip: str
     device_kind: str
-    ratios: dict[str, float]                # shape label -> best kernel time / baseline time
-    best: dict[str, KernelEstimate]         # shape label -> the kernel config that gave it
+    ratios: dict[str, float]  # shape label -> best kernel time / baseline time
+    best: dict[str, KernelEstimate]  # shape label -> the kernel config that gave it
     baseline_s: dict[str, float]
-    passes: bool                            # would the estimate meet the threshold (never a PASS by itself)
-    summary: str                            # the `est.` row
+    passes: bool  # would the estimate meet the threshold (never a PASS by itself)
+    summary: str  # the `est.` row
     assumptions: tuple[str, ...]
 
 
 # ------------------------------------------------------------------------------------------------ schedule
+
 
 def fetch_count(block: BlockInfo, grid: tuple[int, ...]) -> int:
     """How many times Pallas moves this block between HBM and VMEM over the whole grid.
@@ -84,29 +86,37 @@ def fetch_count(block: BlockInfo, grid: tuple[int, ...]) -> int:
     return math.prod(grid[: deepest + 1])
 
 
-def model_pallas_call(call: PallasCallInfo, *, flops_per_step: float, chip: Chip, step_overhead_s: float,
-                      config: dict[str, int]) -> KernelEstimate:
+def model_pallas_call(
+    call: PallasCallInfo, *, flops_per_step: float, chip: Chip, step_overhead_s: float, config: dict[str, int]
+) -> KernelEstimate:
     """Time of one traced pallas_call on `chip` under the module's assumptions."""
     steps = math.prod(call.grid)
     bw = chip.hbm_bytes_per_s
     in_bytes = sum(fetch_count(b, call.grid) * b.block_bytes for b in call.inputs)
     out_bytes = sum(fetch_count(b, call.grid) * b.block_bytes for b in call.outputs)
-    prologue = sum(b.block_bytes for b in call.inputs)      # first blocks: nothing to hide behind yet
-    epilogue = sum(b.block_bytes for b in call.outputs)     # last writeback: nothing after it
+    prologue = sum(b.block_bytes for b in call.inputs)  # first blocks: nothing to hide behind yet
+    epilogue = sum(b.block_bytes for b in call.outputs)  # last writeback: nothing after it
     steady_bytes = in_bytes + out_bytes - prologue - epilogue
-    dma_s, compute_s = step_seconds(steady_bytes, steps * flops_per_step, chip)   # the course's step-time model
+    dma_s, compute_s = step_seconds(steady_bytes, steps * flops_per_step, chip)  # the course's step-time model
     overhead_s = steps * step_overhead_s
-    working_set = check_pallas_call(call, chip).budget.working_set_bytes          # double-buffered blocks + scratch
+    working_set = check_pallas_call(call, chip).budget.working_set_bytes  # double-buffered blocks + scratch
     return KernelEstimate(
-        config=config, steps=steps, flops_per_step=flops_per_step, bytes_moved=in_bytes + out_bytes,
-        vmem_working_set_bytes=working_set, compute_s=compute_s, dma_s=dma_s, overhead_s=overhead_s,
+        config=config,
+        steps=steps,
+        flops_per_step=flops_per_step,
+        bytes_moved=in_bytes + out_bytes,
+        vmem_working_set_bytes=working_set,
+        compute_s=compute_s,
+        dma_s=dma_s,
+        overhead_s=overhead_s,
         time_s=(prologue + epilogue) / bw + max(compute_s, dma_s) + overhead_s,
     )
 
 
 @functools.cache
-def _trace_one(workload: str, dtype: str, shape: tuple[tuple[str, int], ...],
-               config: tuple[tuple[str, int], ...]) -> PallasCallInfo:
+def _trace_one(
+    workload: str, dtype: str, shape: tuple[tuple[str, int], ...], config: tuple[tuple[str, int], ...]
+) -> PallasCallInfo:
     import jax
     import jax.numpy as jnp
 
@@ -132,6 +142,7 @@ def traced_call(workload: str, dtype: str, shape: dict[str, int], config: dict[s
 
 # ----------------------------------------------------------------------------------------------- baselines
 
+
 def xla_matmul_s(m: int, n: int, k: int, itemsize: int, chip: Chip) -> float:
     """XLA's matmul at its roofline: 2mnk FLOPs at peak, or reading A, B and writing C once at full bandwidth."""
     return max(2 * m * n * k / chip.bf16_flops_per_s, (m * k + k * n + m * n) * itemsize / chip.hbm_bytes_per_s)
@@ -143,6 +154,7 @@ def xla_softmax_unfused_s(rows: int, cols: int, dtype: Any, chip: Chip) -> float
 
 
 # ------------------------------------------------------------------------------------------------ criteria
+
 
 def _assumptions(a: EstimateAssumptions, chip: Chip) -> tuple[str, ...]:
     return (
@@ -169,8 +181,9 @@ def _fmt_cfg(cfg: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
-def _best(criterion: MatmulCriterion | SoftmaxCriterion, shape: dict[str, int], chip: Chip,
-          a: EstimateAssumptions) -> KernelEstimate | None:
+def _best(
+    criterion: MatmulCriterion | SoftmaxCriterion, shape: dict[str, int], chip: Chip, a: EstimateAssumptions
+) -> KernelEstimate | None:
     best = None
     for blocks in criterion.configs:
         cfg = blocks.model_dump()
@@ -179,7 +192,7 @@ def _best(criterion: MatmulCriterion | SoftmaxCriterion, shape: dict[str, int], 
             flops = 2.0 * cfg["bm"] * cfg["bn"] * cfg["bk"]
         else:
             cfg = {"rows_per_block": min(cfg["rows_per_block"], shape["rows"])}
-            flops = 0.0                 # VPU work, assumed hidden under DMA
+            flops = 0.0  # VPU work, assumed hidden under DMA
         call = traced_call(criterion.workload, criterion.dtype, shape, cfg)
         est = model_pallas_call(call, flops_per_step=flops, chip=chip, step_overhead_s=a.step_overhead_s, config=cfg)
         if est.vmem_working_set_bytes > chip.vmem_bytes:
@@ -189,8 +202,9 @@ def _best(criterion: MatmulCriterion | SoftmaxCriterion, shape: dict[str, int], 
     return best
 
 
-def estimate_criterion(gate: Gate, criterion: MatmulCriterion | SoftmaxCriterion,
-                       chip: Chip | None = None) -> CriterionEstimate:
+def estimate_criterion(
+    gate: Gate, criterion: MatmulCriterion | SoftmaxCriterion, chip: Chip | None = None
+) -> CriterionEstimate:
     """The `est.` row for `criterion` on the gate's estimate chip (or `chip`)."""
     import numpy as np
 
@@ -213,16 +227,27 @@ def estimate_criterion(gate: Gate, criterion: MatmulCriterion | SoftmaxCriterion
         (label,) = ratios
         r, k = ratios[label], best[label]
         passes = r <= criterion.time_ratio_at_most
-        summary = (f"est. ~{r:.2f}x XLA at {label} {criterion.dtype} on {chip.name}, {_fmt_cfg(k.config)} "
-                   f"({k.bound}-bound, {k.steps} steps; needs <= {criterion.time_ratio_at_most}x) (pending run)")
+        summary = (
+            f"est. ~{r:.2f}x XLA at {label} {criterion.dtype} on {chip.name}, {_fmt_cfg(k.config)} "
+            f"({k.bound}-bound, {k.steps} steps; needs <= {criterion.time_ratio_at_most}x) (pending run)"
+        )
     else:
         worst = max(ratios, key=ratios.__getitem__)
         passes = all(r < criterion.time_ratio_below for r in ratios.values())
         verdict = "beats" if passes else "does not beat"
-        summary = (f"est. {verdict} the unfused chain: {min(ratios.values()):.2f}x-{ratios[worst]:.2f}x its time "
-                   f"at {len(ratios)} shapes, rows {min(criterion.rows)}-{max(criterion.rows)}, widths "
-                   f"{min(criterion.widths)}-{max(criterion.widths)}, {criterion.dtype} on {chip.name} "
-                   f"(worst {worst}, {_fmt_cfg(best[worst].config)}) (pending run)")
-    return CriterionEstimate(chip=chip.name, device_kind=chip.device_kind, ratios=ratios, best=best,
-                             baseline_s=baseline, passes=passes, summary=summary,
-                             assumptions=_assumptions(a, chip))
+        summary = (
+            f"est. {verdict} the unfused chain: {min(ratios.values()):.2f}x-{ratios[worst]:.2f}x its time "
+            f"at {len(ratios)} shapes, rows {min(criterion.rows)}-{max(criterion.rows)}, widths "
+            f"{min(criterion.widths)}-{max(criterion.widths)}, {criterion.dtype} on {chip.name} "
+            f"(worst {worst}, {_fmt_cfg(best[worst].config)}) (pending run)"
+        )
+    return CriterionEstimate(
+        chip=chip.name,
+        device_kind=chip.device_kind,
+        ratios=ratios,
+        best=best,
+        baseline_s=baseline,
+        passes=passes,
+        summary=summary,
+        assumptions=_assumptions(a, chip),
+    )

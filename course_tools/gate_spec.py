@@ -4,6 +4,7 @@ The one source of what a gate asks: `course bench` reads the shapes and block sw
 `course gates` reads the thresholds, and the estimate model reads its assumptions. Nothing else types a
 gate's shape or threshold.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,8 +22,8 @@ class _Strict(BaseModel):
 class EstimateAssumptions(_Strict):
     """The numbers the estimate model assumes that are not chip constants."""
 
-    chip: str                                   # course chip name the `est.` rows are worked for
-    step_overhead_s: float = Field(ge=0)        # fixed cost per grid step, beyond DMA and MXU time
+    chip: str  # course chip name the `est.` rows are worked for
+    step_overhead_s: float = Field(ge=0)  # fixed cost per grid step, beyond DMA and MXU time
     step_overhead_source: str = Field(min_length=1)
 
 
@@ -45,9 +46,9 @@ class SoftmaxBlocks(_Strict):
 class _CriterionBase(_Strict):
     id: str
     text: str
-    kernel: str                                 # the `impl` of kernel records
-    baseline: str                               # the `impl` of baseline records
-    kernel_source: str                          # repo path whose last change makes older records stale
+    kernel: str  # the `impl` of kernel records
+    baseline: str  # the `impl` of baseline records
+    kernel_source: str  # repo path whose last change makes older records stale
     dtype: str
 
 
@@ -90,7 +91,7 @@ class Gate(_Strict):
     id: str
     stage: str
     title: str
-    chips: list[str] = Field(min_length=1)      # course chip names whose records may decide the gate
+    chips: list[str] = Field(min_length=1)  # course chip names whose records may decide the gate
     estimate: EstimateAssumptions
     criteria: list[Criterion] = Field(min_length=1)
 
@@ -113,8 +114,10 @@ def load_gates(m: Manifest | None = None) -> list[Gate]:
             raise ManifestError("course.yml gates section does not match the schema:\n" + "\n".join(lines)) from None
         unknown = [c for c in [*gate.chips, gate.estimate.chip] if c not in m.chips]
         if unknown:
-            raise ManifestError(f"course.yml gates.{n} ({gate.id}) names chips {unknown} that are not in `chips:` "
-                                f"({', '.join(m.chips)})")
+            raise ManifestError(
+                f"course.yml gates.{n} ({gate.id}) names chips {unknown} that are not in `chips:` "
+                f"({', '.join(m.chips)})"
+            )
         gates.append(gate)
     return gates
 

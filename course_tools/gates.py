@@ -5,6 +5,7 @@ dtype and shape, taken at or after the kernel's last change. Kernel and baseline
 run (same chip, same commit, same session). Anything else is listed as ignored, with the reason, and the
 criterion stays QUEUED with an `est.` row from the kernel model (course_tools.estimate).
 """
+
 from __future__ import annotations
 
 import collections
@@ -44,10 +45,10 @@ class Measurement(_Out):
     device_kind: str
     course_commit: str | None
     timestamp: str
-    ratios: dict[str, float]            # shape label -> best kernel median / baseline median
+    ratios: dict[str, float]  # shape label -> best kernel median / baseline median
     kernel_ms: dict[str, float]
     baseline_ms: dict[str, float]
-    configs: dict[str, dict[str, int | str | bool]]   # shape label -> the kernel config that was best
+    configs: dict[str, dict[str, int | str | bool]]  # shape label -> the kernel config that was best
     # shape label -> median of XLA's own fused softmax in the same run (course_tools.bench_workloads.xla_softmax):
     # shown beside the verdict, never gated, so that beating the deliberately unfused chain is not read as
     # beating XLA
@@ -58,7 +59,7 @@ class CriterionResult(_Out):
     id: str
     text: str
     status: Status
-    row: str                            # the table's "measured" cell: a measurement, or the `est.` row
+    row: str  # the table's "measured" cell: a measurement, or the `est.` row
     measurement: Measurement | None
     estimate: str
     estimate_ratios: dict[str, float]
@@ -78,6 +79,7 @@ class GateResult(_Out):
 
 
 # ----------------------------------------------------------------------------------------------- freshness
+
 
 class GitFreshness:
     """A record is stale when its kernel's source changed after the record's course commit (per git)."""
@@ -99,7 +101,7 @@ class GitFreshness:
     @functools.cache
     def _reason(self, commit: str | None, path: str) -> str | None:
         if not (self.repo_root / ".git").exists():
-            return None                 # no history to judge by (a pip-installed package): accept
+            return None  # no history to judge by (a pip-installed package): accept
         if commit is None:
             return "course commit unknown, so it can't be checked against the kernel's last change"
         known = self._git("cat-file", "-e", f"{commit}^{{commit}}")
@@ -118,6 +120,7 @@ class GitFreshness:
 
 
 # ---------------------------------------------------------------------------------------------- admission
+
 
 def _why_not(rec: BenchRecord, gate: Gate, c: MatmulCriterion | SoftmaxCriterion, fresh: Freshness) -> str | None:
     """Why `rec` cannot decide `c`, or None when it can. Checked in order; the first reason is reported."""
@@ -159,42 +162,56 @@ def _measure(run: list[BenchRecord], c: MatmulCriterion | SoftmaxCriterion) -> M
             if latest.median_ms is not None:
                 context_ms[label] = latest.median_ms
         best = min(impls[c.kernel], key=lambda r: r.median_ms or float("inf"))
-        base = max(impls[c.baseline], key=lambda r: r.provenance.timestamp)     # the run's latest baseline
-        assert best.median_ms is not None and base.median_ms is not None       # status "ok" guarantees both
+        base = max(impls[c.baseline], key=lambda r: r.provenance.timestamp)  # the run's latest baseline
+        assert best.median_ms is not None and base.median_ms is not None  # status "ok" guarantees both
         ratios[label] = best.median_ms / base.median_ms
         kernel_ms[label], baseline_ms[label], configs[label] = best.median_ms, base.median_ms, dict(best.config)
     if not ratios:
         return None
     last = max(run, key=lambda r: r.provenance.timestamp)
-    return Measurement(run_id=last.run_id, device_kind=last.provenance.device_kind,
-                       course_commit=last.provenance.course_commit, timestamp=last.provenance.timestamp.isoformat(),
-                       ratios=ratios, kernel_ms=kernel_ms, baseline_ms=baseline_ms, configs=configs,
-                       context_ms=context_ms)
+    return Measurement(
+        run_id=last.run_id,
+        device_kind=last.provenance.device_kind,
+        course_commit=last.provenance.course_commit,
+        timestamp=last.provenance.timestamp.isoformat(),
+        ratios=ratios,
+        kernel_ms=kernel_ms,
+        baseline_ms=baseline_ms,
+        configs=configs,
+        context_ms=context_ms,
+    )
 
 
 def _verdict(c: MatmulCriterion | SoftmaxCriterion, m: Measurement) -> tuple[Status, str]:
     where = f"on {m.device_kind}, run {m.run_id}, commit {(m.course_commit or '?')[:7]}, {m.timestamp[:10]}"
     if isinstance(c, MatmulCriterion):
-        (label, r), = m.ratios.items()
+        ((label, r),) = m.ratios.items()
         cfg = m.configs[label]
         ok = r <= c.time_ratio_at_most
-        text = (f"{r:.2f}x XLA at {label} {c.dtype} ({m.kernel_ms[label]:.3f} vs {m.baseline_ms[label]:.3f} ms, "
-                f"blocks {cfg.get('bm')}×{cfg.get('bn')}×{cfg.get('bk')}; needs <= {c.time_ratio_at_most}x) {where}")
+        text = (
+            f"{r:.2f}x XLA at {label} {c.dtype} ({m.kernel_ms[label]:.3f} vs {m.baseline_ms[label]:.3f} ms, "
+            f"blocks {cfg.get('bm')}×{cfg.get('bn')}×{cfg.get('bk')}; needs <= {c.time_ratio_at_most}x) {where}"
+        )
         return ("PASS" if ok else "FAIL"), text
     worst = max(m.ratios, key=m.ratios.__getitem__)
     ok = all(r < c.time_ratio_below for r in m.ratios.values())
     widths = sorted({int(k.split("×")[1]) for k in m.ratios})
-    text = (f"{min(m.ratios.values()):.2f}x-{m.ratios[worst]:.2f}x the unfused chain's time at {len(m.ratios)} "
-            f"shapes (widths {', '.join(map(str, widths))}; worst {worst}; needs < {c.time_ratio_below}x) {where}")
+    text = (
+        f"{min(m.ratios.values()):.2f}x-{m.ratios[worst]:.2f}x the unfused chain's time at {len(m.ratios)} "
+        f"shapes (widths {', '.join(map(str, widths))}; worst {worst}; needs < {c.time_ratio_below}x) {where}"
+    )
     beside = {k: m.kernel_ms[k] / v for k, v in m.context_ms.items() if v > 0}
     if beside:
-        text += (f"; beside XLA's own fused softmax (jax.jit(jax.nn.softmax), not gated): "
-                 f"{min(beside.values()):.2f}x-{max(beside.values()):.2f}x its time at {len(beside)} shapes")
+        text += (
+            f"; beside XLA's own fused softmax (jax.jit(jax.nn.softmax), not gated): "
+            f"{min(beside.values()):.2f}x-{max(beside.values()):.2f}x its time at {len(beside)} shapes"
+        )
     return ("PASS" if ok else "FAIL"), text
 
 
-def evaluate_criterion(gate: Gate, c: MatmulCriterion | SoftmaxCriterion, records: list[BenchRecord],
-                       freshness: Freshness) -> CriterionResult:
+def evaluate_criterion(
+    gate: Gate, c: MatmulCriterion | SoftmaxCriterion, records: list[BenchRecord], freshness: Freshness
+) -> CriterionResult:
     est = estimate_criterion(gate, c)
     impls = {c.kernel, c.baseline} | ({CONTEXT_IMPL[c.workload]} if c.workload in CONTEXT_IMPL else set())
     relevant = [r for r in records if r.workload == c.workload and r.impl in impls]
@@ -214,17 +231,28 @@ def evaluate_criterion(gate: Gate, c: MatmulCriterion | SoftmaxCriterion, record
     measurement = None
     row = est.summary
     if measured:
-        measurement = max(measured, key=lambda m: m.timestamp)      # the newest run decides
+        measurement = max(measured, key=lambda m: m.timestamp)  # the newest run decides
         status, row = _verdict(c, measurement)
     return CriterionResult(
-        id=c.id, text=c.text, status=status, row=row, measurement=measurement, estimate=est.summary,
-        estimate_ratios=est.ratios, assumptions=list(est.assumptions),
+        id=c.id,
+        text=c.text,
+        status=status,
+        row=row,
+        measurement=measurement,
+        estimate=est.summary,
+        estimate_ratios=est.ratios,
+        assumptions=list(est.assumptions),
         ignored=[Ignored(reason=k, count=v) for k, v in sorted(ignored.items(), key=lambda kv: -kv[1])],
     )
 
 
-def evaluate(gate: Gate | str = "GATE-01", records_dir: Path | str | None = None, *,
-             records: list[BenchRecord] | None = None, freshness: Freshness | None = None) -> GateResult:
+def evaluate(
+    gate: Gate | str = "GATE-01",
+    records_dir: Path | str | None = None,
+    *,
+    records: list[BenchRecord] | None = None,
+    freshness: Freshness | None = None,
+) -> GateResult:
     """The gate's result from the records in `records_dir` (default: the checkout's bench/), or `records`."""
     from .bench_records import default_out_dir
 
@@ -240,10 +268,20 @@ def evaluate(gate: Gate | str = "GATE-01", records_dir: Path | str | None = None
         shown = directory.resolve().relative_to(Path.cwd().resolve())
     except ValueError:
         shown = directory
-    footer = ("gates pass only on real hardware, published pass or fail · est. rows are predictions holding the "
-              f"slot until a run replaces them · records in {shown}/")
-    return GateResult(id=gate.id, title=gate.title, stage=gate.stage, status=status, criteria=results,
-                      records_dir=str(directory), records_read=len(records), footer=footer)
+    footer = (
+        "gates pass only on real hardware, published pass or fail · est. rows are predictions holding the "
+        f"slot until a run replaces them · records in {shown}/"
+    )
+    return GateResult(
+        id=gate.id,
+        title=gate.title,
+        stage=gate.stage,
+        status=status,
+        criteria=results,
+        records_dir=str(directory),
+        records_read=len(records),
+        footer=footer,
+    )
 
 
 def render_text(result: GateResult, *, assumptions: bool = True) -> str:

@@ -3,6 +3,7 @@
 Student strings reach the terminal as `rich.text.Text` (never markup). The display never stops a batch: a
 failure to show one submission is recorded against it (autograder.steps.report.Failures).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from autograder.doors.course_grade import GradeRun
     from autograder.steps.record import Outcome
 
-TABLES_UP_TO = 10      # print one table per submission for batches this small; the summary always
+TABLES_UP_TO = 10  # print one table per submission for batches this small; the summary always
 
 
 def print_run(run: GradeRun, console: Console | None = None) -> None:
@@ -28,8 +29,14 @@ def print_run(run: GradeRun, console: Console | None = None) -> None:
     console = console or Console()
     if len(run.results) <= TABLES_UP_TO:
         print_table(run.results, console, run.failures)
-    print_summary(summary_rows(run.outcomes), sandbox=sandbox_status(run.jailed), console=console,
-                  failed=run.unhandled, refused=run.refused, ignored=run.ignored)
+    print_summary(
+        summary_rows(run.outcomes),
+        sandbox=sandbox_status(run.jailed),
+        console=console,
+        failed=run.unhandled,
+        refused=run.refused,
+        ignored=run.ignored,
+    )
     for note in run.notes:
         console.print(Text(f"  {untrusted.plain(note)}"))
     console.print(Text("wrote " + " and ".join(str(p) for p in run.written[:2])), soft_wrap=True)
@@ -38,7 +45,7 @@ def print_run(run: GradeRun, console: Console | None = None) -> None:
 
 
 def verdict(t: TestResult) -> Text:
-    """"✓ passed", "◐ PARTIAL 2.7/3 · why" or "✗ why", the message as text."""
+    """ "✓ passed", "◐ PARTIAL 2.7/3 · why" or "✗ why", the message as text."""
     if t.status == "passed":
         note = t.message.removeprefix("passed · ") if t.message.startswith("passed · ") else ""
         return Text.assemble(("✓ passed", "green"), *((" · ", untrusted.plain(note)) if note else ()))
@@ -62,8 +69,9 @@ def submission_table(r: SubmissionResult) -> Table:
     return table
 
 
-def print_table(results: Sequence[SubmissionResult], console: Console | None = None,
-                failures: Failures | None = None) -> None:
+def print_table(
+    results: Sequence[SubmissionResult], console: Console | None = None, failures: Failures | None = None
+) -> None:
     console = console or Console()
     failures = failures or Failures()
     for r in results:
@@ -82,9 +90,19 @@ def summary_rows(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for o in outcomes:
         r = o.result
-        row = rows.setdefault(r.lab or "(not a lab)", {"lab": r.lab or "(not a lab)", "submissions": 0,
-                                                       "max": r.max_score, "total": 0.0, "full": 0, "zero": 0,
-                                                       "errors": 0, "reused": 0})
+        row = rows.setdefault(
+            r.lab or "(not a lab)",
+            {
+                "lab": r.lab or "(not a lab)",
+                "submissions": 0,
+                "max": r.max_score,
+                "total": 0.0,
+                "full": 0,
+                "zero": 0,
+                "errors": 0,
+                "reused": 0,
+            },
+        )
         row["submissions"] += 1
         row["total"] += r.score
         row["full"] += int(r.max_score > 0 and r.score >= r.max_score)
@@ -96,27 +114,50 @@ def summary_rows(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def print_summary(rows: Sequence[dict], *, sandbox: str, console: Console | None = None, failed: int = 0,
-                  refused: int = 0, ignored: int = 0) -> None:
+def print_summary(
+    rows: Sequence[dict],
+    *,
+    sandbox: str,
+    console: Console | None = None,
+    failed: int = 0,
+    refused: int = 0,
+    ignored: int = 0,
+) -> None:
     """One line per lab: how many submissions, the mean, full marks, zeros, errors, reused records; then how
     many submissions could not be handled, and how many files were refused or ignored."""
     console = console or Console()
     table = Table(title="Summary", title_justify="left")
-    for col, justify in (("lab", "left"), ("submissions", "right"), ("mean", "right"), ("full marks", "right"),
-                         ("zero", "right"), ("errors", "right"), ("reused", "right")):
+    for col, justify in (
+        ("lab", "left"),
+        ("submissions", "right"),
+        ("mean", "right"),
+        ("full marks", "right"),
+        ("zero", "right"),
+        ("errors", "right"),
+        ("reused", "right"),
+    ):
         table.add_column(col, justify=justify)
     for row in rows:
-        table.add_row(Text(str(row["lab"])), str(row["submissions"]), f"{row['mean']:.2f}/{row['max']:g}",
-                      str(row["full"]), str(row["zero"]), str(row["errors"]), str(row["reused"]))
+        table.add_row(
+            Text(str(row["lab"])),
+            str(row["submissions"]),
+            f"{row['mean']:.2f}/{row['max']:g}",
+            str(row["full"]),
+            str(row["zero"]),
+            str(row["errors"]),
+            str(row["reused"]),
+        )
     console.print(table)
     console.print(Text(f"  kernels ran under: {sandbox}"))
     console.print(Text(handled_line(failed, refused, ignored), style="red" if failed or refused else ""))
 
 
 def handled_line(failed: int, refused: int, ignored: int) -> str:
-    return (f"  could not be handled: {failed} submission(s) (grader or report failure: see 'failed' in "
-            f"results.json); refused: {refused} file(s) (links, special files); ignored: {ignored} extra "
-            "notebook(s) beside a lab's own")
+    return (
+        f"  could not be handled: {failed} submission(s) (grader or report failure: see 'failed' in "
+        f"results.json); refused: {refused} file(s) (links, special files); ignored: {ignored} extra "
+        "notebook(s) beside a lab's own"
+    )
 
 
 class BatchProgress:
@@ -128,9 +169,16 @@ class BatchProgress:
 
         self.console = console or Console(stderr=True)
         self.failures = failures or Failures()
-        self.progress = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.description}", markup=False), console=self.console,
-                                 transient=False, disable=not self.console.is_terminal)
+        self.progress = Progress(
+            TextColumn("grading"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}", markup=False),
+            console=self.console,
+            transient=False,
+            disable=not self.console.is_terminal,
+        )
         self.task = None
 
     def __enter__(self) -> "BatchProgress":
@@ -145,11 +193,12 @@ class BatchProgress:
         if not self.console.is_terminal:
             self.console.print(f"grading {todo} submission(s); {reused} unchanged since the last run, reused")
 
-    def advance(self, outcome: Any) -> None:   # autograder.steps.record.Outcome
+    def advance(self, outcome: Any) -> None:  # autograder.steps.record.Outcome
         r = outcome.result
         with self.failures.guard(r.submission, "the progress display"):
-            line = untrusted.plain(f"{'reused' if outcome.reused else 'graded'} {r.submission}: "
-                                   f"{r.score:g}/{r.max_score:g}", 300).replace("\n", " ")
+            line = untrusted.plain(
+                f"{'reused' if outcome.reused else 'graded'} {r.submission}: {r.score:g}/{r.max_score:g}", 300
+            ).replace("\n", " ")
             if self.task is not None:
                 self.progress.update(self.task, advance=1, description=line)
             if not self.console.is_terminal and not outcome.reused:

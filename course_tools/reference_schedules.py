@@ -4,6 +4,7 @@ sizes, and their traced pallas_calls and schedules with the chapter's names and 
 Why here and not beside the kernels: drawing is presentation; the kernels decide LAB·1.4's grade, and a
 change to how they are drawn must regrade nothing (autograder.fingerprint hashes what the grader imports).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -12,8 +13,16 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from autograder.labs.reference_kernels import (layernorm, layernorm_kernel, matmul, matmul_kernel, softmax,
-                                          softmax_kernel, transpose, transpose_kernel)
+from autograder.labs.reference_kernels import (
+    layernorm,
+    layernorm_kernel,
+    matmul,
+    matmul_kernel,
+    softmax,
+    softmax_kernel,
+    transpose,
+    transpose_kernel,
+)
 from pallas_course.schedule import DISPLAY
 
 # name -> (wrapper, kernel): what `course schedule` and the notebooks can draw.
@@ -75,5 +84,6 @@ def reference_schedule(name: str, depth: int = 2, dtype: Any = jnp.float32, **si
 def source_lines(name: str) -> list[str]:
     """The kernel and its wrapper as the chapter numbers them: line 1 is `def <name>_kernel(...)`."""
     wrapper, kernel = KERNELS[name]
-    return inspect.getsource(kernel).rstrip("\n").split("\n") + [""] + \
-        inspect.getsource(wrapper).rstrip("\n").split("\n")
+    return (
+        inspect.getsource(kernel).rstrip("\n").split("\n") + [""] + inspect.getsource(wrapper).rstrip("\n").split("\n")
+    )

@@ -12,6 +12,7 @@ DIR/
 Nothing is read from solutions/ but what course.yml makes public: a revealed lab's `site:show` code (on the site
 and in the walks that show it). The release is a function of the repository and `today`.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,8 +38,21 @@ WHEEL_NAME = "pallas-from-zero"
 # libtpu (Linux x86_64/aarch64 only, by its marker): the checks compile each kernel for the course's chips, as the
 # grade does; elsewhere they say once that nothing was compiled.
 # No tokamax: the wheel ships the two files of it LAB·1.5 reads and runs (vendor_reading); they need jaxtyping.
-STUDENT_PACKAGES = ("jax", "jaxlib", "libtpu", "numpy", "ml_dtypes", "jupyterlab", "notebook", "ipykernel", "nbformat",
-                    "jsonschema", "PyYAML", "pydantic", "jaxtyping")
+STUDENT_PACKAGES = (
+    "jax",
+    "jaxlib",
+    "libtpu",
+    "numpy",
+    "ml_dtypes",
+    "jupyterlab",
+    "notebook",
+    "ipykernel",
+    "nbformat",
+    "jsonschema",
+    "PyYAML",
+    "pydantic",
+    "jaxtyping",
+)
 NEVER_SHIPPED = ("nbgrader", "papermill", "dask", "distributed", "playwright", "pytest", "hypothesis")
 # course.yml's `release.github` as the course ships: the authors' repository. Until an instructor sets their own,
 # every Colab badge and set-up cell of their release sends students there.
@@ -56,21 +70,24 @@ class Release:
     wheel: Path
     wheel_url: str
     notebooks: list[Path]
-    revealed: list[str]                 # lab codes whose model code is public in this release
+    revealed: list[str]  # lab codes whose model code is public in this release
     withheld: dict[str, str] = field(default_factory=dict)  # lab code -> reveal date ("never")
-    warnings: list[str] = field(default_factory=list)       # one line each, for whoever publishes it
+    warnings: list[str] = field(default_factory=list)  # one line each, for whoever publishes it
 
 
 def release_warnings(m: Manifest) -> list[str]:
     """What the release is built despite: course.yml fields still set for the course's own repository."""
     if m.release is not None and m.release.github == COURSE_GITHUB:
-        return [f"course.yml release.github is still the course's default ({COURSE_GITHUB}): set it to the "
-                "GitHub repository (owner/name) you push this release to; every Colab badge and install URL "
-                "names it"]
+        return [
+            f"course.yml release.github is still the course's default ({COURSE_GITHUB}): set it to the "
+            "GitHub repository (owner/name) you push this release to; every Colab badge and install URL "
+            "names it"
+        ]
     return []
 
 
 # ------------------------------------------------------------------------------------------- the wheel
+
 
 def baked_walks(walks_raw: dict[str, Any], m: Manifest, today: dt.date, root: Path) -> dict[str, Any]:
     """walks.yml with each notebook walk's code baked in (its lab revealed) or withheld (not yet)."""
@@ -84,8 +101,9 @@ def baked_walks(walks_raw: dict[str, Any], m: Manifest, today: dt.date, root: Pa
             continue
         lab = by_source.get(src["notebook"])
         if lab is None:
-            raise ReleaseError(f"walks.yml: walk {w['id']} reads {src['notebook']}, which no lab in course.yml has "
-                               "as its source")
+            raise ReleaseError(
+                f"walks.yml: walk {w['id']} reads {src['notebook']}, which no lab in course.yml has as its source"
+            )
         # Students have the lab's notebook, not its solution: the walk names the one they have.
         src["notebook"] = lab.notebook
         if lab.revealed(today):
@@ -93,8 +111,9 @@ def baked_walks(walks_raw: dict[str, Any], m: Manifest, today: dt.date, root: Pa
             src["origin"] = f"{lab.code}'s model code ({', '.join(src['functions'])}), public since {lab.reveal}"
         else:
             when = f"on {lab.reveal}" if lab.reveal else "when your instructor publishes it"
-            src["withheld"] = (f"{lab.code}'s model code appears {when}: the course release after that day "
-                               "carries this walk")
+            src["withheld"] = (
+                f"{lab.code}'s model code appears {when}: the course release after that day carries this walk"
+            )
     return out
 
 
@@ -111,11 +130,15 @@ def vendor_reading(stage: Path) -> dict[str, Any]:
     try:
         version = metadata.version(package)
     except metadata.PackageNotFoundError:
-        raise ReleaseError(f"{package} is not installed here: the release ships two of its files for LAB·1.5 "
-                           f"(pip install -r requirements.txt pins {package}=={pin})") from None
+        raise ReleaseError(
+            f"{package} is not installed here: the release ships two of its files for LAB·1.5 "
+            f"(pip install -r requirements.txt pins {package}=={pin})"
+        ) from None
     if version != pin:
-        raise ReleaseError(f"{package} {version} is installed, but LAB·1.5 reads {package}=={pin} (its key and notes "
-                           f"were written for it): install {package}=={pin}")
+        raise ReleaseError(
+            f"{package} {version} is installed, but LAB·1.5 reads {package}=={pin} (its key and notes "
+            f"were written for it): install {package}=={pin}"
+        )
     root = stage / "vendored" / f"{package}-{version}"
     modules = {}
     for name in tokamax_reading.VENDORED:
@@ -130,14 +153,14 @@ def vendor_reading(stage: Path) -> dict[str, Any]:
     if not licences:
         raise ReleaseError(f"{package} {version} carries no LICENSE file: the release ships its files only with it")
     shutil.copy2(licences[0].locate(), root / "LICENSE")
-    entry = {"version": version, "license": "Apache-2.0 (LICENSE beside the files; headers kept)",
-             "modules": modules}
+    entry = {"version": version, "license": "Apache-2.0 (LICENSE beside the files; headers kept)", "modules": modules}
     (stage / "vendored" / "index.json").write_text(json.dumps({package: entry}, indent=1) + "\n")
     return entry
 
 
-def build_wheel(m: Manifest, raw_manifest: dict[str, Any], colab_pip: str, today: dt.date, root: Path,
-                dest: Path) -> Path:
+def build_wheel(
+    m: Manifest, raw_manifest: dict[str, Any], colab_pip: str, today: dt.date, root: Path, dest: Path
+) -> Path:
     """Stage pallas_course/ with its public data and build the wheel into `dest`."""
     package = root / "pallas_course"
     with tempfile.TemporaryDirectory(prefix="pfz-wheel-") as tmp:
@@ -149,14 +172,19 @@ def build_wheel(m: Manifest, raw_manifest: dict[str, Any], colab_pip: str, today
         shutil.copytree(package / "records", stage / "records")
         vendor_reading(stage)
         shutil.copy2(package / "pyproject.toml", stage / "pyproject.toml")
-        (stage / "course.yml").write_text(yaml.safe_dump(public_manifest(raw_manifest, colab_pip), sort_keys=False,
-                                                          allow_unicode=True, width=120))
+        (stage / "course.yml").write_text(
+            yaml.safe_dump(public_manifest(raw_manifest, colab_pip), sort_keys=False, allow_unicode=True, width=120)
+        )
         walks_raw = yaml.safe_load((package / "walks.yml").read_text())
-        (stage / "walks.yml").write_text(yaml.safe_dump(baked_walks(walks_raw, m, today, root), sort_keys=False,
-                                                         allow_unicode=True, width=120))
+        (stage / "walks.yml").write_text(
+            yaml.safe_dump(baked_walks(walks_raw, m, today, root), sort_keys=False, allow_unicode=True, width=120)
+        )
         dest.mkdir(parents=True, exist_ok=True)
-        run = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(stage)],
-                             capture_output=True, text=True)
+        run = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(stage)],
+            capture_output=True,
+            text=True,
+        )
         if run.returncode != 0:
             raise ReleaseError(f"building the student wheel failed:\n{run.stderr.strip()[-2000:]}")
     wheels = sorted(dest.glob("pallas_from_zero-*.whl"))
@@ -166,6 +194,7 @@ def build_wheel(m: Manifest, raw_manifest: dict[str, Any], colab_pip: str, today
 
 
 # ------------------------------------------------------------------------------------------ notebooks
+
 
 def _setup_spec(lab: LabSpec, wheel_url: str) -> str:
     extras = f"[{','.join(lab.helpers_extras)}]" if lab.helpers_extras else ""
@@ -186,13 +215,15 @@ def release_notebook(lab: LabSpec, path: Path, wheel_url: str, colab_url: str) -
     lines[hits[0]] = f"COURSE_PIP = {json.dumps(_setup_spec(lab, wheel_url))}" + (f"  # {comment}" if comment else "")
     params[0].source = "\n".join(lines)
     badge = nbformat.v4.new_markdown_cell(
-        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url})")
+        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url})"
+    )
     badge.metadata["tags"] = ["colab-badge"]
     nb.cells.insert(0, badge)
     return nb
 
 
 # ------------------------------------------------------------------------------------------ the rest
+
 
 def student_requirements(repo_requirements: str, wheel: str) -> str:
     keep = []
@@ -203,13 +234,18 @@ def student_requirements(repo_requirements: str, wheel: str) -> str:
     missing = sorted(set(STUDENT_PACKAGES) - {l.split("==")[0] for l in keep})
     if missing:
         raise ReleaseError(f"requirements.txt pins no {', '.join(missing)}; the student requirements need them")
-    return ("# Pallas from Zero, stage 01: what a student installs (Python 3.11+). pip install -r requirements.txt\n"
-            + "\n".join(keep) + f"\n# the course helpers\n./wheels/{wheel}\n")
+    return (
+        "# Pallas from Zero, stage 01: what a student installs (Python 3.11+). pip install -r requirements.txt\n"
+        + "\n".join(keep)
+        + f"\n# the course helpers\n./wheels/{wheel}\n"
+    )
 
 
 def student_readme(m: Manifest, labs: list[tuple[LabSpec, str]], wheel: str) -> str:
-    rows = "\n".join(f"| {lab.code} | week {lab.week} | {lab.title} | `labs/{Path(lab.notebook).name}` | "
-                     f"[Open in Colab]({url}) |" for lab, url in labs)
+    rows = "\n".join(
+        f"| {lab.code} | week {lab.week} | {lab.title} | `labs/{Path(lab.notebook).name}` | [Open in Colab]({url}) |"
+        for lab, url in labs
+    )
     return f"""# {m.course.title} · stage {m.stage.number:02d}: {m.stage.title}
 
 {m.stage.summary}
@@ -258,8 +294,10 @@ def build_release(stage: str, out: Path, *, today: dt.date | None = None, root: 
     if m.stage.id != stage:
         raise ReleaseError(f"course.yml has stage {m.stage.id!r}, not {stage!r}")
     if m.release is None:
-        raise ReleaseError("course.yml has no `release:` (github: owner/name, branch): set where students get "
-                           "the release; the notebooks install the helpers from there")
+        raise ReleaseError(
+            "course.yml has no `release:` (github: owner/name, branch): set where students get "
+            "the release; the notebooks install the helpers from there"
+        )
     if out.exists():
         if not out.is_dir() or (any(out.iterdir()) and not (out / ".course-release").exists()):
             raise ReleaseError(f"{out} exists and is not an earlier release; choose an empty or new folder")
@@ -288,7 +326,13 @@ def build_release(stage: str, out: Path, *, today: dt.date | None = None, root: 
     (out / "requirements.txt").write_text(student_requirements((root / "requirements.txt").read_text(), probe.name))
     (out / "README.md").write_text(student_readme(m, table, probe.name))
     build_site(out / "site", root=root, public_on=today)
-    return Release(out, today, probe, wheel_url, released,
-                   revealed=[lab.code for lab in m.labs if lab.revealed(today)],
-                   withheld={lab.code: str(lab.reveal or "never") for lab in m.labs if not lab.revealed(today)},
-                   warnings=release_warnings(m))
+    return Release(
+        out,
+        today,
+        probe,
+        wheel_url,
+        released,
+        revealed=[lab.code for lab in m.labs if lab.revealed(today)],
+        withheld={lab.code: str(lab.reveal or "never") for lab in m.labs if not lab.revealed(today)},
+        warnings=release_warnings(m),
+    )

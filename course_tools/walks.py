@@ -9,6 +9,7 @@ Maintainers: `python -m course_tools.walks [ID]` prints each walk numbered, with
 current source hash (paste it into pallas_course/walks.yml once the notes and marks fit the code again). A
 graded walk prints without marks; `python -m autograder.labs.lab_1_5` prints LAB·1.5's reading with its key.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,10 +43,13 @@ def with_code(raw: dict[str, Any], root: Path) -> dict[str, Any]:
     path = root / source["notebook"]
     try:
         if not path.exists():
-            raise LookupError(f"{source['notebook']} does not exist here (walks read the course repository's "
-                              "solution notebooks)")
-        read = {"lines": notebook_lines(path, list(source["functions"])),
-                "origin": f"{source['notebook']}, site:show cells defining {', '.join(source['functions'])}"}
+            raise LookupError(
+                f"{source['notebook']} does not exist here (walks read the course repository's solution notebooks)"
+            )
+        read = {
+            "lines": notebook_lines(path, list(source["functions"])),
+            "origin": f"{source['notebook']}, site:show cells defining {', '.join(source['functions'])}",
+        }
     except LookupError as e:
         read = {"withheld": str(e)}
     return {**raw, "source": {**source, **read}}

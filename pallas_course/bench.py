@@ -11,6 +11,7 @@ course measured them is the instructor tools' business: course_tools.bench_recor
                       shape={"m": 4096, "n": 4096, "k": 4096}, config={"bm": 512, "bn": 1024, "bk": 1024},
                       interpret=False)
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -31,6 +32,7 @@ RECORD_VERSION = 1
 
 
 # ----------------------------------------------------------------------------------------------- timing
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -68,8 +70,9 @@ class Timing:
         return f"{self.median_ms:.3f} ms median of {self.n} (IQR {self.iqr_ms:.3f} ms, warmup {self.warmup})"
 
 
-def time_fn(fn: Callable[..., Any], *args: Any, warmup: int = 3, n: int = 20,
-            clock: Clock = time.perf_counter) -> Timing:
+def time_fn(
+    fn: Callable[..., Any], *args: Any, warmup: int = 3, n: int = 20, clock: Clock = time.perf_counter
+) -> Timing:
     """Time `fn(*args)`: `warmup` untimed calls, then `n` timed calls, each waited on with block_until_ready.
 
     Warmup absorbs compilation and first-touch costs; `block_until_ready` makes each sample the device's
@@ -96,6 +99,7 @@ def time_fn(fn: Callable[..., Any], *args: Any, warmup: int = 3, n: int = 20,
 
 # ---------------------------------------------------------------------------------------------- records
 
+
 class _Frozen(BaseModel):
     # extra="forbid": a misspelt field in a hand-edited record is an error, not a silently ignored key.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -104,17 +108,17 @@ class _Frozen(BaseModel):
 class Provenance(_Frozen):
     """Where and with what a number was measured. Fields typed `X | None` are required keys that may be null."""
 
-    backend: str = Field(min_length=1)              # jax.default_backend(): tpu, gpu, cpu
-    device_kind: str = Field(min_length=1)          # the chip: "TPU v5 lite", "NVIDIA H100", "cpu"
+    backend: str = Field(min_length=1)  # jax.default_backend(): tpu, gpu, cpu
+    device_kind: str = Field(min_length=1)  # the chip: "TPU v5 lite", "NVIDIA H100", "cpu"
     device_count: int = Field(ge=1)
     platform_version: str
     jax_version: str = Field(min_length=1)
     jaxlib_version: str = Field(min_length=1)
-    libtpu_version: str | None                      # null when libtpu is not installed
+    libtpu_version: str | None  # null when libtpu is not installed
     python_version: str = Field(min_length=1)
     course_version: str = Field(min_length=1)
-    course_commit: str | None                       # null when not known (not a checkout, not a VCS install)
-    timestamp: dt.datetime                          # UTC, when the record was made
+    course_commit: str | None  # null when not known (not a checkout, not a VCS install)
+    timestamp: dt.datetime  # UTC, when the record was made
 
 
 class Method(_Frozen):
@@ -132,14 +136,14 @@ class BenchRecord(_Frozen):
     """One timed configuration of one implementation. Units are in the field names."""
 
     record_version: Literal[1]
-    run_id: str = Field(min_length=1)               # one `course bench` (or notebook) session: pairs kernel and baseline
-    workload: str = Field(min_length=1)             # "matmul", "softmax"
-    impl: str = Field(min_length=1)                 # "matmul_acc", "xla_dot", "softmax", "xla_softmax_unfused"
+    run_id: str = Field(min_length=1)  # one `course bench` (or notebook) session: pairs kernel and baseline
+    workload: str = Field(min_length=1)  # "matmul", "softmax"
+    impl: str = Field(min_length=1)  # "matmul_acc", "xla_dot", "softmax", "xla_softmax_unfused"
     dtype: str = Field(min_length=1)
-    shape: dict[str, int]                           # named dims: {m, n, k} or {rows, cols}
-    config: dict[str, int | str | bool]             # block sizes and the like; {} for an XLA baseline
-    interpret: bool                                 # Pallas interpret mode: a CPU emulation, never a chip's time
-    gating: bool                                    # may this record decide a gate? (real TPU, full shapes only)
+    shape: dict[str, int]  # named dims: {m, n, k} or {rows, cols}
+    config: dict[str, int | str | bool]  # block sizes and the like; {} for an XLA baseline
+    interpret: bool  # Pallas interpret mode: a CPU emulation, never a chip's time
+    gating: bool  # may this record decide a gate? (real TPU, full shapes only)
     status: Literal["ok", "skipped"]
     skip_reason: str | None
     median_ms: float | None
@@ -160,8 +164,10 @@ class BenchRecord(_Frozen):
         elif not self.skip_reason:
             raise ValueError("status 'skipped' needs a skip_reason")
         if self.gating and (self.provenance.backend != "tpu" or self.interpret):
-            raise ValueError(f"gating is true but backend={self.provenance.backend!r}, interpret={self.interpret}: "
-                             "only a compiled run on a real TPU may decide a gate")
+            raise ValueError(
+                f"gating is true but backend={self.provenance.backend!r}, interpret={self.interpret}: "
+                "only a compiled run on a real TPU may decide a gate"
+            )
         return self
 
 
@@ -169,14 +175,16 @@ class BenchRecordError(ValueError):
     """A record refused for missing or invalid provenance. Names the file, the line and the fields."""
 
     def __init__(self, path: str, line: int, problems: list[str], action: str = "read") -> None:
-        super().__init__(path, line, problems, action)   # plain args: the error pickles across processes
+        super().__init__(path, line, problems, action)  # plain args: the error pickles across processes
         self.path, self.line, self.problems, self.action = path, line, problems, action
 
     def __str__(self) -> str:
         verb = "refused to write" if self.action == "write" else "refused"
-        return (f"{self.path}:{self.line}: {verb} a bench record: {'; '.join(self.problems)}. "
-                "A number needs its chip, versions, dtype, shapes, blocks and method: re-run `course bench` "
-                "(or make_record) rather than editing records by hand")
+        return (
+            f"{self.path}:{self.line}: {verb} a bench record: {'; '.join(self.problems)}. "
+            "A number needs its chip, versions, dtype, shapes, blocks and method: re-run `course bench` "
+            "(or make_record) rather than editing records by hand"
+        )
 
 
 def _problems(err: ValidationError) -> list[str]:
@@ -187,8 +195,9 @@ def _problems(err: ValidationError) -> list[str]:
     return out
 
 
-def validate_record(data: Mapping[str, Any] | BenchRecord, *, path: str = "<record>", line: int = 0,
-                    action: str = "read") -> BenchRecord:
+def validate_record(
+    data: Mapping[str, Any] | BenchRecord, *, path: str = "<record>", line: int = 0, action: str = "read"
+) -> BenchRecord:
     """`data` as a BenchRecord, or BenchRecordError naming `path`, `line` and every missing field."""
     if isinstance(data, BenchRecord):
         # Re-validate: model_construct() can build a record that skipped validation.
@@ -200,6 +209,7 @@ def validate_record(data: Mapping[str, Any] | BenchRecord, *, path: str = "<reco
 
 
 # ------------------------------------------------------------------------------------------- provenance
+
 
 def _dist_version(*names: str) -> str | None:
     for name in names:
@@ -213,7 +223,7 @@ def _dist_version(*names: str) -> str | None:
 @functools.cache
 def installed_commit() -> str | None:
     """The course commit pip recorded when it installed this package from a repository, if any."""
-    try:   # `pip install git+https://...` records the commit in direct_url.json
+    try:  # `pip install git+https://...` records the commit in direct_url.json
         text = importlib.metadata.distribution("pallas-from-zero").read_text("direct_url.json")
         commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id")
         return str(commit) if commit else None
@@ -249,19 +259,33 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def make_record(timing: Timing | None, *, workload: str, impl: str, dtype: str, shape: Mapping[str, int],
-                config: Mapping[str, int | str | bool], interpret: bool, gating: bool = False,
-                skip_reason: str | None = None, run_id: str | None = None,
-                provenance: Provenance | None = None) -> BenchRecord:
+def make_record(
+    timing: Timing | None,
+    *,
+    workload: str,
+    impl: str,
+    dtype: str,
+    shape: Mapping[str, int],
+    config: Mapping[str, int | str | bool],
+    interpret: bool,
+    gating: bool = False,
+    skip_reason: str | None = None,
+    run_id: str | None = None,
+    provenance: Provenance | None = None,
+) -> BenchRecord:
     """A validated record of `timing` (or of a skip, when `timing` is None and `skip_reason` says why)."""
     prov = provenance or collect_provenance()
     ok = timing is not None
     data: dict[str, Any] = {
         "record_version": RECORD_VERSION,
         "run_id": run_id or new_run_id(),
-        "workload": workload, "impl": impl, "dtype": dtype,
-        "shape": dict(shape), "config": dict(config),
-        "interpret": interpret, "gating": gating,
+        "workload": workload,
+        "impl": impl,
+        "dtype": dtype,
+        "shape": dict(shape),
+        "config": dict(config),
+        "interpret": interpret,
+        "gating": gating,
         "status": "ok" if ok else "skipped",
         "skip_reason": None if ok else skip_reason,
         "median_ms": timing.median_ms if ok else None,
@@ -269,9 +293,14 @@ def make_record(timing: Timing | None, *, workload: str, impl: str, dtype: str, 
         "min_ms": timing.min_ms if ok else None,
         "max_ms": timing.max_ms if ok else None,
         "samples_ms": list(timing.samples_ms) if ok else [],
-        "method": {"warmup": timing.warmup if ok else 0, "n": timing.n if ok else 1, "statistic": "median",
-                   "spread": "iqr", "sync": "jax.block_until_ready",
-                   "timer": timing.timer if ok else "none"},
+        "method": {
+            "warmup": timing.warmup if ok else 0,
+            "n": timing.n if ok else 1,
+            "statistic": "median",
+            "spread": "iqr",
+            "sync": "jax.block_until_ready",
+            "timer": timing.timer if ok else "none",
+        },
         "provenance": prov.model_dump(mode="json"),
     }
     return validate_record(data, path="<make_record>", action="write")

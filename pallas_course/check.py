@@ -8,6 +8,7 @@ This module is also a facade whose path the notebooks import: the comparison's n
 cases and rules stay importable from here. The package's own modules and the grader import them from the modules
 that define them (compare, lab_1_4_checks, lab_1_4_rules), never from here.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
@@ -16,21 +17,69 @@ import numpy as np
 
 # The comparison every check stands on, importable from here as before (notebooks: failure_text; the tests)
 from pallas_course.compare import (  # noqa: F401 - re-exported
-    PASSED, CheckFailure, Mismatch, compare, explained, failure_text, form_mismatch, max_error, show,
-    show_traceback_folded, tolerance_phrase)
+    PASSED,
+    CheckFailure,
+    Mismatch,
+    compare,
+    explained,
+    failure_text,
+    form_mismatch,
+    max_error,
+    show,
+    show_traceback_folded,
+    tolerance_phrase,
+)
 from pallas_course.errors import explain
+
 # LAB·1.4's visible checks, importable from here as before (the notebooks import them from here)
 from pallas_course.lab_1_4_checks import (  # noqa: F401 - re-exported
-    check_block_choice, check_budget_line, check_fed_block, check_legal_or_not, check_pipeline_off,
-    check_step_times, check_working_set, course_helpers)
+    check_block_choice,
+    check_budget_line,
+    check_fed_block,
+    check_legal_or_not,
+    check_pipeline_off,
+    check_step_times,
+    check_working_set,
+    course_helpers,
+)
+
 # LAB·1.4's cases, rules and model matmul, importable from here as before
 from pallas_course.lab_1_4_rules import (  # noqa: F401 - re-exported
-    BLOCK_CHOICE_CASES, BLOCK_STEP, BUDGET_LINE_CASES, FED_BLOCK_CASES, LEGAL_OR_NOT_CASES, PIPELINE_OFF_CASES,
-    SEARCH_LIMIT, STEP_CASES, legal_or_not_label, legal_or_not_problem,
-    VMEM_HEADROOM, WORKING_SET_CASES, BudgetModel, ReportModel, StepDetail, StepModel, YourMatmul, block_choice_label,
-    block_choice_problem, budget_entries, budget_line_label, budget_line_problem, fed_block_label, fed_block_problem,
-    pipeline_off_families, pipeline_off_label, pipeline_off_problem, step_families, step_label, step_time_problem,
-    visible_cases, working_set_families, working_set_label, working_set_problem)
+    BLOCK_CHOICE_CASES,
+    BLOCK_STEP,
+    BUDGET_LINE_CASES,
+    FED_BLOCK_CASES,
+    LEGAL_OR_NOT_CASES,
+    PIPELINE_OFF_CASES,
+    SEARCH_LIMIT,
+    STEP_CASES,
+    legal_or_not_label,
+    legal_or_not_problem,
+    VMEM_HEADROOM,
+    WORKING_SET_CASES,
+    BudgetModel,
+    ReportModel,
+    StepDetail,
+    StepModel,
+    YourMatmul,
+    block_choice_label,
+    block_choice_problem,
+    budget_entries,
+    budget_line_label,
+    budget_line_problem,
+    fed_block_label,
+    fed_block_problem,
+    pipeline_off_families,
+    pipeline_off_label,
+    pipeline_off_problem,
+    step_families,
+    step_label,
+    step_time_problem,
+    visible_cases,
+    working_set_families,
+    working_set_label,
+    working_set_problem,
+)
 
 
 def _suspect(actual: Any, suspects: Mapping[str, Any] | None, tol: float, atol: float | None) -> str | None:
@@ -40,8 +89,16 @@ def _suspect(actual: Any, suspects: Mapping[str, Any] | None, tol: float, atol: 
     return None
 
 
-def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Sequence[int] | None = None,
-          atol: float | None = None, suspects: Mapping[str, Any] | None = None) -> None:
+def check(
+    name: str,
+    actual: Any,
+    expected: Any,
+    tol: float = 0.0,
+    *,
+    block: Sequence[int] | None = None,
+    atol: float | None = None,
+    suspects: Mapping[str, Any] | None = None,
+) -> None:
     """Print a one-line pass, or raise CheckFailure whose first lines say what is wrong and where.
 
     `actual` is the output, or better a zero-argument function producing it (`lambda: add(x, y)`): then it runs
@@ -54,12 +111,12 @@ def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Seq
     thunk = actual if callable(actual) else None
     if thunk is not None:
         try:
-            from pallas_course.runtime import run_under_course_mode   # jax, on first use
+            from pallas_course.runtime import run_under_course_mode  # jax, on first use
 
             actual = run_under_course_mode(thunk)
         except CheckFailure:
             raise
-        except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
+        except Exception as exc:  # noqa: BLE001 - any error in student code is a failed check, explained
             explanation = explain(exc)
             failure = CheckFailure(f"{name}: {explanation.summary.removeprefix('✗ ')}")
             failure.raw = explanation.raw
@@ -75,8 +132,10 @@ def check(name: str, actual: Any, expected: Any, tol: float = 0.0, *, block: Seq
         failure = CheckFailure(message)
         failure.kind = mismatch.kind if named is None else "suspect"
         raise failure
-    print(f"✓ {name}: matches (max error {max_error(actual, expected):.3g}, {tolerance_phrase(tol, atol)}), "
-          f"shape {tuple(actual.shape)} {np.dtype(actual.dtype)}, on this input")
+    print(
+        f"✓ {name}: matches (max error {max_error(actual, expected):.3g}, {tolerance_phrase(tol, atol)}), "
+        f"shape {tuple(actual.shape)} {np.dtype(actual.dtype)}, on this input"
+    )
 
 
 def _one_call(thunk: Callable[[], Any]) -> Any:
@@ -85,7 +144,7 @@ def _one_call(thunk: Callable[[], Any]) -> Any:
 
     try:
         calls = trace(thunk).pallas_calls
-    except Exception:   # noqa: BLE001 - it ran a moment ago; without a trace the message names both causes
+    except Exception:  # noqa: BLE001 - it ran a moment ago; without a trace the message names both causes
         return None
     return calls[0] if len(calls) == 1 else None
 
@@ -104,8 +163,9 @@ def _refuse_unlowerable(name: str, thunk: Callable[[], Any]) -> None:
     for pc in calls:
         prim = unlowered_in(pc.kernel_primitives())
         if prim is not None:
-            explained = explain(NotImplementedError(f"Unimplemented primitive in Pallas TPU lowering for tc: {prim}"),
-                                locate=False)
+            explained = explain(
+                NotImplementedError(f"Unimplemented primitive in Pallas TPU lowering for tc: {prim}"), locate=False
+            )
             failure = CheckFailure(f"{name}: {explained.summary.removeprefix('✗ ')}")
             failure.kind = explained.kind
             raise failure

@@ -5,6 +5,7 @@ from here, never from a number typed next to the code. Every constant carries it
 VMEM of a TensorCore (`vmem_bytes`) is kept apart from the compiler's default scoped VMEM limit
 (`default_scoped_vmem_bytes`), the budget a kernel actually gets unless it asks for more.
 """
+
 from __future__ import annotations
 
 import functools
@@ -17,7 +18,7 @@ from .manifest import ManifestError, manifest
 class ChipError(KeyError):
     """An unknown chip name or device kind."""
 
-    def __str__(self) -> str:   # KeyError would repr() the message, quotes and all
+    def __str__(self) -> str:  # KeyError would repr() the message, quotes and all
         return str(self.args[0]) if self.args else ""
 
 
@@ -69,7 +70,7 @@ class Chip(BaseModel):
 
         Narrow types pack 32 // bits values into one 32-bit sublane, so a full vreg holds more rows.
         """
-        from pallas_course.tiling import native_tile   # the course's one tiling table
+        from pallas_course.tiling import native_tile  # the course's one tiling table
 
         return native_tile(8 * itemsize)[0]
 

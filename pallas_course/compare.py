@@ -7,6 +7,7 @@ A student sees the same diagnosis in a visible check (pallas_course.check) as in
 lab_1_3_rules, lab_1_4_checks) and the grader import it from here, not from pallas_course.check, which
 re-exports it for the notebooks.
 """
+
 from __future__ import annotations
 
 import html
@@ -26,16 +27,16 @@ DEFAULT_BLOCK = 128
 class CheckFailure(AssertionError):
     """A kernel's output is not what it should be; the message says how and where (first lines first)."""
 
-    raw: str = ""            # the full traceback of the error behind it, when there was one
-    kind: str = ""           # a stable id: an errors.explain kind, or a Mismatch kind
+    raw: str = ""  # the full traceback of the error behind it, when there was one
+    kind: str = ""  # a stable id: an errors.explain kind, or a Mismatch kind
 
 
 @dataclass(frozen=True)
 class Mismatch:
-    kind: str                 # "type", "shape", "dtype", "nan" or "values"
+    kind: str  # "type", "shape", "dtype", "nan" or "values"
     message: str
-    cause: str = ""           # for "nan": "never-written", "never-written-at-all", "never-initialised",
-                              # "never-written-unknown", "computed" or "unknown"
+    cause: str = ""  # for "nan": "never-written", "never-written-at-all", "never-initialised",
+    # "never-written-unknown", "computed" or "unknown"
 
 
 # Interpret mode fills memory nobody wrote with np.nan, a NaN whose sign bit is clear; a NaN computed on an x86
@@ -43,31 +44,45 @@ class Mismatch:
 # computes positive NaNs, so there the sign cannot tell the two apart and the message names both causes.
 _SIGNED_DEFAULT_NAN = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
-NEVER_WRITTEN_AT_ALL = ("no value of the output was ever written: the kernel never stores into its output ref. "
-                        "Store with o_ref[...] = value; `o_ref = value` only rebinds the name (and writes nothing)")
-NEVER_INITIALISED = ("the kernel reads {ref} (+=) before anything is stored there: it accumulates into memory it "
-                     "never zeroed. Under TPU interpret mode memory nobody wrote reads as NaN, and NaN + x stays NaN "
-                     "through every K step. Zero it on the first K step: @pl.when(pl.program_id({axis}) == 0) then "
-                     "{store} = jnp.zeros_like(...) (the reduction's starting value: 0 for a sum, -inf for a max, "
-                     "jnp.full_like(..., -jnp.inf))")
+NEVER_WRITTEN_AT_ALL = (
+    "no value of the output was ever written: the kernel never stores into its output ref. "
+    "Store with o_ref[...] = value; `o_ref = value` only rebinds the name (and writes nothing)"
+)
+NEVER_INITIALISED = (
+    "the kernel reads {ref} (+=) before anything is stored there: it accumulates into memory it "
+    "never zeroed. Under TPU interpret mode memory nobody wrote reads as NaN, and NaN + x stays NaN "
+    "through every K step. Zero it on the first K step: @pl.when(pl.program_id({axis}) == 0) then "
+    "{store} = jnp.zeros_like(...) (the reduction's starting value: 0 for a sum, -inf for a max, "
+    "jnp.full_like(..., -jnp.inf))"
+)
 # The same read in a kernel whose grid revisits no output block: there is no K to accumulate over.
-NOTHING_TO_ACCUMULATE = ("the kernel reads {ref} (+=) before anything is stored there: it adds into memory nobody "
-                         "wrote, and under TPU interpret mode that memory reads as NaN. Each grid step of this kernel "
-                         "writes its own output block once, with nothing to accumulate over: store the value, "
-                         "{store} = ... (=, not +=)")
+NOTHING_TO_ACCUMULATE = (
+    "the kernel reads {ref} (+=) before anything is stored there: it adds into memory nobody "
+    "wrote, and under TPU interpret mode that memory reads as NaN. Each grid step of this kernel "
+    "writes its own output block once, with nothing to accumulate over: store the value, "
+    "{store} = ... (=, not +=)"
+)
 # Where the trace cannot be read: both causes of an output that is NaN everywhere, neither guessed.
-ALL_NAN_UNKNOWN = ("nothing written into the output survived. Either the kernel never stores into o_ref (store with "
-                   "o_ref[...] = value; `o_ref = value` only rebinds the name), or it accumulates (+=) into o_ref or "
-                   "a scratch it never zeroed (under TPU interpret mode that memory reads as NaN): zero it under "
-                   "@pl.when(pl.program_id(2) == 0)")
-STORES_NEVER_RUN = ("the kernel does store into its output, yet nothing it stored survived: does a pl.when guard the "
-                    "store with a condition that is never true (the last K step is pl.num_programs(2) - 1)?")
-NEVER_WRITTEN = ("under TPU interpret mode memory that nobody wrote reads as NaN, so these blocks were never "
-                 "written: does the grid cover every output block (n // block, not one short), is the "
-                 "accumulator initialised, and does each index map point where you think?")
-COMPUTED = ("the kernel computed these NaNs: they are not unwritten memory. Look for an inf meeting an inf or a "
-            "zero (an exp that overflowed, then inf / inf; a variance of 0 without eps, then 0 * rsqrt(0)), 0 / 0, "
-            "or the sqrt of a negative")
+ALL_NAN_UNKNOWN = (
+    "nothing written into the output survived. Either the kernel never stores into o_ref (store with "
+    "o_ref[...] = value; `o_ref = value` only rebinds the name), or it accumulates (+=) into o_ref or "
+    "a scratch it never zeroed (under TPU interpret mode that memory reads as NaN): zero it under "
+    "@pl.when(pl.program_id(2) == 0)"
+)
+STORES_NEVER_RUN = (
+    "the kernel does store into its output, yet nothing it stored survived: does a pl.when guard the "
+    "store with a condition that is never true (the last K step is pl.num_programs(2) - 1)?"
+)
+NEVER_WRITTEN = (
+    "under TPU interpret mode memory that nobody wrote reads as NaN, so these blocks were never "
+    "written: does the grid cover every output block (n // block, not one short), is the "
+    "accumulator initialised, and does each index map point where you think?"
+)
+COMPUTED = (
+    "the kernel computed these NaNs: they are not unwritten memory. Look for an inf meeting an inf or a "
+    "zero (an exp that overflowed, then inf / inf; a variance of 0 without eps, then 0 * rsqrt(0)), 0 / 0, "
+    "or the sqrt of a negative"
+)
 
 
 def _nan_cause(a: np.ndarray, nan: np.ndarray) -> str:
@@ -92,7 +107,7 @@ def _all_nan_cause(kernel: Any) -> tuple[str, str]:
         ref = unread[0]
         store = "o_ref[...]" if ref == "o_ref" else ("acc_ref[...]" if "scratch" in ref else f"{ref}[...]")
         axis = _revisit_axis(kernel)
-        if axis is None:        # nothing to accumulate over (add, a transpose): each step writes its block once
+        if axis is None:  # nothing to accumulate over (add, a transpose): each step writes its block once
             return "never-initialised", NOTHING_TO_ACCUMULATE.format(ref=ref, store=store)
         return "never-initialised", NEVER_INITIALISED.format(ref=ref, store=store, axis=axis)
     if not stores(kernel):
@@ -115,15 +130,26 @@ def _revisit_axis(kernel: Any) -> int | None:
             try:
                 if outputs[0].block_index(*step) == outputs[0].block_index(*origin):
                     return axis
-            except Exception:   # noqa: BLE001 - an index map that fails here is judged elsewhere
+            except Exception:  # noqa: BLE001 - an index map that fails here is judged elsewhere
                 return None
     return None
 
 
-def _nan_message(name: str, a: np.ndarray, nan: np.ndarray, blocks: list[tuple[int, ...]], shape: tuple[int, ...],
-                 blk: tuple[int, ...], kernel: Any = None) -> str:
+def _nan_message(
+    name: str,
+    a: np.ndarray,
+    nan: np.ndarray,
+    blocks: list[tuple[int, ...]],
+    shape: tuple[int, ...],
+    blk: tuple[int, ...],
+    kernel: Any = None,
+) -> str:
     where = "" if a.ndim < 2 else f"; {_blocks_phrase(blocks, shape, blk)}"
-    head = (f"{name}: the value is NaN. " if a.ndim == 0 else f"{name}: {int(nan.sum())} of {a.size} values are NaN{where}. ")
+    head = (
+        f"{name}: the value is NaN. "
+        if a.ndim == 0
+        else f"{name}: {int(nan.sum())} of {a.size} values are NaN{where}. "
+    )
     cause = _nan_cause(a, nan)
     if cause == "computed":
         return head + COMPUTED
@@ -137,7 +163,7 @@ def _nan_message(name: str, a: np.ndarray, nan: np.ndarray, blocks: list[tuple[i
 def _block_grid(shape: tuple[int, ...], block: Sequence[int] | None) -> tuple[int, ...]:
     if block is None:
         block = [min(d, DEFAULT_BLOCK) for d in shape[-2:]]
-    block = tuple(block)[-len(shape[-2:]):] if shape else ()
+    block = tuple(block)[-len(shape[-2:]) :] if shape else ()
     return tuple(max(1, b) for b in block)
 
 
@@ -145,7 +171,7 @@ def _blocks_of(mask: np.ndarray, block: tuple[int, ...]) -> list[tuple[int, ...]
     """Block indices (over the last two dims) that hold at least one True, in row-major order."""
     if mask.ndim == 0:
         return [()] if bool(mask) else []
-    flat = mask.reshape((-1,) + mask.shape[-len(block):]).any(axis=0)
+    flat = mask.reshape((-1,) + mask.shape[-len(block) :]).any(axis=0)
     idx = np.argwhere(flat)
     blocks = sorted({tuple(int(i) // b for i, b in zip(row, block)) for row in idx})
     return blocks
@@ -156,9 +182,8 @@ def _fmt_block(block: tuple[int, ...]) -> str:
 
 
 def _blocks_phrase(blocks: list[tuple[int, ...]], shape: tuple[int, ...], block: tuple[int, ...]) -> str:
-    total = int(np.prod([-(-d // b) for d, b in zip(shape[-len(block):], block)])) if block else 1
-    return (f"{len(blocks)} of {total} blocks of {_fmt_block(block)} wrong, the first is block "
-            f"{tuple(blocks[0])}")
+    total = int(np.prod([-(-d // b) for d, b in zip(shape[-len(block) :], block)])) if block else 1
+    return f"{len(blocks)} of {total} blocks of {_fmt_block(block)} wrong, the first is block {tuple(blocks[0])}"
 
 
 def form_mismatch(actual: Any, expected: Any, *, name: str = "output") -> Mismatch | None:
@@ -166,20 +191,34 @@ def form_mismatch(actual: Any, expected: Any, *, name: str = "output") -> Mismat
     ("type", "shape" or "dtype"). The values are not looked at (an output checked in its own dtype here, in
     float64 by `compare` after)."""
     if not hasattr(actual, "shape") or not hasattr(actual, "dtype"):
-        return Mismatch("type", f"{name}: got a {type(actual).__name__}, expected an array "
-                                 f"of shape {tuple(np.shape(expected))}; did the function return its result?")
+        return Mismatch(
+            "type",
+            f"{name}: got a {type(actual).__name__}, expected an array "
+            f"of shape {tuple(np.shape(expected))}; did the function return its result?",
+        )
     a_shape, e_shape = tuple(actual.shape), tuple(np.shape(expected))
     if a_shape != e_shape:
         return Mismatch("shape", f"{name}: shape {a_shape}, expected {e_shape}; look at out_shape and the grid")
     a_dtype, e_dtype = np.dtype(actual.dtype), np.dtype(getattr(expected, "dtype", np.float64))
     if a_dtype != e_dtype:
-        return Mismatch("dtype", f"{name}: dtype {a_dtype}, expected {e_dtype}; out_shape should carry the "
-                                 f"input's dtype, and the kernel should cast back with .astype(o_ref.dtype)")
+        return Mismatch(
+            "dtype",
+            f"{name}: dtype {a_dtype}, expected {e_dtype}; out_shape should carry the "
+            f"input's dtype, and the kernel should cast back with .astype(o_ref.dtype)",
+        )
     return None
 
 
-def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int] | None = None,
-            name: str = "output", atol: float | None = None, kernel: Any = None) -> Mismatch | None:
+def compare(
+    actual: Any,
+    expected: Any,
+    *,
+    tol: float = 0.0,
+    block: Sequence[int] | None = None,
+    name: str = "output",
+    atol: float | None = None,
+    kernel: Any = None,
+) -> Mismatch | None:
     """None when `actual` matches `expected` within `tol` (absolute and relative), else a diagnosis.
 
     `atol`, when given, replaces `tol` as the absolute part: |actual - expected| <= atol + tol * |expected|
@@ -207,21 +246,30 @@ def compare(actual: Any, expected: Any, *, tol: float = 0.0, block: Sequence[int
         return None
     err = np.where(bad, np.nan_to_num(err, nan=np.inf), 0)
     tolerance = f"tol={tol:g}{'' if atol is None else f' (relative; atol={atol:g})'}"
-    if a.ndim == 0:     # a scalar check: the value, no blocks
-        return Mismatch("values", f"{name}: got {a.item():.6g}, expected {e.item():.6g} "
-                                  f"(off by {float(err):.3g}, more than {tolerance})")
+    if a.ndim == 0:  # a scalar check: the value, no blocks
+        return Mismatch(
+            "values",
+            f"{name}: got {a.item():.6g}, expected {e.item():.6g} (off by {float(err):.3g}, more than {tolerance})",
+        )
     worst = np.unravel_index(int(np.argmax(err)), a.shape)
     where = list(int(i) for i in worst)
-    if a.ndim == 1 and a.size <= 16:     # a short list: name its entries, no blocks
+    if a.ndim == 1 and a.size <= 16:  # a short list: name its entries, no blocks
         wrong = [int(i) for i in np.flatnonzero(bad)]
-        return Mismatch("values", f"{name}: got {_short_list(a)}, expected {_short_list(e)}; entr"
-                                  f"{'y' if len(wrong) == 1 else 'ies'} {', '.join(map(str, wrong))} differ{'s' * (len(wrong) == 1)} by more "
-                                  f"than {tolerance}")
+        return Mismatch(
+            "values",
+            f"{name}: got {_short_list(a)}, expected {_short_list(e)}; entr"
+            f"{'y' if len(wrong) == 1 else 'ies'} {', '.join(map(str, wrong))} differ{'s' * (len(wrong) == 1)} by more "
+            f"than {tolerance}",
+        )
     blocks = _blocks_of(bad, blk)
-    return Mismatch("values", (
-        f"{name}: {int(bad.sum())} of {a.size} values differ by more than {tolerance}; the largest error is "
-        f"{float(err[worst]):.3g} at {where} (got {a[worst]:.6g}, expected {e[worst]:.6g}); "
-        f"{_blocks_phrase(blocks, a_shape, blk)}"))
+    return Mismatch(
+        "values",
+        (
+            f"{name}: {int(bad.sum())} of {a.size} values differ by more than {tolerance}; the largest error is "
+            f"{float(err[worst]):.3g} at {where} (got {a[worst]:.6g}, expected {e[worst]:.6g}); "
+            f"{_blocks_phrase(blocks, a_shape, blk)}"
+        ),
+    )
 
 
 def _short_list(v: np.ndarray) -> str:
@@ -232,9 +280,11 @@ def explained(mismatch: Mismatch, hint: str | None) -> str:
     """What a student reads for a mismatch, with a rule's diagnosis (`hint`, None when it names no cause) first.
     NaNs never written (or never zeroed) keep compare's own text: an overflow or eps hint would name the wrong
     cause; computed NaNs get the hint instead of compare's generic text; other mismatches get both."""
-    if not hint and mismatch.kind == "values":     # no cause named: say so rather than guess
-        return (f"{mismatch.message}; no usual mistake gives these values (the cause is not one this check "
-                "knows): start from the first wrong block")
+    if not hint and mismatch.kind == "values":  # no cause named: say so rather than guess
+        return (
+            f"{mismatch.message}; no usual mistake gives these values (the cause is not one this check "
+            "knows): start from the first wrong block"
+        )
     if not hint or mismatch.kind not in ("nan", "values") or mismatch.cause.startswith("never"):
         return mismatch.message
     label = mismatch.message.split(": ", 1)[0]

@@ -6,6 +6,7 @@ reads: the kernel, every chip that refused it, the rule, then the compiler's rea
 `pallas_course.errors` (and, for a VMEM refusal, the legality model's working set beside it). The grader
 (autograder.judge.compile_rule) and the notebooks' checks both build their message here, so both say the same words.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 from pallas_course.tpu_compile import LIBTPU_MISSING, CompileResult
 
-NOT_COMPILED = "not compiled"    # how a result the compiler could not judge begins (score notes read it)
+NOT_COMPILED = "not compiled"  # how a result the compiler could not judge begins (score notes read it)
 
 
 @dataclass(frozen=True)
@@ -63,22 +64,30 @@ def predicted_vmem(structure: Any, chip: str) -> str:
         return ""
     scratch = sum(e.bytes for e in budget.entries if e.name.startswith("scratch"))
     # where the scratch is most of it, say so: shrinking blocks (bk) would not help
-    of_it = (f", of which scratch_shapes hold {scratch:,} bytes: shrink the scratch first"
-             if scratch * 2 > budget.working_set_bytes else "")
-    return (f"\n  predicted working set {budget.working_set_bytes:,} bytes (blocks x buffers x bytes, plus scratch) vs "
-            f"the default scoped limit {budget.limit_bytes:,} bytes on {chip}{of_it}")
+    of_it = (
+        f", of which scratch_shapes hold {scratch:,} bytes: shrink the scratch first"
+        if scratch * 2 > budget.working_set_bytes
+        else ""
+    )
+    return (
+        f"\n  predicted working set {budget.working_set_bytes:,} bytes (blocks x buffers x bytes, plus scratch) vs "
+        f"the default scoped limit {budget.limit_bytes:,} bytes on {chip}{of_it}"
+    )
 
 
-def rejection_message(label: str, chips: Sequence[str], rejected: CompileResult | Sequence[CompileResult],
-                      structure: Any = None) -> str:
+def rejection_message(
+    label: str, chips: Sequence[str], rejected: CompileResult | Sequence[CompileResult], structure: Any = None
+) -> str:
     """What the student reads: the kernel, every chip that refused it, the rule, then the compiler's reason in
     the course's words (said once where the chips agree, per chip where they do not)."""
     refused = [rejected] if isinstance(rejected, CompileResult) else [r for r in rejected if r.rejected]
     if not refused:
         raise ValueError("no chip refused the kernel")
     must = _and(chips)
-    text = (f"{label} does not compile for {_and(r.chip for r in refused)} (the real TPU compiler, "
-            f"{_and(r.topology for r in refused)}; it must compile for {must}):")
+    text = (
+        f"{label} does not compile for {_and(r.chip for r in refused)} (the real TPU compiler, "
+        f"{_and(r.topology for r in refused)}; it must compile for {must}):"
+    )
     reasons: dict[str, list[CompileResult]] = {}
     for r in refused:
         reasons.setdefault(r.explanation or r.message, []).append(r)
@@ -99,5 +108,7 @@ def not_compiled_note(label: str, unjudged: Sequence[CompileResult]) -> str:
     libtpu = all(r.unjudged_because == LIBTPU_MISSING for r in unjudged)
     why = "libtpu missing" if libtpu else "the compiler could not be asked"
     detail = "" if libtpu else f" ({unjudged[0].message[:200]})"
-    return (f"{NOT_COMPILED}: {why} — {label} was not compiled for {_and(r.chip for r in unjudged)}; the compile "
-            f"rule was not applied{detail}")
+    return (
+        f"{NOT_COMPILED}: {why} — {label} was not compiled for {_and(r.chip for r in unjudged)}; the compile "
+        f"rule was not applied{detail}"
+    )

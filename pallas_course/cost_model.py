@@ -7,6 +7,7 @@ and the bench kernels' VMEM limit (course_tools.bench_workloads) all call these 
 working set of a *traced* pallas_call is the legality model's (pallas_course.legality.check_pallas_call);
 the closed forms below are that same arithmetic for the lab's matmul, with no trace.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -15,7 +16,7 @@ import numpy as np
 
 from pallas_course.chips import Chip, chip as chip_named
 
-DEFAULT_BUFFERS = 2      # Pallas double-buffers each BlockSpec unless told otherwise (pl.Buffered(n))
+DEFAULT_BUFFERS = 2  # Pallas double-buffers each BlockSpec unless told otherwise (pl.Buffered(n))
 
 
 def _chip(chip: Chip | str) -> Chip:
@@ -29,6 +30,7 @@ def _itemsize(dtype: Any) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ step time
+
 
 def step_seconds(moved_bytes: float, flops: float, chip: Chip | str) -> tuple[float, float]:
     """(DMA s, MXU s): bytes over the chip's HBM B/s, FLOPs over its bf16 FLOP/s (course.yml's per-chip numbers)."""
@@ -47,7 +49,7 @@ def matmul_step_detail(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int,
     return (*matmul_step(bm, bn, bk, dtype), f"one {(bm, bk)} A block and one {(bk, bn)} B block")
 
 
-STEADY_POINT = (0, 0, 1)    # the steady-state step of a (1, 1, >= 3) matmul grid: one in the middle of K
+STEADY_POINT = (0, 0, 1)  # the steady-state step of a (1, 1, >= 3) matmul grid: one in the middle of K
 
 
 def steady_flops(info: Any) -> tuple[int, bool]:
@@ -69,8 +71,9 @@ def steady_step(info: Any) -> tuple[int, str]:
     frame = next(f for f in schedule(info, 2).frames if f.grid_point == STEADY_POINT)
     blocks = {f"{b.role}[{b.position}]": b for b in info.blocks}
     started = [t for t in frame.transfers if t.kind == "fetch" and t.action == "start"]
-    what = " and ".join(f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block"
-                        for t in started)
+    what = " and ".join(
+        f"one {blocks[t.operand].block_shape} {'AB'[blocks[t.operand].position]} block" for t in started
+    )
     return sum(blocks[t.operand].block_bytes for t in started), what
 
 
@@ -78,6 +81,7 @@ def steady_step(info: Any) -> tuple[int, str]:
 # Softmax and LayerNorm do a few VPU operations per element and no matmul, while a chip's FLOP/s per HBM byte/s is
 # in the hundreds (v5e: 1.97e14 / 8.2e11 = 240): they wait on HBM, so their time is their HBM bytes over the chip's
 # bandwidth. LAB·1.3's softmax_seconds (graded by pallas_course.lab_1_3_rules) and its timing cell use these.
+
 
 def memory_bound_seconds(moved_bytes: float, chip: Chip | str) -> float:
     """Seconds to move `moved_bytes` through HBM at the chip's bandwidth (course.yml's hbm_bytes_per_s, per chip)."""
@@ -102,15 +106,18 @@ def unfused_softmax_bytes(n: int, d: int, dtype: Any) -> int:
 
 # ------------------------------------------------------------------------------------------------ VMEM
 
+
 def blocks_working_set(block_bytes: Iterable[int], buffers: int = DEFAULT_BUFFERS, scratch_bytes: int = 0) -> int:
     """Every block x its buffers, plus scratch (one copy: scratch is not pipelined)."""
     return sum(block_bytes) * buffers + scratch_bytes
 
 
-def matmul_working_set(bm: int, bn: int, bk: int, dtype: Any, buffers: int = DEFAULT_BUFFERS,
-                       acc_scratch: bool = False) -> int:
+def matmul_working_set(
+    bm: int, bn: int, bk: int, dtype: Any, buffers: int = DEFAULT_BUFFERS, acc_scratch: bool = False
+) -> int:
     """The matmul's (bm, bk) A, (bk, bn) B and (bm, bn) C blocks x `buffers`, plus the f32 (bm, bn) scratch
     accumulator when asked (float32 whatever the inputs): the legality model of that pallas_call, with no trace."""
     size = _itemsize(dtype)
-    return blocks_working_set((bm * bk * size, bk * bn * size, bm * bn * size), buffers,
-                              bm * bn * 4 if acc_scratch else 0)
+    return blocks_working_set(
+        (bm * bk * size, bk * bn * size, bm * bn * size), buffers, bm * bn * 4 if acc_scratch else 0
+    )

@@ -5,6 +5,7 @@ Every pattern below was produced for real (wrong kernels run under TPU interpret
 lowered for a TPU) and matches what jax says there. This module imports nothing from `autograder`: it runs
 inside the jail that executes student code, and the grader reads its text.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,31 +19,41 @@ QUICKSTART = DOCS + "quickstart.html"
 TPU_DOCS = DOCS + "tpu/details.html"
 MATMUL_DOCS = DOCS + "tpu/matmul.html"
 
-MAX_LINE = 240          # a student's message or source line is data: capped, never the whole of it
+MAX_LINE = 240  # a student's message or source line is data: capped, never the whole of it
 
 P = TypeVar("P")
 
 
 @dataclass(frozen=True)
 class Explanation:
-    kind: str       # a short stable id, e.g. "revisited-output-block"
-    summary: str    # two or three lines: what went wrong, where in the student's code, the fix and a link
-    raw: str        # the full traceback text
+    kind: str  # a short stable id, e.g. "revisited-output-block"
+    summary: str  # two or three lines: what went wrong, where in the student's code, the fix and a link
+    raw: str  # the full traceback text
 
 
 @dataclass(frozen=True)
 class Pattern:
     kind: str
-    regex: re.Pattern[str]          # searched in "ExceptionType: message" (the innermost error's text)
+    regex: re.Pattern[str]  # searched in "ExceptionType: message" (the innermost error's text)
     what: Callable[[re.Match[str]], str]
-    fix: str | Callable[..., str]     # a callable reads the match (and, if it takes it, the student's line)
+    fix: str | Callable[..., str]  # a callable reads the match (and, if it takes it, the student's line)
     docs: str
 
 
-def _p(kind: str, regex: str, what: str | Callable[[re.Match[str]], str],
-       fix: str | Callable[[re.Match[str], str], str], docs: str) -> Pattern:
-    return Pattern(kind, re.compile(regex, re.S), what if callable(what) else (lambda m, w=what: w.format(**m.groupdict())),
-                   fix, docs)
+def _p(
+    kind: str,
+    regex: str,
+    what: str | Callable[[re.Match[str]], str],
+    fix: str | Callable[[re.Match[str], str], str],
+    docs: str,
+) -> Pattern:
+    return Pattern(
+        kind,
+        re.compile(regex, re.S),
+        what if callable(what) else (lambda m, w=what: w.format(**m.groupdict())),
+        fix,
+        docs,
+    )
 
 
 def _short(fn: str) -> str:
@@ -52,23 +63,33 @@ def _short(fn: str) -> str:
 def _arity(m: re.Match[str]) -> str:
     fn = _short(m["fn"])
     if m["takes"] is None:
-        return (f"the index map {fn} takes more arguments than the grid has axes: an index map receives one "
-                "index per grid axis")
+        return (
+            f"the index map {fn} takes more arguments than the grid has axes: an index map receives one "
+            "index per grid axis"
+        )
     takes, given = m["takes"], m["given"]
-    return (f"the index map {fn} takes {takes} argument{'s' * (takes != '1')}, but the grid has {given} "
-            f"{'axis' if given == '1' else 'axes'}: an index map receives one index per grid axis")
+    return (
+        f"the index map {fn} takes {takes} argument{'s' * (takes != '1')}, but the grid has {given} "
+        f"{'axis' if given == '1' else 'axes'}: an index map receives one index per grid axis"
+    )
 
 
 # What the TPU lowering has no rule for, in the course's words: (what it is, what compiles instead). Seen with
 # jax 0.10.2 + libtpu 0.0.42.1 (FACTS.md, "The real TPU compiler on this CPU").
 UNLOWERED = {
-    "erfc": ("jax.nn.gelu(x, approximate=False) computes erfc, which has no TPU kernel lowering",
-             "use jax.nn.gelu(x, approximate=True) (the tanh form), or write the exact form out with lax.erf: "
-             "0.5 * x * (1 + jax.lax.erf(x / jnp.sqrt(2.0))), which compiles"),
-    "sort": ("sorting (jnp.sort, jnp.median, jnp.argsort) is not supported inside a TPU kernel",
-             "compute order statistics outside the kernel, or with max/min reductions inside it"),
-    "cumsum": ("a cumulative sum (jnp.cumsum) is not supported inside a TPU kernel",
-               "carry a running total across grid steps in a VMEM scratch, or prefix-sum outside the kernel"),
+    "erfc": (
+        "jax.nn.gelu(x, approximate=False) computes erfc, which has no TPU kernel lowering",
+        "use jax.nn.gelu(x, approximate=True) (the tanh form), or write the exact form out with lax.erf: "
+        "0.5 * x * (1 + jax.lax.erf(x / jnp.sqrt(2.0))), which compiles",
+    ),
+    "sort": (
+        "sorting (jnp.sort, jnp.median, jnp.argsort) is not supported inside a TPU kernel",
+        "compute order statistics outside the kernel, or with max/min reductions inside it",
+    ),
+    "cumsum": (
+        "a cumulative sum (jnp.cumsum) is not supported inside a TPU kernel",
+        "carry a running total across grid steps in a VMEM scratch, or prefix-sum outside the kernel",
+    ),
 }
 
 
@@ -85,8 +106,14 @@ def _unlowered(m: re.Match[str]) -> str:
 
 
 def _unlowered_fix(m: re.Match[str]) -> str:
-    return UNLOWERED.get(m["prim"], ("", "compute it with operations the TPU kernel lowering supports "
-                                         "(elementwise math, reductions, jnp.dot), or outside the kernel"))[1]
+    return UNLOWERED.get(
+        m["prim"],
+        (
+            "",
+            "compute it with operations the TPU kernel lowering supports "
+            "(elementwise math, reductions, jnp.dot), or outside the kernel",
+        ),
+    )[1]
 
 
 def _mib(text: str) -> str:
@@ -98,12 +125,16 @@ def _mib(text: str) -> str:
 
 def _vmem(m: re.Match[str]) -> str:
     need, limit = _mib(m["need"] or m["need2"]), _mib(m["limit"] or m["limit2"])
-    return (f"the TPU compiler refuses the kernel: it needs {need} of VMEM, over the limit of {limit} "
-            "the compiler gives one kernel (the working set: every block x its buffers x bytes, plus scratch)")
+    return (
+        f"the TPU compiler refuses the kernel: it needs {need} of VMEM, over the limit of {limit} "
+        "the compiler gives one kernel (the working set: every block x its buffers x bytes, plus scratch)"
+    )
 
 
-_BLOCK_DIM = re.compile(r"Squeezed\(\)|None|Blocked\(block_size=(?P<blocked>\d+)\)"
-                        r"|Element\(block_size=(?P<element>\d+)[^()]*(?:\([^()]*\))?[^()]*\)|(?P<int>\d+)")
+_BLOCK_DIM = re.compile(
+    r"Squeezed\(\)|None|Blocked\(block_size=(?P<blocked>\d+)\)"
+    r"|Element\(block_size=(?P<element>\d+)[^()]*(?:\([^()]*\))?[^()]*\)|(?P<int>\d+)"
+)
 
 
 def block_as_written(text: str) -> str:
@@ -122,20 +153,29 @@ def block_as_written(text: str) -> str:
 
 def _tiling(m: re.Match[str]) -> str:
     if not m["block"]:
-        return ("on a TPU the last two dimensions of a block must be multiples of (8, 128) (or the whole array "
-                "dimension), whatever the dtype, and this BlockSpec's are not")
+        return (
+            "on a TPU the last two dimensions of a block must be multiples of (8, 128) (or the whole array "
+            "dimension), whatever the dtype, and this BlockSpec's are not"
+        )
     written = block_as_written(m["block"])
-    squeezed = (f"; a None (squeezed) dimension is a block size of 1, so {written} reads as "
-                f"{written.replace('None', '1')}" if "None" in written else "")
-    return (f"block {written} of {m['arg']} (array {m['shape']}) breaks the TPU tiling rule: its "
-            "last two sizes must be multiples of (8, 128), or equal the whole array dimension, whatever the "
-            f"dtype{squeezed}")
+    squeezed = (
+        f"; a None (squeezed) dimension is a block size of 1, so {written} reads as {written.replace('None', '1')}"
+        if "None" in written
+        else ""
+    )
+    return (
+        f"block {written} of {m['arg']} (array {m['shape']}) breaks the TPU tiling rule: its "
+        "last two sizes must be multiples of (8, 128), or equal the whole array dimension, whatever the "
+        f"dtype{squeezed}"
+    )
 
 
 def _native_tile(m: re.Match[str]) -> str:
-    return (f"block {m['block']} of an array {m['shape']} is not a whole number of the array's native "
-            f"{m['tiling']} tiles: it passes the (8, 128) lowering rule, "
-            "but Mosaic refuses it at compile time (E2002)")
+    return (
+        f"block {m['block']} of an array {m['shape']} is not a whole number of the array's native "
+        f"{m['tiling']} tiles: it passes the (8, 128) lowering rule, "
+        "but Mosaic refuses it at compile time (E2002)"
+    )
 
 
 def _native_tile_fix(m: re.Match[str]) -> str:
@@ -143,8 +183,17 @@ def _native_tile_fix(m: re.Match[str]) -> str:
     return f"make the block's rows a multiple of {rows} (or the whole dimension): the tiling table in LAB·1.4"
 
 
-_MOSAIC_TYPES = {"i32": "int32", "i16": "int16", "i8": "int8", "f32": "float32", "bf16": "bfloat16", "f16": "float16",
-                 "f64": "float64", "i64": "int64", "i1": "bool"}
+_MOSAIC_TYPES = {
+    "i32": "int32",
+    "i16": "int16",
+    "i8": "int8",
+    "f32": "float32",
+    "bf16": "bfloat16",
+    "f16": "float16",
+    "f64": "float64",
+    "i64": "int64",
+    "i1": "bool",
+}
 
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "bfloat16": 16, "float16": 16, "int8": 8}
 
@@ -164,27 +213,38 @@ def _reduced_the_other_way(m: re.Match[str]) -> bool:
     """A value wider than its block only where the block is 1 (a (bm, 1) block given (bm, bn)): a reduction meant to
     leave that axis at 1 reduced another (axis=0 for a row's max), and broadcasting widened it back."""
     val, ref = _dims(m["val"]), _dims(m["ref"])
-    return (len(val) == len(ref) and any(r == "1" and v != "1" for v, r in zip(val, ref))
-            and all(v == r for v, r in zip(val, ref) if r != "1"))
+    return (
+        len(val) == len(ref)
+        and any(r == "1" and v != "1" for v, r in zip(val, ref))
+        and all(v == r for v, r in zip(val, ref) if r != "1")
+    )
 
 
 def _store_shape(m: re.Match[str]) -> str:
     if _reduced_the_other_way(m):
-        return (f"the kernel stores a {m['val']} value into a {m['ref']} block: the block keeps one value per row, the "
-                "value has more; either the reduction runs over the wrong axis (axis=0 reduces a block's rows, and "
-                "broadcasting against the block widens the result back), or the out BlockSpec's block is not the "
-                "shape the kernel computes")
+        return (
+            f"the kernel stores a {m['val']} value into a {m['ref']} block: the block keeps one value per row, the "
+            "value has more; either the reduction runs over the wrong axis (axis=0 reduces a block's rows, and "
+            "broadcasting against the block widens the result back), or the out BlockSpec's block is not the "
+            "shape the kernel computes"
+        )
     if _untransposed(m):
-        return (f"the kernel stores a {m['val']} value into a {m['ref']} block: the block as it was read, its "
-                "transpose never taken; the blocks move, their values do not")
-    return (f"the kernel stores a {m['val']} value into a {m['ref']} block; the kernel line is where it shows, but the "
-            "usual bug is a BlockSpec: the in and out block shapes disagree")
+        return (
+            f"the kernel stores a {m['val']} value into a {m['ref']} block: the block as it was read, its "
+            "transpose never taken; the blocks move, their values do not"
+        )
+    return (
+        f"the kernel stores a {m['val']} value into a {m['ref']} block; the kernel line is where it shows, but the "
+        "usual bug is a BlockSpec: the in and out block shapes disagree"
+    )
 
 
 def _store_shape_fix(m: re.Match[str], line: str) -> str:
     if _reduced_the_other_way(m):
-        return ("reduce over the axis the block keeps as 1 (a row's max: axis=1, keepdims=True); if the axis is "
-                "right, compare the block shapes of in_specs and out_specs")
+        return (
+            "reduce over the axis the block keeps as 1 (a row's max: axis=1, keepdims=True); if the axis is "
+            "right, compare the block shapes of in_specs and out_specs"
+        )
     if _untransposed(m):
         return "store the block's transpose, o_ref[...] = x_ref[...].T"
     return "compare the block shapes of in_specs and out_specs (and the transpose of a block, if you take one)"
@@ -195,12 +255,16 @@ def _store_dtype_fix(m: re.Match[str], line: str) -> str:
     than the value: usually an out_shape whose dtype was typed in instead of taken from the input."""
     ref, val = _BITS.get(m["ref"], 0), _BITS.get(m["val"], 0)
     if ref and val and ref < val and "+=" in line:
-        return ("an accumulator needs float32: keep the running sum in an f32 scratch, scratch_shapes=[pltpu.VMEM("
-                "(bm, bn), jnp.float32)], not a cast to bf16 (which rounds on every K step); cast once, on the last "
-                "K step, when storing into o_ref: o_ref[...] = acc_ref[...].astype(o_ref.dtype)")
+        return (
+            "an accumulator needs float32: keep the running sum in an f32 scratch, scratch_shapes=[pltpu.VMEM("
+            "(bm, bn), jnp.float32)], not a cast to bf16 (which rounds on every K step); cast once, on the last "
+            "K step, when storing into o_ref: o_ref[...] = acc_ref[...].astype(o_ref.dtype)"
+        )
     if ref and val and ref > val:
-        return (f"out_shape (or the scratch) declares {m['ref']} while the value is {m['val']}: give out_shape the "
-                "input's dtype, jax.ShapeDtypeStruct(shape, x.dtype), rather than a dtype typed in")
+        return (
+            f"out_shape (or the scratch) declares {m['ref']} while the value is {m['val']}: give out_shape the "
+            "input's dtype, jax.ShapeDtypeStruct(shape, x.dtype), rather than a dtype typed in"
+        )
     return "cast when storing: o_ref[...] = value.astype(o_ref.dtype)"
 
 
@@ -209,167 +273,318 @@ def _fix(pattern: Pattern, m: re.Match[str], line: str) -> str:
         return pattern.fix
     try:
         return pattern.fix(m, line)
-    except TypeError:         # a fix that reads the match only
+    except TypeError:  # a fix that reads the match only
         return pattern.fix(m)
 
 
 # One table: the first pattern that matches wins, so the specific ones come before the general ones.
 PATTERNS: tuple[Pattern, ...] = (
     # ---- the TPU compiler (lowering and Mosaic), seen when a kernel is compiled for a chip
-    Pattern("tpu-unimplemented", re.compile(r"Unimplemented primitive in Pallas TPU lowering for \w+: (?P<prim>\w+)"),
-            _unlowered, _unlowered_fix, TPU_DOCS),
-    Pattern("tpu-vmem", re.compile(r"Scoped allocation with size (?P<need>[\d.]+[KMG]) and limit (?P<limit>[\d.]+[KMG])"
-                                   r"|Used (?P<need2>[\d.]+[KMG]) of (?P<limit2>[\d.]+[KMG]) vmem"),
-            _vmem,
-            "use smaller blocks (in a matmul shrink bk first: it keeps the arithmetic intensity) or smaller "
-            "scratch_shapes, or raise the limit with compiler_params=pltpu.CompilerParams(vmem_limit_bytes=...) below "
-            "the chip's physical VMEM",
-            MATMUL_DOCS),
-    Pattern("tpu-vmem-scratch", re.compile(r"Allocation \(size=(?P<need>\d+)\) would exceed memory \(size=(?P<limit>\d+)\)"
-                                           r"[^\n]*?tag = 'scratch operand'"),
-            lambda m: (f"the TPU compiler refuses the kernel: its scratch buffers (scratch_shapes) need "
-                       f"{int(m['need']):,} bytes of VMEM, more than the chip's {int(m['limit']):,} bytes"),
-            "make the scratch_shapes smaller (a scratch holds what one grid step needs, e.g. an accumulator of one "
-            "(bm, bn) output block, not a whole array) and drop the scratch buffers the kernel does not use",
-            MATMUL_DOCS),
-    Pattern("tpu-vmem", re.compile(r"Allocation \(size=(?P<need3>\d+)\) would exceed memory \(size=(?P<limit3>\d+)\)"),
-            lambda m: (f"the TPU compiler refuses the kernel: it needs {int(m['need3']):,} bytes of VMEM, more than the "
-                       f"chip's {int(m['limit3']):,} bytes (every block x its buffers x bytes, plus scratch)"),
-            "use smaller blocks or scratch buffers", MATMUL_DOCS),
-    Pattern("tpu-dot-type", re.compile(r"Bad lhs/rhs type: '?vector<(?P<lhs>[\dx]+)x(?P<lt>\w+)>'? '?vector<"
-                                       r"(?P<rhs>[\dx]+)x(?P<rt>\w+)>|Bad lhs type|Bad rhs type"),
-            lambda m: ("the TPU compiler refuses a matrix product in the kernel: the TPU's matrix unit (MXU) multiplies "
-                       "floating-point blocks (bfloat16, float32)" + (
-                           f", and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
-                           f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
-                           f"({m['rhs'].replace('x', ' x ')})" if m["lt"] else
-                           ", and refuses this product's operand type: integer blocks, or bfloat16 blocks with "
-                           "precision=HIGHEST, which asks for f32 passes (jax 0.10.2 with libtpu 0.0.42.1)")),
-            "cast both operands to float32 (or bfloat16) before the dot; on bfloat16 blocks leave precision at its "
-            "default (one MXU pass multiplies bfloat16 exactly, accumulating in f32); to move values rather than "
-            "multiply them (a transpose by an identity matrix), write x_ref[...].T instead", TPU_DOCS),
-    Pattern("tpu-alignment", re.compile(r"cannot statically prove that index in dimension (?P<dim>\d+) is a multiple "
-                                        r"of (?P<n>\d+)|[Uu]naligned (?:load|store|slice|access)|not aligned to tile"),
-            lambda m: ("the TPU compiler refuses a slice of a ref: " + (
+    Pattern(
+        "tpu-unimplemented",
+        re.compile(r"Unimplemented primitive in Pallas TPU lowering for \w+: (?P<prim>\w+)"),
+        _unlowered,
+        _unlowered_fix,
+        TPU_DOCS,
+    ),
+    Pattern(
+        "tpu-vmem",
+        re.compile(
+            r"Scoped allocation with size (?P<need>[\d.]+[KMG]) and limit (?P<limit>[\d.]+[KMG])"
+            r"|Used (?P<need2>[\d.]+[KMG]) of (?P<limit2>[\d.]+[KMG]) vmem"
+        ),
+        _vmem,
+        "use smaller blocks (in a matmul shrink bk first: it keeps the arithmetic intensity) or smaller "
+        "scratch_shapes, or raise the limit with compiler_params=pltpu.CompilerParams(vmem_limit_bytes=...) below "
+        "the chip's physical VMEM",
+        MATMUL_DOCS,
+    ),
+    Pattern(
+        "tpu-vmem-scratch",
+        re.compile(
+            r"Allocation \(size=(?P<need>\d+)\) would exceed memory \(size=(?P<limit>\d+)\)"
+            r"[^\n]*?tag = 'scratch operand'"
+        ),
+        lambda m: (
+            f"the TPU compiler refuses the kernel: its scratch buffers (scratch_shapes) need "
+            f"{int(m['need']):,} bytes of VMEM, more than the chip's {int(m['limit']):,} bytes"
+        ),
+        "make the scratch_shapes smaller (a scratch holds what one grid step needs, e.g. an accumulator of one "
+        "(bm, bn) output block, not a whole array) and drop the scratch buffers the kernel does not use",
+        MATMUL_DOCS,
+    ),
+    Pattern(
+        "tpu-vmem",
+        re.compile(r"Allocation \(size=(?P<need3>\d+)\) would exceed memory \(size=(?P<limit3>\d+)\)"),
+        lambda m: (
+            f"the TPU compiler refuses the kernel: it needs {int(m['need3']):,} bytes of VMEM, more than the "
+            f"chip's {int(m['limit3']):,} bytes (every block x its buffers x bytes, plus scratch)"
+        ),
+        "use smaller blocks or scratch buffers",
+        MATMUL_DOCS,
+    ),
+    Pattern(
+        "tpu-dot-type",
+        re.compile(
+            r"Bad lhs/rhs type: '?vector<(?P<lhs>[\dx]+)x(?P<lt>\w+)>'? '?vector<"
+            r"(?P<rhs>[\dx]+)x(?P<rt>\w+)>|Bad lhs type|Bad rhs type"
+        ),
+        lambda m: (
+            "the TPU compiler refuses a matrix product in the kernel: the TPU's matrix unit (MXU) multiplies "
+            "floating-point blocks (bfloat16, float32)"
+            + (
+                f", and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
+                f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
+                f"({m['rhs'].replace('x', ' x ')})"
+                if m["lt"]
+                else ", and refuses this product's operand type: integer blocks, or bfloat16 blocks with "
+                "precision=HIGHEST, which asks for f32 passes (jax 0.10.2 with libtpu 0.0.42.1)"
+            )
+        ),
+        "cast both operands to float32 (or bfloat16) before the dot; on bfloat16 blocks leave precision at its "
+        "default (one MXU pass multiplies bfloat16 exactly, accumulating in f32); to move values rather than "
+        "multiply them (a transpose by an identity matrix), write x_ref[...].T instead",
+        TPU_DOCS,
+    ),
+    Pattern(
+        "tpu-alignment",
+        re.compile(
+            r"cannot statically prove that index in dimension (?P<dim>\d+) is a multiple "
+            r"of (?P<n>\d+)|[Uu]naligned (?:load|store|slice|access)|not aligned to tile"
+        ),
+        lambda m: (
+            "the TPU compiler refuses a slice of a ref: "
+            + (
                 f"the start of a pl.ds in dimension {m['dim']} must be a multiple of {m['n']} (the "
                 f"{'lanes' if m['n'] == '128' else 'sublanes'} of a (8, 128) tile), and the compiler cannot prove "
-                "it is" if m["dim"] else "it does not start on a (8, 128) tile")),
-            lambda m: (f"start each pl.ds on that dimension at a multiple of {m['n'] or 128}, say so with "
-                       f"pl.multiple_of(start, {m['n'] or 128}), and take whole tiles (a lane slice of 128 or more); "
-                       "or give the BlockSpec the block each step needs, and no slice at all"), TPU_DOCS),
-    Pattern("tpu-vector-type", re.compile(r"Invalid vector type for (?P<op>load|store)"),
-            lambda m: (f"the TPU compiler refuses a {m['op']} in the kernel: its block's type has no TPU vector "
-                       "layout (float16 and 64-bit types; the TPU's vector unit holds float32, int32 and bfloat16)"),
-            "keep blocks in float32 or bfloat16: cast float16 data to bfloat16 (or float32) before the pallas_call",
-            TPU_DOCS),
-    Pattern("tpu-64bit", re.compile(r"64-bit types are not supported|^NotImplementedError: (?P<dt>float64|int64|uint64)$",
-                                    re.M),
-            lambda m: ("the TPU compiler refuses the kernel: it computes in 64-bit types (float64, int64), which a TPU "
-                       "kernel does not have"),
-            "compute in float32 (or int32) inside the kernel: drop the .astype(jnp.float64) and the jax_enable_x64 "
-            "setting from the kernel's path", TPU_DOCS),
-    Pattern("tpu-dtype", re.compile(r"^NotImplementedError: (?P<dt>float16|bfloat16|int8|int16|uint8|uint16|bool)$",
-                                    re.M),
-            lambda m: f"the TPU lowering has no {m['dt']} version of an operation in this kernel (a dot or a reduction)",
-            "cast to float32 (or bfloat16) before that operation", TPU_DOCS),
-    Pattern("tpu-element", re.compile(r"All block dimensions must be Elements or none of them can be Elements"),
-            lambda m: ("a BlockSpec mixes pl.Element dimensions with plain block sizes; the TPU lowering takes a block "
-                       "shape whose dimensions are all pl.Element or none"),
-            "give every dimension of that block shape as pl.Element(n), or none (plain sizes, with an index map in "
-            "block units)", GRID_DOCS),
-    Pattern("tpu-verification", re.compile(r"internal verification error|Verification failed|failed to verify"),
-            lambda m: ("the TPU compiler (Mosaic) refuses the kernel's body: an operation it cannot lay out on the "
-                       "TPU, often a dot without preferred_element_type accumulated into an f32 scratch, or a "
-                       "reshape of the last two dimensions"),
-            "accumulate with jnp.dot(a, b, preferred_element_type=jnp.float32), and keep reshapes off the last "
-            "two dimensions of a block", TPU_DOCS),
-    _p("jax-not-implemented", r"^NotImplementedError: (?P<msg>.+)",
-       lambda m: f"JAX does not implement this for a TPU kernel: {_cap(m['msg'], 200)}",
-       "write it with the operations TPU kernels support (elementwise math, reductions, jnp.dot on float blocks), "
-       "or outside the kernel", TPU_DOCS),
-    _p("index-map-arity", r"^TypeError: (?P<fn>\S*(?:<lambda>|map)\S*)\(\) (?:takes (?P<takes>\d+) positional "
-                           r"arguments? but (?P<given>\d+) were given|missing (?P<missing>\d+) required positional)",
-       _arity,
-       "write each index map with one parameter per grid axis, e.g. lambda i, j, k: (i, k) for a 3-D grid",
-       GRID_DOCS),
-    _p("kernel-arity", r"^TypeError: (?P<fn>\S+)\(\) (?:takes (?P<takes>\d+) positional arguments? but "
-                        r"(?P<given>\d+) were given|missing (?P<missing>\d+) required positional argument)",
-       lambda m: (f"the kernel {_short(m['fn'])}() is called with one ref per input, per output and per scratch "
-                  "buffer, and its parameters do not match that list"),
-       "give the kernel one parameter per input, then per output, then per scratch_shapes entry, in that order",
-       GRID_DOCS),
-    _p("index-map-rank", r"^ValueError: Index map function (?P<fn>\S+) .*?must return (?P<want>\d+) values to match "
-                          r"block_shape=.*?Currently returning (?P<got>\d+) values",
-       "the index map {fn} returns {got} block indices, but its block shape has {want} dimensions",
-       "return one block index per dimension of the block shape, e.g. lambda i: (i, 0) for a (rows, d) block",
-       GRID_DOCS),
-    _p("out-of-bounds-block", r"Out-of-bounds block index (?P<index>\(.*?\)) for (?P<what>input|output) "
-                               r"\"?(?P<ref>[\w\[\]]+)\"? in iteration (?P<it>\(.*?\)).*?has shape (?P<shape>\(.*?\))",
-       "at grid step {it} the index map of {what} {ref} asks for block {index}, which lies outside the array "
-       "of shape {shape}",
-       "block index times block shape must stay inside the array: check the grid (m // bm, not m) and "
-       "which grid index each index map returns where", GRID_DOCS),
-    _p("revisited-output-block", r"Revisited block .*? of output (?P<out>\d+) in iteration (?P<it>\(.*?\))\. The "
-                                  r"block was previously visited in iterations (?P<first>\(.*?\))",
-       "a block of output {out} is written from grid step {first}, left, and visited again at step {it} "
-       "(a revisited output block): its index map ignores a grid axis that is not the last one (K outermost?)",
-       "put the reduction axis (K) last in the grid, so each output block's visits are consecutive",
-       MATMUL_DOCS),
-    _p("block-rank", r"Block shape for (?P<arg>\S+) \(= (?P<block>.*?)\) must have the same number of "
-                      r"dimensions as the array shape (?P<shape>\(.*?\))",
-       "the BlockSpec of {arg} has a block shape with a different number of dimensions than its array "
-       "{shape}",
-       "give the block shape one entry per array dimension, e.g. (bm, bn) for a 2-D array", GRID_DOCS),
-    _p("tpu-tiling", r"requires that the last two dimensions of your block shape are divisible by 8 and 128"
-                      r"(?:.*?Block spec for (?P<arg>\S+) in pallas_call .*? has block shape (?P<block>\((?:[^()]|\([^()]*\))*\)), "
-                      r"array shape (?P<shape>\(.*?\)))?",
-       _tiling,
-       "choose blocks whose last two sizes are multiples of 8 and 128, or the full dimension (for an 8-bit "
-       "dtype, rows a multiple of 32: its native tile is (32, 128))", TPU_DOCS),
-    _p("tpu-tiling", r"E2002: CompileTimeMosaicMisalignedBlockAndTiling:.*?Operand of shape (?P<shape>\(.*?\)) has "
-                      r"tiling (?P<tiling>\(\d+, \d+\)), but its block shape (?P<block>\(.*?\)) is not divisible",
-       _native_tile, _native_tile_fix, TPU_DOCS),
-    _p("store-dtype", r"Invalid dtype for `swap`\. Ref dtype: (?P<ref>\w+)\. Value dtype: (?P<val>\w+)",
-       "the kernel stores a {val} value into a {ref} ref", _store_dtype_fix, QUICKSTART),
-    _p("store-shape", r"Invalid shape for `swap`\. Ref shape: (?P<ref>\(.*?\))\..*?Value shape: (?P<val>\(.*?\))",
-       _store_shape, _store_shape_fix, GRID_DOCS),
-    _p("ref-as-array", r"TransformedRefs cannot be abstractified|'AbstractRef' object has no attribute|"
-                        r"requires ndarray or scalar arguments, got <class '[\w.]*Tracer'>|"
-                        r"a Ref can't be passed where an array is expected",
-       "a ref is used as an array (x_ref.T, x_ref + y_ref, jnp.exp(x_ref)): a ref is a window onto memory, "
-       "not its values",
-       "read the block first: x_ref[...].T, x_ref[...] + y_ref[...]", QUICKSTART),
-    _p("old-blockspec-order", r"^TypeError: 'function' object is not iterable",
-       "a BlockSpec got its index map where its block shape belongs: the pre-2024 argument order "
-       "BlockSpec(index_map, block_shape) from old tutorials",
-       "write pl.BlockSpec(block_shape, index_map), e.g. pl.BlockSpec((bm, bn), lambda i, j: (i, j))", GRID_DOCS),
-    _p("in-specs-count", r"Pytree for `in_specs` and `inputs` do not match.*?`in_specs` is a \w+ of length "
-                          r"(?P<specs>\d+) but `inputs` is a \w+ of length (?P<inputs>\d+)",
-       "in_specs has {specs} BlockSpec(s) but the pallas_call is given {inputs} inputs",
-       "one BlockSpec per input, in the order of the arguments", GRID_DOCS),
-    _p("grid-not-int", r"Grid must be a tuple of integers or jax.Array, got (?P<grid>\(.*?\))",
-       "the grid {grid} holds a non-integer",
-       "divide with // (m // bm), not /", GRID_DOCS),
-    _p("program-id-axis", r"Axis (?P<axis>\d+) is out of bounds for grid (?P<grid>\(.*?\))",
-       "pl.program_id({axis}) or pl.num_programs({axis}) asks for a grid axis the grid {grid} does not have",
-       "grid axes count from 0: a 3-D grid has axes 0, 1 and 2", GRID_DOCS),
-    _p("python-if-on-traced", r"TracerBoolConversionError|Attempted boolean conversion of traced array",
-       "a Python `if` (or `and`/`or`) on a value only known while the kernel runs, such as pl.program_id",
-       "use @pl.when(condition) on a nested function, or jnp.where", GRID_DOCS),
-    _p("dot-shape", r"dot_general requires contracting dimensions to have the same shape, got (?P<a>\(.*?\)) and "
-                     r"(?P<b>\(.*?\))",
-       "a jnp.dot inside the kernel multiplies blocks whose inner sizes differ ({a} vs {b})",
-       "the A block is (bm, bk) and the B block (bk, bn): check both BlockSpecs' block shapes", GRID_DOCS),
-    _p("out-shape", r"Invalid out_shape type",
-       "out_shape is not a jax.ShapeDtypeStruct",
-       "write out_shape=jax.ShapeDtypeStruct(shape, dtype)", QUICKSTART),
+                "it is"
+                if m["dim"]
+                else "it does not start on a (8, 128) tile"
+            )
+        ),
+        lambda m: (
+            f"start each pl.ds on that dimension at a multiple of {m['n'] or 128}, say so with "
+            f"pl.multiple_of(start, {m['n'] or 128}), and take whole tiles (a lane slice of 128 or more); "
+            "or give the BlockSpec the block each step needs, and no slice at all"
+        ),
+        TPU_DOCS,
+    ),
+    Pattern(
+        "tpu-vector-type",
+        re.compile(r"Invalid vector type for (?P<op>load|store)"),
+        lambda m: (
+            f"the TPU compiler refuses a {m['op']} in the kernel: its block's type has no TPU vector "
+            "layout (float16 and 64-bit types; the TPU's vector unit holds float32, int32 and bfloat16)"
+        ),
+        "keep blocks in float32 or bfloat16: cast float16 data to bfloat16 (or float32) before the pallas_call",
+        TPU_DOCS,
+    ),
+    Pattern(
+        "tpu-64bit",
+        re.compile(r"64-bit types are not supported|^NotImplementedError: (?P<dt>float64|int64|uint64)$", re.M),
+        lambda m: (
+            "the TPU compiler refuses the kernel: it computes in 64-bit types (float64, int64), which a TPU "
+            "kernel does not have"
+        ),
+        "compute in float32 (or int32) inside the kernel: drop the .astype(jnp.float64) and the jax_enable_x64 "
+        "setting from the kernel's path",
+        TPU_DOCS,
+    ),
+    Pattern(
+        "tpu-dtype",
+        re.compile(r"^NotImplementedError: (?P<dt>float16|bfloat16|int8|int16|uint8|uint16|bool)$", re.M),
+        lambda m: f"the TPU lowering has no {m['dt']} version of an operation in this kernel (a dot or a reduction)",
+        "cast to float32 (or bfloat16) before that operation",
+        TPU_DOCS,
+    ),
+    Pattern(
+        "tpu-element",
+        re.compile(r"All block dimensions must be Elements or none of them can be Elements"),
+        lambda m: (
+            "a BlockSpec mixes pl.Element dimensions with plain block sizes; the TPU lowering takes a block "
+            "shape whose dimensions are all pl.Element or none"
+        ),
+        "give every dimension of that block shape as pl.Element(n), or none (plain sizes, with an index map in "
+        "block units)",
+        GRID_DOCS,
+    ),
+    Pattern(
+        "tpu-verification",
+        re.compile(r"internal verification error|Verification failed|failed to verify"),
+        lambda m: (
+            "the TPU compiler (Mosaic) refuses the kernel's body: an operation it cannot lay out on the "
+            "TPU, often a dot without preferred_element_type accumulated into an f32 scratch, or a "
+            "reshape of the last two dimensions"
+        ),
+        "accumulate with jnp.dot(a, b, preferred_element_type=jnp.float32), and keep reshapes off the last "
+        "two dimensions of a block",
+        TPU_DOCS,
+    ),
+    _p(
+        "jax-not-implemented",
+        r"^NotImplementedError: (?P<msg>.+)",
+        lambda m: f"JAX does not implement this for a TPU kernel: {_cap(m['msg'], 200)}",
+        "write it with the operations TPU kernels support (elementwise math, reductions, jnp.dot on float blocks), "
+        "or outside the kernel",
+        TPU_DOCS,
+    ),
+    _p(
+        "index-map-arity",
+        r"^TypeError: (?P<fn>\S*(?:<lambda>|map)\S*)\(\) (?:takes (?P<takes>\d+) positional "
+        r"arguments? but (?P<given>\d+) were given|missing (?P<missing>\d+) required positional)",
+        _arity,
+        "write each index map with one parameter per grid axis, e.g. lambda i, j, k: (i, k) for a 3-D grid",
+        GRID_DOCS,
+    ),
+    _p(
+        "kernel-arity",
+        r"^TypeError: (?P<fn>\S+)\(\) (?:takes (?P<takes>\d+) positional arguments? but "
+        r"(?P<given>\d+) were given|missing (?P<missing>\d+) required positional argument)",
+        lambda m: (
+            f"the kernel {_short(m['fn'])}() is called with one ref per input, per output and per scratch "
+            "buffer, and its parameters do not match that list"
+        ),
+        "give the kernel one parameter per input, then per output, then per scratch_shapes entry, in that order",
+        GRID_DOCS,
+    ),
+    _p(
+        "index-map-rank",
+        r"^ValueError: Index map function (?P<fn>\S+) .*?must return (?P<want>\d+) values to match "
+        r"block_shape=.*?Currently returning (?P<got>\d+) values",
+        "the index map {fn} returns {got} block indices, but its block shape has {want} dimensions",
+        "return one block index per dimension of the block shape, e.g. lambda i: (i, 0) for a (rows, d) block",
+        GRID_DOCS,
+    ),
+    _p(
+        "out-of-bounds-block",
+        r"Out-of-bounds block index (?P<index>\(.*?\)) for (?P<what>input|output) "
+        r"\"?(?P<ref>[\w\[\]]+)\"? in iteration (?P<it>\(.*?\)).*?has shape (?P<shape>\(.*?\))",
+        "at grid step {it} the index map of {what} {ref} asks for block {index}, which lies outside the array "
+        "of shape {shape}",
+        "block index times block shape must stay inside the array: check the grid (m // bm, not m) and "
+        "which grid index each index map returns where",
+        GRID_DOCS,
+    ),
+    _p(
+        "revisited-output-block",
+        r"Revisited block .*? of output (?P<out>\d+) in iteration (?P<it>\(.*?\))\. The "
+        r"block was previously visited in iterations (?P<first>\(.*?\))",
+        "a block of output {out} is written from grid step {first}, left, and visited again at step {it} "
+        "(a revisited output block): its index map ignores a grid axis that is not the last one (K outermost?)",
+        "put the reduction axis (K) last in the grid, so each output block's visits are consecutive",
+        MATMUL_DOCS,
+    ),
+    _p(
+        "block-rank",
+        r"Block shape for (?P<arg>\S+) \(= (?P<block>.*?)\) must have the same number of "
+        r"dimensions as the array shape (?P<shape>\(.*?\))",
+        "the BlockSpec of {arg} has a block shape with a different number of dimensions than its array {shape}",
+        "give the block shape one entry per array dimension, e.g. (bm, bn) for a 2-D array",
+        GRID_DOCS,
+    ),
+    _p(
+        "tpu-tiling",
+        r"requires that the last two dimensions of your block shape are divisible by 8 and 128"
+        r"(?:.*?Block spec for (?P<arg>\S+) in pallas_call .*? has block shape (?P<block>\((?:[^()]|\([^()]*\))*\)), "
+        r"array shape (?P<shape>\(.*?\)))?",
+        _tiling,
+        "choose blocks whose last two sizes are multiples of 8 and 128, or the full dimension (for an 8-bit "
+        "dtype, rows a multiple of 32: its native tile is (32, 128))",
+        TPU_DOCS,
+    ),
+    _p(
+        "tpu-tiling",
+        r"E2002: CompileTimeMosaicMisalignedBlockAndTiling:.*?Operand of shape (?P<shape>\(.*?\)) has "
+        r"tiling (?P<tiling>\(\d+, \d+\)), but its block shape (?P<block>\(.*?\)) is not divisible",
+        _native_tile,
+        _native_tile_fix,
+        TPU_DOCS,
+    ),
+    _p(
+        "store-dtype",
+        r"Invalid dtype for `swap`\. Ref dtype: (?P<ref>\w+)\. Value dtype: (?P<val>\w+)",
+        "the kernel stores a {val} value into a {ref} ref",
+        _store_dtype_fix,
+        QUICKSTART,
+    ),
+    _p(
+        "store-shape",
+        r"Invalid shape for `swap`\. Ref shape: (?P<ref>\(.*?\))\..*?Value shape: (?P<val>\(.*?\))",
+        _store_shape,
+        _store_shape_fix,
+        GRID_DOCS,
+    ),
+    _p(
+        "ref-as-array",
+        r"TransformedRefs cannot be abstractified|'AbstractRef' object has no attribute|"
+        r"requires ndarray or scalar arguments, got <class '[\w.]*Tracer'>|"
+        r"a Ref can't be passed where an array is expected",
+        "a ref is used as an array (x_ref.T, x_ref + y_ref, jnp.exp(x_ref)): a ref is a window onto memory, "
+        "not its values",
+        "read the block first: x_ref[...].T, x_ref[...] + y_ref[...]",
+        QUICKSTART,
+    ),
+    _p(
+        "old-blockspec-order",
+        r"^TypeError: 'function' object is not iterable",
+        "a BlockSpec got its index map where its block shape belongs: the pre-2024 argument order "
+        "BlockSpec(index_map, block_shape) from old tutorials",
+        "write pl.BlockSpec(block_shape, index_map), e.g. pl.BlockSpec((bm, bn), lambda i, j: (i, j))",
+        GRID_DOCS,
+    ),
+    _p(
+        "in-specs-count",
+        r"Pytree for `in_specs` and `inputs` do not match.*?`in_specs` is a \w+ of length "
+        r"(?P<specs>\d+) but `inputs` is a \w+ of length (?P<inputs>\d+)",
+        "in_specs has {specs} BlockSpec(s) but the pallas_call is given {inputs} inputs",
+        "one BlockSpec per input, in the order of the arguments",
+        GRID_DOCS,
+    ),
+    _p(
+        "grid-not-int",
+        r"Grid must be a tuple of integers or jax.Array, got (?P<grid>\(.*?\))",
+        "the grid {grid} holds a non-integer",
+        "divide with // (m // bm), not /",
+        GRID_DOCS,
+    ),
+    _p(
+        "program-id-axis",
+        r"Axis (?P<axis>\d+) is out of bounds for grid (?P<grid>\(.*?\))",
+        "pl.program_id({axis}) or pl.num_programs({axis}) asks for a grid axis the grid {grid} does not have",
+        "grid axes count from 0: a 3-D grid has axes 0, 1 and 2",
+        GRID_DOCS,
+    ),
+    _p(
+        "python-if-on-traced",
+        r"TracerBoolConversionError|Attempted boolean conversion of traced array",
+        "a Python `if` (or `and`/`or`) on a value only known while the kernel runs, such as pl.program_id",
+        "use @pl.when(condition) on a nested function, or jnp.where",
+        GRID_DOCS,
+    ),
+    _p(
+        "dot-shape",
+        r"dot_general requires contracting dimensions to have the same shape, got (?P<a>\(.*?\)) and "
+        r"(?P<b>\(.*?\))",
+        "a jnp.dot inside the kernel multiplies blocks whose inner sizes differ ({a} vs {b})",
+        "the A block is (bm, bk) and the B block (bk, bn): check both BlockSpecs' block shapes",
+        GRID_DOCS,
+    ),
+    _p(
+        "out-shape",
+        r"Invalid out_shape type",
+        "out_shape is not a jax.ShapeDtypeStruct",
+        "write out_shape=jax.ShapeDtypeStruct(shape, dtype)",
+        QUICKSTART,
+    ),
 )
 
 _CELL = re.compile(r"^<ipython-input-|/ipykernel_\d+/|\.ipynb$")
 # Frames that are never the student's: the libraries, the course's helpers, and the grader (its judge runs as
 # `python -m autograder.judge.server`, a __main__ module whose frames would otherwise read as the student's file).
-_LIBRARY = re.compile(r"[\\/](site-packages|dist-packages|pallas_course|lib[\\/]python\d[\d.]*)[\\/]|^<frozen |"
-                      r"[\\/]autograder[\\/](judge|jail|labs|steps)[\\/]")
+_LIBRARY = re.compile(
+    r"[\\/](site-packages|dist-packages|pallas_course|lib[\\/]python\d[\d.]*)[\\/]|^<frozen |"
+    r"[\\/]autograder[\\/](judge|jail|labs|steps)[\\/]"
+)
 
 
 def _cap(text: str, limit: int = MAX_LINE) -> str:
@@ -392,10 +607,10 @@ def _innermost(exc: BaseException) -> tuple[str, str]:
 
 def _student_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of the student's own code: a notebook cell, else any frame outside the libraries."""
-    frames: list[tuple[traceback.FrameSummary, str]] = []     # with the module each frame runs in
+    frames: list[tuple[traceback.FrameSummary, str]] = []  # with the module each frame runs in
     seen: set[int] = set()
     e: BaseException | None = exc
-    while e is not None and id(e) not in seen:      # the cause chain too: JAX re-raises with a filtered traceback
+    while e is not None and id(e) not in seen:  # the cause chain too: JAX re-raises with a filtered traceback
         seen.add(id(e))
         tb, modules = e.__traceback__, []
         while tb is not None:
@@ -434,7 +649,8 @@ def located(frames: Iterable[tuple[str, int, str]]) -> traceback.FrameSummary | 
 def place_for(places: Sequence[tuple[str | None, P]], error_text: str) -> P | None:
     """Of the places where a computation's pallas_calls were launched ((kernel name, place) in order), the one an
     error came from: the one whose kernel the error names, else the only one; None where it cannot say which."""
-    def one(candidates: list[P]) -> P | None:      # by equality: a FrameSummary does not hash
+
+    def one(candidates: list[P]) -> P | None:  # by equality: a FrameSummary does not hash
         return candidates[0] if candidates and all(c == candidates[0] for c in candidates) else None
 
     return one([place for name, place in places if name and name in error_text]) or one([p for _, p in places])
@@ -444,8 +660,9 @@ def launched_from(eqn: Any) -> traceback.FrameSummary | None:
     """The student's frame that made a jaxpr equation (a pallas_call), read off JAX's traceback of it."""
     from jax._src import source_info_util
 
-    return located((f.file_name, f.start_line, f.function_name)
-                   for f in source_info_util.user_frames(eqn.source_info.traceback))
+    return located(
+        (f.file_name, f.start_line, f.function_name) for f in source_info_util.user_frames(eqn.source_info.traceback)
+    )
 
 
 def launched_at(closed: Any) -> list[tuple[str | None, traceback.FrameSummary]]:

@@ -10,6 +10,7 @@ where it costs nothing.
 Fast enough for a check cell: each distinct computation (its jaxpr, shapes and dtypes) is compiled once per chip
 and process; re-running an unchanged cell costs a trace.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,7 +32,7 @@ class Compiled:
 
     chips: tuple[str, ...]
     verdict: CompileVerdict = CompileVerdict(())
-    not_here: str = ""                   # why nothing (or not every chip) was compiled here; "" when all were
+    not_here: str = ""  # why nothing (or not every chip) was compiled here; "" when all were
 
     @property
     def compiled(self) -> tuple[str, ...]:
@@ -51,7 +52,7 @@ _CACHE: dict[tuple[str, str], CompileResult] = {}
 # runs the cases in interpret mode (the compiler releases the GIL; the interpret mode switch is thread-local).
 _PENDING: dict[tuple[str, str], Future[CompileResult]] = {}
 _POOL: ThreadPoolExecutor | None = None
-_SAID: set[str] = set()     # what has been said once in this process
+_SAID: set[str] = set()  # what has been said once in this process
 
 
 def rule_chips(tests: Iterable[str]) -> tuple[str, ...]:
@@ -67,10 +68,12 @@ def rule_chips(tests: Iterable[str]) -> tuple[str, ...]:
 
 def not_installed_reason() -> str:
     system = platform.system()
-    where = (f"{system} has no build of libtpu (the TPU compiler: Linux x86_64/aarch64 only)"
-             if system in ("Darwin", "Windows") else
-             "libtpu (the TPU compiler) is not installed here; `pip install -r requirements.txt` in the course "
-             "release installs it on Linux, then restart the kernel")
+    where = (
+        f"{system} has no build of libtpu (the TPU compiler: Linux x86_64/aarch64 only)"
+        if system in ("Darwin", "Windows")
+        else "libtpu (the TPU compiler) is not installed here; `pip install -r requirements.txt` in the course "
+        "release installs it on Linux, then restart the kernel"
+    )
     return where
 
 
@@ -187,8 +190,10 @@ def say_once(chips: Sequence[str], why: str) -> None:
     if why in _SAID:
         return
     _SAID.add(why)
-    print(f"· not compiled here: {why}. The grade compiles each kernel for {' and '.join(chips)} with the real TPU "
-          "compiler, and a kernel it refuses loses these tests' points; the checks below judge the values only")
+    print(
+        f"· not compiled here: {why}. The grade compiles each kernel for {' and '.join(chips)} with the real TPU "
+        "compiler, and a kernel it refuses loses these tests' points; the checks below judge the values only"
+    )
 
 
 def phrase(result: Compiled) -> str:

@@ -8,6 +8,7 @@ name the lines that decide each DMA, the kernel body's statements are the comput
 Lines are numbered as the chapter prints them: the kernel from line 1, a blank line, then the wrapper.
 A kernel written another way (no BlockSpec calls, helpers in other functions) simply gets fewer lines.
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,12 +31,12 @@ class CodeMap:
     """Source listing of kernel + wrapper and the line numbers behind each kind of schedule event."""
 
     lines: tuple[str, ...]
-    in_spec_lines: tuple[int, ...]      # line of in_specs[i]'s BlockSpec
-    out_spec_lines: tuple[int, ...]     # line of out_specs[i]'s BlockSpec
+    in_spec_lines: tuple[int, ...]  # line of in_specs[i]'s BlockSpec
+    out_spec_lines: tuple[int, ...]  # line of out_specs[i]'s BlockSpec
     grid_line: int | None
-    body_lines: frozenset[int]          # kernel statements that always run
-    whens: tuple[_When, ...]            # statements that run only under a pl.when
-    program_ids: tuple[tuple[str, int], ...]   # (local name, grid axis)
+    body_lines: frozenset[int]  # kernel statements that always run
+    whens: tuple[_When, ...]  # statements that run only under a pl.when
+    program_ids: tuple[tuple[str, int], ...]  # (local name, grid axis)
 
     def compute_lines(self, grid_point: tuple[int, ...]) -> tuple[int, ...]:
         """Kernel lines that run at `grid_point`."""
@@ -44,7 +45,7 @@ class CodeMap:
         for w in self.whens:
             try:
                 taken = bool(eval(compile(ast.Expression(w.condition), "<when>", "eval"), {"__builtins__": {}}, env))  # noqa: S307 - a kernel's own `pl.when` condition, no builtins
-            except Exception:   # noqa: BLE001 - a condition we cannot evaluate statically: show the block rather than hide it
+            except Exception:  # noqa: BLE001 - a condition we cannot evaluate statically: show the block rather than hide it
                 taken = True
             if taken:
                 active |= w.lines
@@ -57,8 +58,13 @@ def _source(fn: Callable) -> tuple[list[str], ast.Module]:
 
 
 def _program_id_axis(node: ast.AST) -> int | None:
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "program_id"
-            and node.args and isinstance(node.args[0], ast.Constant)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "program_id"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    ):
         return int(node.args[0].value)
     return None
 
@@ -103,7 +109,7 @@ def code_map(kernel: Callable, wrapper: Callable | None = None) -> CodeMap:
     grid_line = None
     if wrapper is not None:
         w_lines, w_tree = _source(wrapper)
-        offset = len(lines) + 1          # one blank line between kernel and wrapper
+        offset = len(lines) + 1  # one blank line between kernel and wrapper
         lines += [""] + w_lines
         for node in ast.walk(w_tree):
             if isinstance(node, ast.keyword) and node.arg == "in_specs":
@@ -112,5 +118,6 @@ def code_map(kernel: Callable, wrapper: Callable | None = None) -> CodeMap:
                 out_lines = _blockspec_lines(node.value, offset)
             elif isinstance(node, ast.keyword) and node.arg == "grid":
                 grid_line = node.value.lineno + offset
-    return CodeMap(tuple(lines), tuple(in_lines), tuple(out_lines), grid_line, frozenset(body),
-                   tuple(whens), tuple(pids))
+    return CodeMap(
+        tuple(lines), tuple(in_lines), tuple(out_lines), grid_line, frozenset(body), tuple(whens), tuple(pids)
+    )

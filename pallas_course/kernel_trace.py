@@ -4,6 +4,7 @@ One home for jaxpr inspection. The grader's structural checks ("is this a pallas
 lab asks for?") and the schedule model ("which block does step (i, j, k) see?") both start here, so
 neither trusts what a student *says* the schedule is, only what JAX traced.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -16,8 +17,20 @@ import numpy as np
 # Primitives that move or relabel data without computing on it; anything else outside a pallas_call is
 # "work outside the kernel" (an extra HBM round trip, or the whole answer computed by XLA).
 LAYOUT_PRIMITIVES = frozenset(
-    {"reshape", "broadcast_in_dim", "squeeze", "expand_dims", "copy", "copy_p", "pjit", "jit",
-     "closed_call", "custom_jvp_call", "custom_vjp_call", "device_put"}
+    {
+        "reshape",
+        "broadcast_in_dim",
+        "squeeze",
+        "expand_dims",
+        "copy",
+        "copy_p",
+        "pjit",
+        "jit",
+        "closed_call",
+        "custom_jvp_call",
+        "custom_vjp_call",
+        "device_put",
+    }
 )
 
 
@@ -25,12 +38,12 @@ LAYOUT_PRIMITIVES = frozenset(
 class BlockInfo:
     """One operand's BlockSpec as traced: whole-array shape, block shape, and its index map."""
 
-    role: str                      # "in" or "out"
-    position: int                  # operand index within its role
+    role: str  # "in" or "out"
+    position: int  # operand index within its role
     array_shape: tuple[int, ...]
     dtype: np.dtype
     block_shape: tuple[int | None, ...]
-    buffer_count: int | None       # pl.Buffered(n) if given, else None (the default, 2 on TPU)
+    buffer_count: int | None  # pl.Buffered(n) if given, else None (the default, 2 on TPU)
     index_map: Callable[..., tuple[int, ...]] = field(repr=False, compare=False)
     # the block is the whole array at a constant-zero index map (JAX's BlockMapping.has_trivial_window): jax 0.10.2
     # single-buffers such an operand in VMEM whatever its pipeline_mode (mosaic/lowering.py)
@@ -51,7 +64,7 @@ class PallasCallInfo:
     grid: tuple[int, ...]
     inputs: tuple[BlockInfo, ...]
     outputs: tuple[BlockInfo, ...]
-    scratch: tuple[tuple[tuple[int, ...], np.dtype, str], ...]   # (shape, dtype, memory space)
+    scratch: tuple[tuple[tuple[int, ...], np.dtype, str], ...]  # (shape, dtype, memory space)
     dimension_semantics: tuple[str, ...] | None
     kernel_jaxpr: Any = field(repr=False, compare=False)
     # {primitive: result dtype of each of its equations} in the kernel body, nested sub-jaxprs included
@@ -91,9 +104,9 @@ class Trace:
     """A traced function: the pallas_calls it launches and the other primitives around them."""
 
     pallas_calls: tuple[PallasCallInfo, ...]
-    outside: tuple[str, ...]       # primitive names outside any pallas_call, in order
+    outside: tuple[str, ...]  # primitive names outside any pallas_call, in order
     jaxpr: Any = field(repr=False)
-    outside_sizes: tuple[int, ...] = ()   # per `outside` entry: elements of its largest operand or result
+    outside_sizes: tuple[int, ...] = ()  # per `outside` entry: elements of its largest operand or result
 
     @property
     def outside_work(self) -> list[str]:
@@ -143,20 +156,19 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
     for pos, bm in enumerate(gm.block_mappings):
         is_out = pos >= gm.num_inputs
         mode = bm.pipeline_mode
-        blocks.append(BlockInfo(
-            role="out" if is_out else "in",
-            position=pos - gm.num_inputs if is_out else pos,
-            array_shape=tuple(bm.array_aval.shape),
-            dtype=np.dtype(bm.array_aval.dtype),
-            block_shape=_block_dims(bm.block_shape),
-            buffer_count=getattr(mode, "buffer_count", None),
-            index_map=_index_map(bm),
-            trivial_window=bool(bm.has_trivial_window()),
-        ))
-    scratch = tuple(
-        (tuple(a.shape), np.dtype(a.dtype), str(getattr(a, "memory_space", "")))
-        for a in gm.scratch_avals
-    )
+        blocks.append(
+            BlockInfo(
+                role="out" if is_out else "in",
+                position=pos - gm.num_inputs if is_out else pos,
+                array_shape=tuple(bm.array_aval.shape),
+                dtype=np.dtype(bm.array_aval.dtype),
+                block_shape=_block_dims(bm.block_shape),
+                buffer_count=getattr(mode, "buffer_count", None),
+                index_map=_index_map(bm),
+                trivial_window=bool(bm.has_trivial_window()),
+            )
+        )
+    scratch = tuple((tuple(a.shape), np.dtype(a.dtype), str(getattr(a, "memory_space", ""))) for a in gm.scratch_avals)
     params = eqn.params.get("compiler_params")
     semantics = None
     if params is not None:
@@ -192,8 +204,20 @@ def dot_precision(eqn: Any) -> str:
 
 
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
-_CARRY_MASK = frozenset({"convert_element_type", "broadcast_in_dim", "reshape", "and", "or", "not", "squeeze",
-                         "expand_dims", "copy", "copy_p"})
+_CARRY_MASK = frozenset(
+    {
+        "convert_element_type",
+        "broadcast_in_dim",
+        "reshape",
+        "and",
+        "or",
+        "not",
+        "squeeze",
+        "expand_dims",
+        "copy",
+        "copy_p",
+    }
+)
 
 
 def mask_products(jaxpr: Any, masks: frozenset[Any] = frozenset()) -> tuple[str, ...]:
@@ -212,7 +236,11 @@ def mask_products(jaxpr: Any, masks: frozenset[Any] = frozenset()) -> tuple[str,
             found.append(str(getattr(eqn.outvars[0].aval, "dtype", "")))
         args = [None if hasattr(v, "val") else v for v in (eqn.invars[1:] if name == "cond" else eqn.invars)]
         for sub in _sub_jaxprs(eqn):
-            inner = frozenset(w for v, w in zip(args, sub.invars) if v is not None and v in known) if len(args) == len(sub.invars) else frozenset()
+            inner = (
+                frozenset(w for v, w in zip(args, sub.invars) if v is not None and v in known)
+                if len(args) == len(sub.invars)
+                else frozenset()
+            )
             found += mask_products(sub, inner)
     return tuple(found)
 
@@ -235,9 +263,9 @@ def _ops(jaxpr: Any) -> dict[str, tuple[str, ...]]:
 def _sub_jaxprs(eqn: Any) -> Iterator[Any]:
     for v in eqn.params.values():
         for item in v if isinstance(v, (tuple, list)) else (v,):
-            if hasattr(item, "jaxpr") and hasattr(item, "consts"):   # ClosedJaxpr
+            if hasattr(item, "jaxpr") and hasattr(item, "consts"):  # ClosedJaxpr
                 yield item.jaxpr
-            elif hasattr(item, "eqns"):                               # Jaxpr
+            elif hasattr(item, "eqns"):  # Jaxpr
                 yield item
 
 
@@ -265,7 +293,7 @@ def find_eqns(jaxpr: Any, primitive: str) -> list[Any]:
 
 
 _WRITES = ("swap",)
-_READS = ("get", "addupdate")      # addupdate (+= in place) reads what it adds to
+_READS = ("get", "addupdate")  # addupdate (+= in place) reads what it adds to
 
 
 def _writes_ref(jaxpr: Any, ref: Any) -> bool:
@@ -296,7 +324,7 @@ def read_before_written(pc: PallasCallInfo) -> list[str] | None:
         return None
     n_in = len(pc.inputs)
     names = _ref_names(len(pc.outputs), len(pc.scratch))
-    refs = list(jaxpr.invars)[len(jaxpr.invars) - len(names):] if len(jaxpr.invars) >= n_in + len(names) else []
+    refs = list(jaxpr.invars)[len(jaxpr.invars) - len(names) :] if len(jaxpr.invars) >= n_in + len(names) else []
     found = []
     for ref, name in zip(refs, names):
         for eqn in jaxpr.eqns:
@@ -304,7 +332,8 @@ def read_before_written(pc: PallasCallInfo) -> list[str] | None:
                 found.append(name)
                 break
             if (eqn.primitive.name in _WRITES and eqn.invars and eqn.invars[0] is ref) or (
-                    ref in eqn.invars and _writes_ref_in(eqn, ref)):
+                ref in eqn.invars and _writes_ref_in(eqn, ref)
+            ):
                 break
     return found
 
@@ -345,7 +374,7 @@ def _walk(jaxpr: Any, calls: list[PallasCallInfo], outside: list[tuple[str, int]
             continue
         subs = list(_sub_jaxprs(eqn))
         if subs and eqn.primitive.name in LAYOUT_PRIMITIVES:
-            for sub in subs:            # look through jit/pjit wrappers
+            for sub in subs:  # look through jit/pjit wrappers
                 _walk(sub, calls, outside)
         else:
             outside.append((eqn.primitive.name, _largest(eqn)))
@@ -363,5 +392,9 @@ def trace_jaxpr(closed: Any) -> Trace:
     calls: list[PallasCallInfo] = []
     outside: list[tuple[str, int]] = []
     _walk(closed.jaxpr, calls, outside)
-    return Trace(pallas_calls=tuple(calls), outside=tuple(n for n, _ in outside), jaxpr=closed,
-                 outside_sizes=tuple(size for _, size in outside))
+    return Trace(
+        pallas_calls=tuple(calls),
+        outside=tuple(n for n, _ in outside),
+        jaxpr=closed,
+        outside_sizes=tuple(size for _, size in outside),
+    )

@@ -3,6 +3,7 @@ wrongly or raises, the line says which helper and what it returned, instead of t
 far from the mistake. Whether an answer is right is said by the grade's rule (pallas_course.check), judged by the
 course's models of the notebook's matmul, as the check cells judge it: a demo never passes on a wrong answer (a
 block that does not divide the matrix is not "legal")."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -15,8 +16,7 @@ from pallas_course.rules import dtype_name
 
 
 def _args(args: tuple[Any, ...]) -> str:
-    return "(" + ", ".join(dtype_name(a) if isinstance(a, (type, np.dtype)) else repr(a)
-                           for a in args) + ")"
+    return "(" + ", ".join(dtype_name(a) if isinstance(a, (type, np.dtype)) else repr(a) for a in args) + ")"
 
 
 def _call(name: str, fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
@@ -32,15 +32,19 @@ def _call(name: str, fn: Callable[..., Any], *args: Any) -> tuple[Any, str | Non
 
 def _pair(name: str, got: Any, args: tuple[Any, ...]) -> tuple[float, float] | str:
     """A (dma_s, compute_s) pair of numbers, or the line that says it is not one."""
-    ok = isinstance(got, (tuple, list)) and len(got) == 2 and all(
-        isinstance(v, (int, float)) or hasattr(v, "__float__") for v in got)
+    ok = (
+        isinstance(got, (tuple, list))
+        and len(got) == 2
+        and all(isinstance(v, (int, float)) or hasattr(v, "__float__") for v in got)
+    )
     if not ok:
         return f"{name}{_args(args)} returned {got!r}, not a pair (dma_s, compute_s): its check cell says what is wrong"
     return float(got[0]), float(got[1])
 
 
-def _step_times(step_times: Callable[..., Any], bm: int, bn: int, bk: int, dtype: Any,
-                chip: str) -> tuple[float, float] | str:
+def _step_times(
+    step_times: Callable[..., Any], bm: int, bn: int, bk: int, dtype: Any, chip: str
+) -> tuple[float, float] | str:
     got, err = _call("step_times", step_times, bm, bn, bk, dtype, chip)
     return err if err else _pair("step_times", got, (bm, bn, bk, dtype_name(dtype), chip))
 
@@ -60,12 +64,19 @@ def _broken_helpers(fn: Callable[..., Any], model: YourMatmul, dtype: Any, chip:
     if callable(namespace.get("vmem_working_set")):
         got, err = _call("vmem_working_set", namespace["vmem_working_set"], 128, 128, 128, dtype)
         if err or isinstance(got, bool) or not isinstance(got, (int, float, np.integer, np.floating)):
-            broken["vmem_working_set"] = f"your {err or f'vmem_working_set(128, 128, 128, {dtype_name(dtype)}) returned {got!r}, not a number of bytes'}"
+            broken["vmem_working_set"] = (
+                f"your {err or f'vmem_working_set(128, 128, 128, {dtype_name(dtype)}) returned {got!r}, not a number of bytes'}"
+            )
     return broken
 
 
-def show_fed_blocks(smallest_fed_block: Callable[..., Any], step_times: Callable[..., Any], dtype: Any,
-                    chips: Any, matmul: Callable[..., Any] | None = None) -> None:
+def show_fed_blocks(
+    smallest_fed_block: Callable[..., Any],
+    step_times: Callable[..., Any],
+    dtype: Any,
+    chips: Any,
+    matmul: Callable[..., Any] | None = None,
+) -> None:
     """For each chip: your smallest fed block and your step times there (a step_times that answers in the wrong form
     is said once, and the course's model of `matmul` stands in for it while smallest_fed_block runs)."""
     chips = list(chips)
@@ -74,8 +85,10 @@ def show_fed_blocks(smallest_fed_block: Callable[..., Any], step_times: Callable
         model = YourMatmul(matmul)
         broken = _broken_helpers(smallest_fed_block, model, dtype, chips[0])
         if "step_times" in broken:
-            print(f"{broken['step_times']}: smallest_fed_block, which calls it, runs here with the course's "
-                  "step_times (read off your matmul) standing in; step_times's check cell says what to fix")
+            print(
+                f"{broken['step_times']}: smallest_fed_block, which calls it, runs here with the course's "
+                "step_times (read off your matmul) standing in; step_times's check cell says what to fix"
+            )
             stand_in = {"step_times": model.step_times}
     for c in chips:
         with course_helpers(smallest_fed_block, stand_in):
@@ -91,12 +104,22 @@ def show_fed_blocks(smallest_fed_block: Callable[..., Any], step_times: Callable
             print(f"{c:4}: {dtype_name(dtype)} blocks of at least {fed}; {times}")
             continue
         dma, mxu = times
-        print(f"{c:4}: {dtype_name(dtype)} blocks of at least {fed} keep the MXU fed "
-              f"(at {fed}: DMA {dma * 1e9:.0f} ns, MXU {mxu * 1e9:.0f} ns)")
+        print(
+            f"{c:4}: {dtype_name(dtype)} blocks of at least {fed} keep the MXU fed "
+            f"(at {fed}: DMA {dma * 1e9:.0f} ns, MXU {mxu * 1e9:.0f} ns)"
+        )
 
 
-def show_block_choices(choose_blocks: Callable[..., Any], step_times: Callable[..., Any], matmul: Callable[..., Any],
-                       m: int, n: int, k: int, dtype: Any, chips: Any) -> None:
+def show_block_choices(
+    choose_blocks: Callable[..., Any],
+    step_times: Callable[..., Any],
+    matmul: Callable[..., Any],
+    m: int,
+    n: int,
+    k: int,
+    dtype: Any,
+    chips: Any,
+) -> None:
     """For each chip: your choose_blocks at (m, n, k), the grade's verdict on it (judged by the course's models of
     your matmul), then your step times and the legality model's working set of those blocks."""
     from pallas_course.legality import fmt_mib
@@ -106,8 +129,10 @@ def show_block_choices(choose_blocks: Callable[..., Any], step_times: Callable[.
     chips = list(chips)
     stand_in = _broken_helpers(choose_blocks, model, dtype, chips[0])
     for name, why in stand_in.items():
-        print(f"{why}: choose_blocks, which calls it, runs here with the course's {name} (read off your matmul) "
-              f"standing in; {name}'s check cell says what to fix")
+        print(
+            f"{why}: choose_blocks, which calls it, runs here with the course's {name} (read off your matmul) "
+            f"standing in; {name}'s check cell says what to fix"
+        )
     for c in chips:
         with course_helpers(choose_blocks, {n: getattr(model, _MODEL[n]) for n in stand_in}):
             got, err = _call("choose_blocks", choose_blocks, m, n, k, dtype, c)
@@ -124,8 +149,13 @@ def show_block_choices(choose_blocks: Callable[..., Any], step_times: Callable[.
         if problem is None:
             budget = model.report(m, n, k, bm, bn, bk, dtype, c).budget
             times = _step_times(step_times, bm, bn, bk, dtype, c)
-            steps = (f"; {times}" if isinstance(times, str) else
-                     f"; MXU {times[1] * 1e9:.0f} ns vs DMA {times[0] * 1e9:.0f} ns per step (your step_times)")
-            line += (f"{steps}; working set {fmt_mib(budget.working_set_bytes)} of a "
-                     f"{fmt_mib(budget.default_scoped_vmem_bytes)} limit")
+            steps = (
+                f"; {times}"
+                if isinstance(times, str)
+                else f"; MXU {times[1] * 1e9:.0f} ns vs DMA {times[0] * 1e9:.0f} ns per step (your step_times)"
+            )
+            line += (
+                f"{steps}; working set {fmt_mib(budget.working_set_bytes)} of a "
+                f"{fmt_mib(budget.default_scoped_vmem_bytes)} limit"
+            )
         print(line)

@@ -6,6 +6,7 @@ smallest_fed_block, largest_square_block and choose_blocks. One copy, used by th
 is typed in: a traced model matmul answers (schedule, its dot, the legality model) and every chip constant comes
 from course.yml.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -14,8 +15,8 @@ import numpy as np
 
 from pallas_course.rules import dtype_name
 
-BLOCK_STEP = 128          # block sizes the lab searches: multiples of the 128-lane width
-SEARCH_LIMIT = 8192       # ... up to this size (the notebook's docstrings say the same)
+BLOCK_STEP = 128  # block sizes the lab searches: multiples of the 128-lane width
+SEARCH_LIMIT = 8192  # ... up to this size (the notebook's docstrings say the same)
 # choose_blocks keeps its working set within this fraction of the default scoped VMEM limit: the compiler needs
 # VMEM of its own beyond the pipeline buffers (for bf16 matmuls, seen with libtpu 0.0.42.1: up to about one
 # float32 (bm, bn) block), so a choice that fills the limit fails to compile.
@@ -25,44 +26,82 @@ VMEM_HEADROOM = 0.75
 # run every one of them, so a helper that loses points fails its check cell first, on the same case, in the same
 # words. The grade's only extra is pipeline_off's fresh random inputs.
 FED_BLOCK_CASES: tuple[tuple[str, str], ...] = (
-    ("bfloat16", "v4"), ("bfloat16", "v5e"), ("bfloat16", "v5p"), ("bfloat16", "v6e"), ("bfloat16", "v7x"),
-    ("float32", "v5e"))
+    ("bfloat16", "v4"),
+    ("bfloat16", "v5e"),
+    ("bfloat16", "v5p"),
+    ("bfloat16", "v6e"),
+    ("bfloat16", "v7x"),
+    ("float32", "v5e"),
+)
 BUDGET_LINE_CASES: tuple[tuple[str, str, int], ...] = (
-    ("float32", "v5e", 2), ("bfloat16", "v5e", 2), ("float32", "v6e", 2), ("bfloat16", "v6e", 2), ("float32", "v5e", 1))
+    ("float32", "v5e", 2),
+    ("bfloat16", "v5e", 2),
+    ("float32", "v6e", 2),
+    ("bfloat16", "v6e", 2),
+    ("float32", "v5e", 1),
+)
 # (m, k, n, bm, bn, bk): the matmul switched off at a square grid of square blocks and a non-square one of
 # rectangular blocks
 PIPELINE_OFF_CASES: tuple[tuple[int, int, int, int, int, int], ...] = (
-    (256, 512, 256, 128, 128, 128), (128, 512, 384, 64, 128, 256))
+    (256, 512, 256, 128, 128, 128),
+    (128, 512, 384, 64, 128, 256),
+)
 # (bm, bn, bk, dtype, chip): both dtypes, square and rectangular blocks, chips of one TensorCore and of two
 STEP_CASES: tuple[tuple[int, int, int, str, str], ...] = (
-    (128, 128, 128, "bfloat16", "v5e"), (512, 1024, 1024, "bfloat16", "v5e"), (256, 512, 128, "float32", "v6e"),
-    (128, 256, 512, "bfloat16", "v4"), (1024, 128, 256, "bfloat16", "v5p"))
+    (128, 128, 128, "bfloat16", "v5e"),
+    (512, 1024, 1024, "bfloat16", "v5e"),
+    (256, 512, 128, "float32", "v6e"),
+    (128, 256, 512, "bfloat16", "v4"),
+    (1024, 128, 256, "bfloat16", "v5p"),
+)
 # (bm, bn, bk, dtype, buffers, acc_scratch): both dtypes, one and two buffers, each with and without the f32
 # accumulator (the scratch with 2 buffers: one copy of it, whatever the buffer count)
 WORKING_SET_CASES: tuple[tuple[int, int, int, str, int, bool], ...] = (
-    (128, 128, 128, "float32", 2, False), (512, 256, 1024, "bfloat16", 2, False), (256, 512, 128, "bfloat16", 1, False),
-    (1024, 1024, 1024, "float32", 2, True), (128, 256, 512, "bfloat16", 1, True))
+    (128, 128, 128, "float32", 2, False),
+    (512, 256, 1024, "bfloat16", 2, False),
+    (256, 512, 128, "bfloat16", 1, False),
+    (1024, 1024, 1024, "float32", 2, True),
+    (128, 256, 512, "bfloat16", 1, True),
+)
 # (m, n, k, dtype, chip): the large sizes on each Colab chip, f32, and a non-square product on a two-core chip
 BLOCK_CHOICE_CASES: tuple[tuple[int, int, int, str, str], ...] = (
-    (4096, 4096, 4096, "bfloat16", "v5e"), (4096, 4096, 4096, "bfloat16", "v6e"), (4096, 4096, 4096, "float32", "v5e"),
-    (2048, 8192, 1024, "bfloat16", "v4"))
+    (4096, 4096, 4096, "bfloat16", "v5e"),
+    (4096, 4096, 4096, "bfloat16", "v6e"),
+    (4096, 4096, 4096, "float32", "v5e"),
+    (2048, 8192, 1024, "bfloat16", "v4"),
+)
 
 # (array shape, block shape, dtype): every row and every outcome of the tiling table (pallas_course.tiling), each
 # verdict held to the real compiler by the course's tests (the tiling record)
 LEGAL_OR_NOT_CASES: tuple[tuple[tuple[int, int], tuple[int, int], str], ...] = (
-    ((256, 256), (8, 128), "float32"), ((256, 256), (4, 128), "float32"), ((256, 256), (8, 64), "float32"),
-    ((8, 100), (8, 100), "float32"), ((384, 256), (24, 128), "float32"), ((300, 256), (128, 128), "float32"),
-    ((256, 256), (8, 128), "bfloat16"), ((256, 256), (16, 128), "bfloat16"), ((256, 256), (16, 128), "int8"),
-    ((256, 256), (32, 128), "int8"), ((24, 256), (24, 128), "int8"), ((256, 256), (4, 256), "int8"))
+    ((256, 256), (8, 128), "float32"),
+    ((256, 256), (4, 128), "float32"),
+    ((256, 256), (8, 64), "float32"),
+    ((8, 100), (8, 100), "float32"),
+    ((384, 256), (24, 128), "float32"),
+    ((300, 256), (128, 128), "float32"),
+    ((256, 256), (8, 128), "bfloat16"),
+    ((256, 256), (16, 128), "bfloat16"),
+    ((256, 256), (16, 128), "int8"),
+    ((256, 256), (32, 128), "int8"),
+    ((24, 256), (24, 128), "int8"),
+    ((256, 256), (4, 256), "int8"),
+)
 VERDICTS = ("legal", "note", "compile", "lowering")
 
 
 def visible_cases(test: str) -> tuple[tuple[Any, ...], ...]:
     """The cases the notebook's visible check of LAB·1.4's graded test `test` runs (each check_* of
     pallas_course.lab_1_4_checks)."""
-    return {"pipeline_off": PIPELINE_OFF_CASES, "step_time_model": STEP_CASES, "working_set": WORKING_SET_CASES,
-            "fed_block": FED_BLOCK_CASES, "budget_line": BUDGET_LINE_CASES,
-            "block_choice": BLOCK_CHOICE_CASES, "legal_or_not": LEGAL_OR_NOT_CASES}.get(test, ())
+    return {
+        "pipeline_off": PIPELINE_OFF_CASES,
+        "step_time_model": STEP_CASES,
+        "working_set": WORKING_SET_CASES,
+        "fed_block": FED_BLOCK_CASES,
+        "budget_line": BUDGET_LINE_CASES,
+        "block_choice": BLOCK_CHOICE_CASES,
+        "legal_or_not": LEGAL_OR_NOT_CASES,
+    }.get(test, ())
 
 
 def fed_block_label(dtype: Any, chip: str) -> str:
@@ -92,24 +131,38 @@ def pipeline_off_problem(label: str, pc: Any, m: int, k: int, n: int, bm: int, b
     if len(semantics) == 3 and "parallel" in semantics[2].lower():
         # Steps along K add into one C block: "parallel" lets a two-core chip run them on both cores at once
         # (a race), and TPU interpret mode runs a "parallel" axis in shuffled order (the init lands mid-run).
-        return (f"{label} marks K, the grid axis it accumulates over, \"parallel\" (dimension_semantics={semantics}): "
-                "its steps all add into the same C block, so they must run in order on one core; make K \"arbitrary\"")
+        return (
+            f"{label} marks K, the grid axis it accumulates over, \"parallel\" (dimension_semantics={semantics}): "
+            "its steps all add into the same C block, so they must run in order on one core; make K \"arbitrary\""
+        )
     if len(pc.inputs) != 2 or len(pc.outputs) != 1:
-        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected the matmul's two "
-                "in_specs (A, B) and one out_specs (C)")
-    names = {"in[0]": "A's BlockSpec (in_specs[0])", "in[1]": "B's BlockSpec (in_specs[1])",
-             "out[0]": "C's BlockSpec (out_specs)"}
+        return (
+            f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected the matmul's two "
+            "in_specs (A, B) and one out_specs (C)"
+        )
+    names = {
+        "in[0]": "A's BlockSpec (in_specs[0])",
+        "in[1]": "B's BlockSpec (in_specs[1])",
+        "out[0]": "C's BlockSpec (out_specs)",
+    }
     want_blocks = {"in[0]": (bm, bk), "in[1]": (bk, bn), "out[0]": (bm, bn)}
     for blk in pc.blocks:
         key = f"{blk.role}[{blk.position}]"
         if tuple(blk.block_shape) != want_blocks[key]:
-            return (f"the block of {names[key]} in {label} is {tuple(blk.block_shape)}, expected {want_blocks[key]}; "
-                    "switching the pipeline off changes the buffering, not the blocks")
+            return (
+                f"the block of {names[key]} in {label} is {tuple(blk.block_shape)}, expected {want_blocks[key]}; "
+                "switching the pipeline off changes the buffering, not the blocks"
+            )
         if blk.buffer_count != 1:
-            has = ("no pipeline_mode, so it gets the default 2 buffers" if blk.buffer_count is None
-                   else f"pipeline_mode=pl.Buffered({blk.buffer_count})")
-            return (f"{names[key]} in {label} has {has}; with the pipeline off every BlockSpec, the output's too, "
-                    "takes pipeline_mode=pl.Buffered(1)")
+            has = (
+                "no pipeline_mode, so it gets the default 2 buffers"
+                if blk.buffer_count is None
+                else f"pipeline_mode=pl.Buffered({blk.buffer_count})"
+            )
+            return (
+                f"{names[key]} in {label} has {has}; with the pipeline off every BlockSpec, the output's too, "
+                "takes pipeline_mode=pl.Buffered(1)"
+            )
     return None
 
 
@@ -125,13 +178,23 @@ def step_families(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> frozenset
     from pallas_course.chips import chip as chip_named
 
     cores = chip_named(chip).tensorcores_per_chip
-    return frozenset({dtype_name(dtype), "square blocks" if bm == bn == bk else "rectangular blocks",
-                      "one TensorCore per chip" if cores == 1 else "several TensorCores per chip"})
+    return frozenset(
+        {
+            dtype_name(dtype),
+            "square blocks" if bm == bn == bk else "rectangular blocks",
+            "one TensorCore per chip" if cores == 1 else "several TensorCores per chip",
+        }
+    )
 
 
 def working_set_families(bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool) -> frozenset[str]:
-    return frozenset({dtype_name(dtype), f"{buffers} buffer{'s' * (buffers != 1)}",
-                      "an f32 scratch accumulator" if acc_scratch else "no scratch"})
+    return frozenset(
+        {
+            dtype_name(dtype),
+            f"{buffers} buffer{'s' * (buffers != 1)}",
+            "an f32 scratch accumulator" if acc_scratch else "no scratch",
+        }
+    )
 
 
 def legal_or_not_label(shape: tuple[int, ...], block: tuple[int, ...], dtype: Any) -> str:
@@ -150,7 +213,10 @@ def legal_or_not_answer(shape: tuple[int, ...], block: tuple[int, ...], dtype: A
         hit = [c for c in failed if c.severity == severity]
         if hit:
             return verdict, hit[0].message
-    return "legal", "every block dim passes the lowering rule and fills whole native tiles, and the blocks tile the array"
+    return (
+        "legal",
+        "every block dim passes the lowering rule and fills whole native tiles, and the blocks tile the array",
+    )
 
 
 def legal_or_not_problem(got: Any, shape: tuple[int, ...], block: tuple[int, ...], dtype: Any) -> str | None:
@@ -175,7 +241,7 @@ class YourMatmul:
     and bk set to sizes no other dimension has, and every other block size is that trace with its dimensions
     renamed (a traced block dimension that is none of them: traced at the asked sizes instead)."""
 
-    BASE = (256, 384, 640)      # bm, bn, bk of the one trace: distinct, and none is 3 x another
+    BASE = (256, 384, 640)  # bm, bn, bk of the one trace: distinct, and none is 3 x another
 
     def __init__(self, matmul: Callable[..., Any]) -> None:
         self.matmul = matmul
@@ -210,11 +276,16 @@ class YourMatmul:
         try:
             return dataclasses.replace(
                 base,
-                inputs=tuple(dataclasses.replace(x, array_shape=renamed(x.array_shape), block_shape=renamed(x.block_shape))
-                             for x in base.inputs),
-                outputs=tuple(dataclasses.replace(x, array_shape=renamed(x.array_shape), block_shape=renamed(x.block_shape))
-                              for x in base.outputs),
-                scratch=tuple((renamed(shape), dt, space) for shape, dt, space in base.scratch))
+                inputs=tuple(
+                    dataclasses.replace(x, array_shape=renamed(x.array_shape), block_shape=renamed(x.block_shape))
+                    for x in base.inputs
+                ),
+                outputs=tuple(
+                    dataclasses.replace(x, array_shape=renamed(x.array_shape), block_shape=renamed(x.block_shape))
+                    for x in base.outputs
+                ),
+                scratch=tuple((renamed(shape), dt, space) for shape, dt, space in base.scratch),
+            )
         except KeyError:
             return self._trace(bm, 3 * bk, bn, bm, bn, bk, name)
 
@@ -230,12 +301,13 @@ class YourMatmul:
 
         info = self.info(bm, bn, bk, dtype)
         moved, what = steady_step(info)
-        b_m, b_n, b_k = self.BASE       # the dots of the traced steady step, (bm, bk) x (bk, bn) renamed like the blocks
+        b_m, b_n, b_k = self.BASE  # the dots of the traced steady step, (bm, bk) x (bk, bn) renamed like the blocks
         flops, _ = steady_flops(self._base[dtype_name(dtype)])
         return moved, flops * (bm * bn * bk) // (b_m * b_n * b_k), what
 
-    def budget(self, bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
-               acc_scratch: bool = False) -> Any:
+    def budget(
+        self, bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2, acc_scratch: bool = False
+    ) -> Any:
         """The legality model's budget of `matmul` with these blocks; with `acc_scratch`, plus the f32 (bm, bn)
         scratch accumulator LAB·1.2's matmul_acc adds (one copy: scratch is not pipelined)."""
         import dataclasses
@@ -258,8 +330,9 @@ class YourMatmul:
 
         from pallas_course.legality import check_pallas_call
 
-        return check_pallas_call(dataclasses.replace(self._trace(m, k, n, bm, bn, bk, dtype_name(dtype)), scratch=()),
-                                 chip)
+        return check_pallas_call(
+            dataclasses.replace(self._trace(m, k, n, bm, bn, bk, dtype_name(dtype)), scratch=()), chip
+        )
 
 
 def _ns(seconds: float) -> str:
@@ -284,7 +357,7 @@ def _close(got: float, want: float, rel: float = 1e-6) -> bool:
     return abs(got - want) <= rel * abs(want)
 
 
-StepDetail = Callable[[int, int, int, Any], "tuple[int, int, str]"]     # -> (bytes, FLOPs, what moves)
+StepDetail = Callable[[int, int, int, Any], "tuple[int, int, str]"]  # -> (bytes, FLOPs, what moves)
 
 
 def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str, detail: StepDetail) -> str | None:
@@ -307,37 +380,55 @@ def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str
     units = {1e3: "milliseconds", 1e6: "microseconds", 1e9: "nanoseconds"}
     for factor, unit in units.items():
         if (_close(dma, want_dma * factor) or _close(mxu, want_mxu * factor)) and not (
-                _close(dma, want_dma) and _close(mxu, want_mxu)):
-            return (f"gives ({dma:.4g}, {mxu:.4g}), {factor:.0e} times the step's times in seconds: it returns "
-                    f"{unit}; return seconds, bytes / (B/s) and FLOPs / (FLOP/s) as they stand "
-                    f"(expected ({want_dma:.4g}, {want_mxu:.4g}) s)")
+            _close(dma, want_dma) and _close(mxu, want_mxu)
+        ):
+            return (
+                f"gives ({dma:.4g}, {mxu:.4g}), {factor:.0e} times the step's times in seconds: it returns "
+                f"{unit}; return seconds, bytes / (B/s) and FLOPs / (FLOP/s) as they stand "
+                f"(expected ({want_dma:.4g}, {want_mxu:.4g}) s)"
+            )
     if cores > 1 and (_close(dma, cores * want_dma) or _close(mxu, cores * want_mxu)):
-        return (f"gives DMA {_ns(dma)} and MXU {_ns(mxu)}, expected {_ns(want_dma)} and {_ns(want_mxu)}: {cores} times "
-                f"too long, as with one TensorCore's share of {chip}'s bandwidth and FLOP/s ({chip} has {cores} "
-                "TensorCores per chip); the lab's step times use course.yml's per-chip numbers as they stand, "
-                "hbm_bytes_per_s and bf16_flops_per_s")
+        return (
+            f"gives DMA {_ns(dma)} and MXU {_ns(mxu)}, expected {_ns(want_dma)} and {_ns(want_mxu)}: {cores} times "
+            f"too long, as with one TensorCore's share of {chip}'s bandwidth and FLOP/s ({chip} has {cores} "
+            "TensorCores per chip); the lab's step times use course.yml's per-chip numbers as they stand, "
+            "hbm_bytes_per_s and bf16_flops_per_s"
+        )
     if not _close(dma, want_dma):
         got_bytes = dma * c.hbm_bytes_per_s
         size = np.dtype(dtype_name(dtype)).itemsize
         other = next((s for s in (1, 2, 4, 8) if s != size and _close(got_bytes, moved // size * s)), None)
-        hint = (f"; that is {other} bytes per element, but {dtype_name(dtype)} has {size}: take the element size "
-                "from the dtype argument, np.dtype(dtype).itemsize") if other is not None else ""
-        return (f"gives DMA {_ns(dma)} (= {got_bytes:,.0f} bytes at {chip}'s {c.hbm_bytes_per_s:.3g} B/s), expected "
-                f"{_ns(want_dma)}: a steady step streams {what} of {dtype_name(dtype)}, {moved:,} bytes; C stays in "
-                f"VMEM across K{hint}")
+        hint = (
+            (
+                f"; that is {other} bytes per element, but {dtype_name(dtype)} has {size}: take the element size "
+                "from the dtype argument, np.dtype(dtype).itemsize"
+            )
+            if other is not None
+            else ""
+        )
+        return (
+            f"gives DMA {_ns(dma)} (= {got_bytes:,.0f} bytes at {chip}'s {c.hbm_bytes_per_s:.3g} B/s), expected "
+            f"{_ns(want_dma)}: a steady step streams {what} of {dtype_name(dtype)}, {moved:,} bytes; C stays in "
+            f"VMEM across K{hint}"
+        )
     hint = ""
     if dtype_name(dtype) != "bfloat16" and _close(mxu, 2 * want_mxu):
-        hint = (f"; twice the expected time for {dtype_name(dtype)}, as with half the bf16 peak: the lab's convention "
-                "is the bf16 peak for every dtype (course.yml's bf16_flops_per_s, one number per chip), so a "
-                f"{dtype_name(dtype)} step is timed at it too")
-    return (f"gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s {c.bf16_flops_per_s:.3g} bf16 "
-            f"FLOP/s), expected {_ns(want_mxu)}: a steady-state step (one in the middle of K, where a pl.when that runs "
-            f"only on the first or last K step does not run) computes one dot, 2·bm·bn·bk = {flops:,} FLOPs (a "
-            f"multiply and an add each){hint}")
+        hint = (
+            f"; twice the expected time for {dtype_name(dtype)}, as with half the bf16 peak: the lab's convention "
+            "is the bf16 peak for every dtype (course.yml's bf16_flops_per_s, one number per chip), so a "
+            f"{dtype_name(dtype)} step is timed at it too"
+        )
+    return (
+        f"gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s {c.bf16_flops_per_s:.3g} bf16 "
+        f"FLOP/s), expected {_ns(want_mxu)}: a steady-state step (one in the middle of K, where a pl.when that runs "
+        f"only on the first or last K step does not run) computes one dot, 2·bm·bn·bk = {flops:,} FLOPs (a "
+        f"multiply and an add each){hint}"
+    )
 
 
-def working_set_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool,
-                        budget: Any) -> str | None:
+def working_set_problem(
+    got: Any, bm: int, bn: int, bk: int, dtype: Any, buffers: int, acc_scratch: bool, budget: Any
+) -> str | None:
     """Blocks x buffers x bytes for A, B and C, plus one f32 (bm, bn) accumulator when asked: the legality model."""
     value = _number(got)
     if value is None:
@@ -348,21 +439,24 @@ def working_set_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, buffers
     hint = " (the scratch accumulator is not pipelined: one copy)"
     size = np.dtype(dtype_name(dtype)).itemsize
     if acc_scratch and size != 4 and value == want - bm * bn * 4 + bm * bn * size:
-        hint = (f": the accumulator is counted in {dtype_name(dtype)}, but it is float32 whatever the inputs "
-                f"(bm·bn·4 bytes, one copy: np.dtype(np.float32).itemsize, not np.dtype(dtype).itemsize)")
+        hint = (
+            f": the accumulator is counted in {dtype_name(dtype)}, but it is float32 whatever the inputs "
+            f"(bm·bn·4 bytes, one copy: np.dtype(np.float32).itemsize, not np.dtype(dtype).itemsize)"
+        )
     return f"is {value:,.0f} bytes, expected {want:,}: {budget_entries(budget)}{hint}"
 
 
 # The rules. Each takes the answer and the case, and the models it judges by (the grade passes its own traced
 # model matmul; the notebook's checks pass YourMatmul), and returns None or what is wrong, after the call's label.
 StepModel = Callable[[int, int, int, Any, str], "tuple[float, float]"]
-BudgetModel = Callable[[int, int, int, Any, str, int], Any]            # -> legality.VmemBudget
+BudgetModel = Callable[[int, int, int, Any, str, int], Any]  # -> legality.VmemBudget
 ReportModel = Callable[[int, int, int, int, int, int, Any, str], Any]  # -> legality.PallasCallReport
 
 
 def fed_block_problem(got: Any, dtype: Any, chip: str, step_times: StepModel) -> str | None:
     """The smallest fed square block: fed at `got` (compute >= DMA) and starved one step below; None if no
     square block up to SEARCH_LIMIT is fed."""
+
     def fed(b: int) -> bool:
         dma, mxu = step_times(b, b, b, dtype, chip)
         return mxu >= dma
@@ -371,16 +465,20 @@ def fed_block_problem(got: Any, dtype: Any, chip: str, step_times: StepModel) ->
         first = next((b for b in range(BLOCK_STEP, SEARCH_LIMIT + 1, BLOCK_STEP) if fed(b)), None)
         return None if first is None else f"returned None, but a ({first}, {first}, {first}) step is fed"
     if not _is_int(got) or got % BLOCK_STEP or not BLOCK_STEP <= got <= SEARCH_LIMIT:
-        return (f"returned {got!r}; expected the block size b (an int among {BLOCK_STEP}, {2 * BLOCK_STEP}, ..., "
-                f"{SEARCH_LIMIT}), or None")
+        return (
+            f"returned {got!r}; expected the block size b (an int among {BLOCK_STEP}, {2 * BLOCK_STEP}, ..., "
+            f"{SEARCH_LIMIT}), or None"
+        )
     b = int(got)
     dma, mxu = step_times(b, b, b, dtype, chip)
     if dma > mxu:
         return f"is {b}; at {b} a step copies for {_ns(dma)} and computes for {_ns(mxu)}, so the MXU still waits"
     if b > BLOCK_STEP and fed(b - BLOCK_STEP):
         dma, mxu = step_times(b - BLOCK_STEP, b - BLOCK_STEP, b - BLOCK_STEP, dtype, chip)
-        return (f"is {b}; the MXU is fed there, but so is {b - BLOCK_STEP}, which is smaller (a step copies for "
-                f"{_ns(dma)} and computes for {_ns(mxu)})")
+        return (
+            f"is {b}; the MXU is fed there, but so is {b - BLOCK_STEP}, which is smaller (a step copies for "
+            f"{_ns(dma)} and computes for {_ns(mxu)})"
+        )
     return None
 
 
@@ -391,8 +489,10 @@ def budget_line_problem(got: Any, dtype: Any, chip: str, buffers: int, budget: B
         at = budget(BLOCK_STEP, BLOCK_STEP, BLOCK_STEP, dtype, chip, buffers)
         return None if not at.fits_limit else f"returned None, but {BLOCK_STEP} fits ({at.verdict()})"
     if not _is_int(got) or got % BLOCK_STEP or not BLOCK_STEP <= got <= SEARCH_LIMIT:
-        return (f"returned {got!r}; expected the block size b (an int among {BLOCK_STEP}, {2 * BLOCK_STEP}, ..., "
-                f"{SEARCH_LIMIT}), or None")
+        return (
+            f"returned {got!r}; expected the block size b (an int among {BLOCK_STEP}, {2 * BLOCK_STEP}, ..., "
+            f"{SEARCH_LIMIT}), or None"
+        )
     b = int(got)
     at = budget(b, b, b, dtype, chip, buffers)
     if not at.fits_limit:
@@ -404,8 +504,9 @@ def budget_line_problem(got: Any, dtype: Any, chip: str, buffers: int, budget: B
     return None
 
 
-def block_choice_problem(got: Any, m: int, n: int, k: int, dtype: Any, chip: str, step_times: StepModel,
-                         report: ReportModel) -> str | None:
+def block_choice_problem(
+    got: Any, m: int, n: int, k: int, dtype: Any, chip: str, step_times: StepModel, report: ReportModel
+) -> str | None:
     """(bm, bn, bk) divide the shapes, are legal BlockSpecs, feed the MXU and use at most VMEM_HEADROOM of the
     default scoped limit."""
     from pallas_course.legality import fmt_mib
@@ -415,22 +516,29 @@ def block_choice_problem(got: Any, m: int, n: int, k: int, dtype: Any, chip: str
     bm, bn, bk = (int(v) for v in got)
     for name, block, dim_name, dim in (("bm", bm, "m", m), ("bn", bn, "n", n), ("bk", bk, "k", k)):
         if block <= 0 or dim % block:
-            return (f"chose {name}={block}, which does not divide {dim_name}={dim}; the grid {dim_name} // {name} "
-                    "would leave part of the matrix out")
+            return (
+                f"chose {name}={block}, which does not divide {dim_name}={dim}; the grid {dim_name} // {name} "
+                "would leave part of the matrix out"
+            )
     legality = report(m, n, k, bm, bn, bk, dtype, chip)
     if not legality.legal:
         return f"chose ({bm}, {bn}, {bk}), which is not a legal BlockSpec on {chip}: {legality.violations[0]}"
     dma, mxu = step_times(bm, bn, bk, dtype, chip)
     if mxu < dma:
-        return (f"chose ({bm}, {bn}, {bk}), which starves the MXU: a step copies for {_ns(dma)} and computes for "
-                f"{_ns(mxu)}; grow bm and bn (bk does not change the ratio)")
+        return (
+            f"chose ({bm}, {bn}, {bk}), which starves the MXU: a step copies for {_ns(dma)} and computes for "
+            f"{_ns(mxu)}; grow bm and bn (bk does not change the ratio)"
+        )
     budget = legality.budget
-    chosen = (f"chose ({bm}, {bn}, {bk}), whose working set is {fmt_mib(budget.working_set_bytes)} "
-              f"({budget_entries(budget)})")
+    chosen = (
+        f"chose ({bm}, {bn}, {bk}), whose working set is {fmt_mib(budget.working_set_bytes)} ({budget_entries(budget)})"
+    )
     if not budget.fits_limit:
         return f"{chosen}: {budget.verdict()}"
     if budget.working_set_bytes > VMEM_HEADROOM * budget.default_scoped_vmem_bytes:
-        return (f"{chosen}: inside {chip}'s {fmt_mib(budget.default_scoped_vmem_bytes)} default scoped limit but "
-                f"above {VMEM_HEADROOM:.0%} of it, which leaves the compiler no headroom for its own temporaries; "
-                "it would likely fail to compile")
+        return (
+            f"{chosen}: inside {chip}'s {fmt_mib(budget.default_scoped_vmem_bytes)} default scoped limit but "
+            f"above {VMEM_HEADROOM:.0%} of it, which leaves the compiler no headroom for its own temporaries; "
+            "it would likely fail to compile"
+        )
     return None

@@ -7,6 +7,7 @@ then the values, under the grade's TPU interpret mode, against a float64 referen
 the grade's diagnosis of a wrong answer. The first failure raises a CheckFailure that says what is wrong; a pass
 prints one line per case. The grade adds fresh inputs and sizes, never a rule (tests/test_families.py).
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,8 +17,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from pallas_course import graded_compile, rules, tpu_compile
-from pallas_course.compare import (PASSED, CheckFailure, compare, explained, form_mismatch, max_error,
-                                   tolerance_phrase)
+from pallas_course.compare import PASSED, CheckFailure, compare, explained, form_mismatch, max_error, tolerance_phrase
 from pallas_course.errors import explain, unlowered_in
 from pallas_course.runtime import compiled_on_a_tpu, run_under_course_mode
 
@@ -26,12 +26,13 @@ from pallas_course.runtime import compiled_on_a_tpu, run_under_course_mode
 class Case:
     """One visible case of a kernel: the graded tests it stands for, its inputs' shape and dtype, its keyword
     arguments (block sizes), and the kind of inputs (rows) when that is a family of its own."""
+
     tests: tuple[str, ...]
     shape: tuple[int, ...]
     dtype: str
     kwargs: Mapping[str, int] = field(default_factory=dict)
     kind: str = ""
-    run: bool = True            # False: structure only (traced, nothing runs), as the grade's schedule tests
+    run: bool = True  # False: structure only (traced, nothing runs), as the grade's schedule tests
 
     def families(self, kernel: str) -> frozenset[str]:
         return FAMILIES[kernel](self)
@@ -59,49 +60,77 @@ RAGGED = ("column_sums_ragged",)
 
 # The visible cases, kernel by kernel. Each family of the grade's cases (rules.*_families) has one here at least.
 CASES: dict[str, tuple[Case, ...]] = {
-    "add": (Case(("add_f32",), (256, 256), F32), Case(("add_f32",), (384, 128), F32),
-            Case(("add_bf16",), (256, 256), BF16), Case(("add_bf16",), (128, 512), BF16)),
+    "add": (
+        Case(("add_f32",), (256, 256), F32),
+        Case(("add_f32",), (384, 128), F32),
+        Case(("add_bf16",), (256, 256), BF16),
+        Case(("add_bf16",), (128, 512), BF16),
+    ),
     "transpose": (
         Case(("transpose_schedule", "transpose_values"), (256, 256), F32, {"bm": 128, "bn": 128}),
-        Case(("transpose_schedule", "transpose_values"), (384, 256), F32, {"bm": 128, "bn": 128}),   # 3 × 2 grid
-        Case(("transpose_schedule", "transpose_values"), (256, 512), BF16, {"bm": 128, "bn": 256})),  # (128, 256) blocks
-    "rowmax": (Case(ROWMAX, (64, 1024), F32, {"bm": 8, "bn": 256}),        # 8 × 4 grid, bm the default 8
-               Case(ROWMAX, (128, 2048), F32, {"bm": 32, "bn": 512})),    # 4 × 4 grid
-    "matmul": (Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),     # 2 × 3 × 4 grid
-               Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),     # bk != bn
-               Case(MM, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128}),     # bm != bn, a 2 × 2 × 2 grid
-               # the lab runs matmul on bf16 too: traced and compiled there, its precision rule the bf16 one
-               Case(("matmul_precision",), (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 128}, run=False)),
-    "matmul_acc": (Case(ACC, (256, 2048, 256), BF16, {"bm": 128, "bn": 128, "bk": 128}),   # 16 K steps
-                   Case(ACC[:2], (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 256}, run=False),
-                   Case(ACC[:2], (512, 256, 256), BF16, {"bm": 256, "bn": 128, "bk": 128}, run=False)),
+        Case(("transpose_schedule", "transpose_values"), (384, 256), F32, {"bm": 128, "bn": 128}),  # 3 × 2 grid
+        Case(("transpose_schedule", "transpose_values"), (256, 512), BF16, {"bm": 128, "bn": 256}),
+    ),  # (128, 256) blocks
+    "rowmax": (
+        Case(ROWMAX, (64, 1024), F32, {"bm": 8, "bn": 256}),  # 8 × 4 grid, bm the default 8
+        Case(ROWMAX, (128, 2048), F32, {"bm": 32, "bn": 512}),
+    ),  # 4 × 4 grid
+    "matmul": (
+        Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),  # 2 × 3 × 4 grid
+        Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),  # bk != bn
+        Case(MM, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128}),  # bm != bn, a 2 × 2 × 2 grid
+        # the lab runs matmul on bf16 too: traced and compiled there, its precision rule the bf16 one
+        Case(("matmul_precision",), (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 128}, run=False),
+    ),
+    "matmul_acc": (
+        Case(ACC, (256, 2048, 256), BF16, {"bm": 128, "bn": 128, "bk": 128}),  # 16 K steps
+        Case(ACC[:2], (256, 512, 384), BF16, {"bm": 128, "bn": 128, "bk": 256}, run=False),
+        Case(ACC[:2], (512, 256, 256), BF16, {"bm": 256, "bn": 128, "bk": 128}, run=False),
+    ),
     # first, the GELU judged by what the epilogue computes: b the identity (rules.GELU_PROBE)
-    "matmul_gelu": (Case(("matmul_gelu_fused",), rules.GELU_PROBE[0], F32,
-                         dict(zip(("bm", "bn", "bk"), rules.GELU_PROBE[1:])), kind="b the identity"),
-                    Case(GELU, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),
-                    Case(GELU, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),
-                    Case(GELU, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128})),
-    "softmax": (Case(SOFTMAX, (64, 512), F32),
-                Case(SOFTMAX, (96, 384), F32, {"rows_per_block": 32}),
-                Case(SOFTMAX, (64, 512), BF16, {"rows_per_block": 16}),
-                Case(("softmax_stability", "softmax_fused"), (64, 512), F32, {"rows_per_block": 16},
-                     kind="large logits")),
-    "layernorm": (Case(LAYERNORM, (64, 256), F32),
-                  Case(LAYERNORM, (96, 512), F32, {"rows_per_block": 32}),
-                  Case(LAYERNORM, (64, 384), BF16, {"rows_per_block": 16}),
-                  Case(("layernorm_edge", "layernorm_fused"), (64, 512), F32, {"rows_per_block": 16},
-                       kind="edge rows")),
+    "matmul_gelu": (
+        Case(
+            ("matmul_gelu_fused",),
+            rules.GELU_PROBE[0],
+            F32,
+            dict(zip(("bm", "bn", "bk"), rules.GELU_PROBE[1:])),
+            kind="b the identity",
+        ),
+        Case(GELU, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),
+        Case(GELU, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),
+        Case(GELU, (512, 256, 256), F32, {"bm": 256, "bn": 128, "bk": 128}),
+    ),
+    "softmax": (
+        Case(SOFTMAX, (64, 512), F32),
+        Case(SOFTMAX, (96, 384), F32, {"rows_per_block": 32}),
+        Case(SOFTMAX, (64, 512), BF16, {"rows_per_block": 16}),
+        Case(("softmax_stability", "softmax_fused"), (64, 512), F32, {"rows_per_block": 16}, kind="large logits"),
+    ),
+    "layernorm": (
+        Case(LAYERNORM, (64, 256), F32),
+        Case(LAYERNORM, (96, 512), F32, {"rows_per_block": 32}),
+        Case(LAYERNORM, (64, 384), BF16, {"rows_per_block": 16}),
+        Case(("layernorm_edge", "layernorm_fused"), (64, 512), F32, {"rows_per_block": 16}, kind="edge rows"),
+    ),
     # rows a multiple of the block first: a missing zeroing shows there, so NaN at a ragged case is the edge's
-    "column_sums": (Case(RAGGED, (64, 256), F32),
-                    Case(RAGGED, (100, 256), F32, {"rows_per_block": 8}),      # 13 blocks, the last 4 rows of 8
-                    Case(RAGGED, (20, 384), F32, {"rows_per_block": 32})),     # one block, 20 rows of 32
+    "column_sums": (
+        Case(RAGGED, (64, 256), F32),
+        Case(RAGGED, (100, 256), F32, {"rows_per_block": 8}),  # 13 blocks, the last 4 rows of 8
+        Case(RAGGED, (20, 384), F32, {"rows_per_block": 32}),
+    ),  # one block, 20 rows of 32
 }
-SEED = 20            # the visible inputs are fixed; the grade draws fresh ones
+SEED = 20  # the visible inputs are fixed; the grade draws fresh ones
 
 
 def _label(kernel: str, case: Case) -> str:
-    args = {"add": "x, y", "layernorm": "x, g, b", "softmax": "x", "transpose": "x",
-            "column_sums": "x", "rowmax": "x"}.get(kernel, "a, b")
+    args = {
+        "add": "x, y",
+        "layernorm": "x, g, b",
+        "softmax": "x",
+        "transpose": "x",
+        "column_sums": "x",
+        "rowmax": "x",
+    }.get(kernel, "a, b")
     kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
     if kernel.startswith("matmul"):
         m, k, n = case.shape
@@ -172,12 +201,17 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
         if problem is None and kernel == "matmul":
             problem = rules.matmul_precision_problem(label, pc, case.dtype)
         if problem is None and kernel == "matmul_acc":
-            problem = (rules.out_dtype_problem(label, pc, case.dtype) or rules.matmul_semantics_problem(label, pc)
-                       or rules.f32_accumulator_problem(label, pc) or rules.f32_dot_problem(label, pc))
+            problem = (
+                rules.out_dtype_problem(label, pc, case.dtype)
+                or rules.matmul_semantics_problem(label, pc)
+                or rules.f32_accumulator_problem(label, pc)
+                or rules.f32_dot_problem(label, pc)
+            )
         return problem
     if kernel in ("softmax", "layernorm"):
-        return rules.row_blocks_problem(label, pc, case.shape, case.dtype, kw.get("rows_per_block", 8),
-                                        n_params=2 if kernel == "layernorm" else 0)
+        return rules.row_blocks_problem(
+            label, pc, case.shape, case.dtype, kw.get("rows_per_block", 8), n_params=2 if kernel == "layernorm" else 0
+        )
     if kernel == "column_sums":
         return rules.column_sums_schedule_problem(label, pc, case.shape, kw.get("rows_per_block", 8))
     return None
@@ -215,7 +249,9 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
     if kernel == "softmax":
         return rules.softmax_ref(inputs[0]), rules.SOFTMAX_BF16 if bf16 else rules.SOFTMAX_F32
     if kernel == "layernorm":
-        tols = rules.LAYERNORM_EDGE if case.kind == "edge rows" else rules.LAYERNORM_BF16 if bf16 else rules.LAYERNORM_F32
+        tols = (
+            rules.LAYERNORM_EDGE if case.kind == "edge rows" else rules.LAYERNORM_BF16 if bf16 else rules.LAYERNORM_F32
+        )
         return rules.layernorm_ref(*inputs), tols
     if kernel == "column_sums":
         return rules.column_sums_ref(inputs[0]), rules.COLUMN_SUMS
@@ -254,8 +290,9 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
     if kernel == "column_sums":
         return rules.column_sums_hint(inputs[0], out, rows)
     if kernel in ("matmul", "matmul_gelu"):
-        return rules.matmul_hint(*inputs, out, kw["bk"], rules.gelu if kernel == "matmul_gelu" else None,
-                                 blocks=(kw["bm"], kw["bn"]))
+        return rules.matmul_hint(
+            *inputs, out, kw["bk"], rules.gelu if kernel == "matmul_gelu" else None, blocks=(kw["bm"], kw["bn"])
+        )
     if kernel == "matmul_acc":
         return rules.matmul_hint(*inputs, out, kw["bk"], tol=rules.MATMUL_ACC_HINT_TOL, blocks=(kw["bm"], kw["bn"]))
     return None
@@ -289,7 +326,7 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
     args = tuple(jnp.asarray(v) for v in inputs) if case.run else inputs
     try:
         t = trace(fn, *args, **case.kwargs)
-    except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
+    except Exception as exc:  # noqa: BLE001 - any error in student code is a failed check, explained
         e = explain(exc)
         raise _fail(name, f"{label}: {e.summary.removeprefix('✗ ')}", e.kind, e.raw) from None
     problem = _structure(kernel, case, label, t)
@@ -310,13 +347,14 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
         out = run_under_course_mode(lambda: fn(*args, **case.kwargs))
     except CheckFailure:
         raise
-    except Exception as exc:   # noqa: BLE001 - any error in student code is a failed check, explained
+    except Exception as exc:  # noqa: BLE001 - any error in student code is a failed check, explained
         e = explain(exc)
         raise _fail(name, f"{label}: {e.summary.removeprefix('✗ ')}", e.kind, e.raw) from None
     # It must compile (course.yml's compile rule), as the grade checks it: after the run, before the values.
     chips = graded_compile.rule_chips(case.tests)
-    compiled = graded_compile.compile_case(functools.partial(fn, **case.kwargs),
-                                           [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args], chips)
+    compiled = graded_compile.compile_case(
+        functools.partial(fn, **case.kwargs), [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args], chips
+    )
     if compiled.rejected:
         raise _fail(name, graded_compile.refusal(label, compiled, t), "compile")
     if compiled.not_here:
@@ -331,8 +369,9 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
     expected, tols = _expected(kernel, case, inputs)
     pc = t.pallas_calls[0]
     if kernel == "matmul_acc":
-        mismatch = compare(out, expected.astype(np.dtype(case.dtype)), name=label, block=_block(kernel, case),
-                           kernel=pc, **tols)
+        mismatch = compare(
+            out, expected.astype(np.dtype(case.dtype)), name=label, block=_block(kernel, case), kernel=pc, **tols
+        )
         if mismatch is None:
             problem = rules.bf16_accumulation_problem(label, out, expected, case.shape[1])
             if problem:
@@ -342,19 +381,32 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
         # shape and dtype in the input's dtype first, then the values in float64
         mismatch = form_mismatch(out, expected.astype(np.dtype(case.dtype)), name=label)
         if mismatch is None:
-            mismatch = compare(rules.as_f64(out), expected.astype(np.float64), name=label, block=_block(kernel, case),
-                               kernel=pc, **tols)
+            mismatch = compare(
+                rules.as_f64(out),
+                expected.astype(np.float64),
+                name=label,
+                block=_block(kernel, case),
+                kernel=pc,
+                **tols,
+            )
     if mismatch is not None:
         raise _fail(name, explained_for(kernel, mismatch, _hint(kernel, case, inputs, out, tols)), mismatch.kind)
-    return (f"{label}: matches (max error {max_error(out, expected):.3g}, "
-            f"{tolerance_phrase(tols.get('tol', 0.0), tols.get('atol'))}){done}")
+    return (
+        f"{label}: matches (max error {max_error(out, expected):.3g}, "
+        f"{tolerance_phrase(tols.get('tol', 0.0), tols.get('atol'))}){done}"
+    )
 
 
 def check_kernel(kernel: str, fn: Callable[..., Any], *, name: str | None = None) -> None:
     """Every visible case of `kernel` through the grade's rules: one ✓ line per case, or the first failure."""
     # the compiles start now, beside the interpret-mode runs of the cases (graded_compile.prefetch)
-    graded_compile.prefetch([(functools.partial(fn, **case.kwargs), _structure_args(kernel, case),
-                              graded_compile.rule_chips(case.tests)) for case in CASES[kernel] if case.run])
+    graded_compile.prefetch(
+        [
+            (functools.partial(fn, **case.kwargs), _structure_args(kernel, case), graded_compile.rule_chips(case.tests))
+            for case in CASES[kernel]
+            if case.run
+        ]
+    )
     lines = [run_case(kernel, fn, case, name=name) for case in CASES[kernel]]
     print(f"✓ {name or kernel}: {len(lines)} cases as graded, one of each kind the grade runs; {PASSED}")
     for line in lines:

@@ -16,6 +16,7 @@ The VMEM working set is compared with two different numbers: the chip's physical
 default scoped limit (much smaller on v5e: 16 MiB of 128 MiB), which is what a kernel really gets unless it
 passes ``pltpu.CompilerParams(vmem_limit_bytes=...)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,9 +38,11 @@ TILE_SOURCE = tiling.TILE_SOURCE
 DEFAULT_BUFFER_COUNT = 2
 # EX·09's sandbox models a copy kernel: the same BlockSpec in and out, so two operands, each with its buffers.
 SANDBOX_OPERANDS = 2
-VMEM_SOURCE = ("jax 0.10.2 jax/_src/pallas/mosaic/lowering.py ('Force single-buffering pipelining for trivial "
-               "windowing in VMEM'); bytes per buffer fitted to the compiler's own numbers: the course's record vmem-padding.json, "
-               "course_tools.bench.tpu_layout, jax 0.10.2 + libtpu 0.0.42.1, deviceless v5e, 2026-12-04")
+VMEM_SOURCE = (
+    "jax 0.10.2 jax/_src/pallas/mosaic/lowering.py ('Force single-buffering pipelining for trivial "
+    "windowing in VMEM'); bytes per buffer fitted to the compiler's own numbers: the course's record vmem-padding.json, "
+    "course_tools.bench.tpu_layout, jax 0.10.2 + libtpu 0.0.42.1, deviceless v5e, 2026-12-04"
+)
 
 
 class BlockSpecError(ValueError):
@@ -50,12 +53,12 @@ class BlockSpecError(ValueError):
 class RuleCheck:
     """One rule applied to one block dimension."""
 
-    rule: str          # "lane rule", "sublane rule", "native tile", "rank-1 rule", "partial block"
-    axis: int          # array axis the rule looks at
-    expression: str    # the arithmetic, e.g. "bn % 128 == 0"
+    rule: str  # "lane rule", "sublane rule", "native tile", "rank-1 rule", "partial block"
+    axis: int  # array axis the rule looks at
+    expression: str  # the arithmetic, e.g. "bn % 128 == 0"
     ok: bool
     severity: Severity  # what happens when not ok
-    message: str       # plain words: the thing, the value, the rule and the fix
+    message: str  # plain words: the thing, the value, the rule and the fix
     source: str
 
 
@@ -95,14 +98,19 @@ class BlockVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(lowers=self.lowers, legal=self.legal, violations=self.violations, notes=self.notes,
-                 num_blocks=self.num_blocks)
+        d.update(
+            lowers=self.lowers,
+            legal=self.legal,
+            violations=self.violations,
+            notes=self.notes,
+            num_blocks=self.num_blocks,
+        )
         return d
 
 
 @dataclass(frozen=True)
 class VmemEntry:
-    name: str          # "in[0]", "out[0]", "scratch[0]"
+    name: str  # "in[0]", "out[0]", "scratch[0]"
     bytes_per_buffer: int
     buffers: int
 
@@ -117,9 +125,9 @@ class VmemBudget:
 
     chip: str
     entries: tuple[VmemEntry, ...]
-    vmem_bytes: int                   # physical, per TensorCore
-    default_scoped_vmem_bytes: int    # what a kernel gets by default
-    vmem_limit_bytes: int | None      # pltpu.CompilerParams(vmem_limit_bytes=...), if given
+    vmem_bytes: int  # physical, per TensorCore
+    default_scoped_vmem_bytes: int  # what a kernel gets by default
+    vmem_limit_bytes: int | None  # pltpu.CompilerParams(vmem_limit_bytes=...), if given
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -145,17 +153,26 @@ class VmemBudget:
         if self.fits_limit:
             return f"fits: working set {ws} is within the {fmt_mib(self.limit_bytes)} scoped VMEM limit on {self.chip}"
         if self.fits_capacity:
-            return (f"over the scoped limit: working set {ws} exceeds the {fmt_mib(self.limit_bytes)} scoped VMEM "
-                    f"limit on {self.chip} (expect CompileTimeScopedVmemOom); it fits the {fmt_mib(self.vmem_bytes)} "
-                    f"physical VMEM, so raise pltpu.CompilerParams(vmem_limit_bytes=...) or shrink the blocks")
-        return (f"does not fit: working set {ws} exceeds the {fmt_mib(self.vmem_bytes)} physical VMEM of one "
-                f"{self.chip} TensorCore; shrink the blocks or the buffer count")
+            return (
+                f"over the scoped limit: working set {ws} exceeds the {fmt_mib(self.limit_bytes)} scoped VMEM "
+                f"limit on {self.chip} (expect CompileTimeScopedVmemOom); it fits the {fmt_mib(self.vmem_bytes)} "
+                f"physical VMEM, so raise pltpu.CompilerParams(vmem_limit_bytes=...) or shrink the blocks"
+            )
+        return (
+            f"does not fit: working set {ws} exceeds the {fmt_mib(self.vmem_bytes)} physical VMEM of one "
+            f"{self.chip} TensorCore; shrink the blocks or the buffer count"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["entries"] = [dict(asdict(e), bytes=e.bytes) for e in self.entries]
-        d.update(working_set_bytes=self.working_set_bytes, limit_bytes=self.limit_bytes,
-                 fits_limit=self.fits_limit, fits_capacity=self.fits_capacity, verdict=self.verdict())
+        d.update(
+            working_set_bytes=self.working_set_bytes,
+            limit_bytes=self.limit_bytes,
+            fits_limit=self.fits_limit,
+            fits_capacity=self.fits_capacity,
+            verdict=self.verdict(),
+        )
         return d
 
 
@@ -216,29 +233,50 @@ def check_block(
     if rank >= 2:
         bn, n = dims[-1], shape[-1]
         ok = bn == n or bn % c.lanes == 0
-        checks.append(RuleCheck(
-            "lane rule", rank - 1, f"bn % {c.lanes} == 0 or bn == {n}", ok, "lowering",
-            f"minor (lane) dim: block {bn} must be a multiple of {c.lanes} or equal the array's {n}; "
-            f"try {max(c.lanes, bn // c.lanes * c.lanes)} or {n}", LOWERING_SOURCE))
+        checks.append(
+            RuleCheck(
+                "lane rule",
+                rank - 1,
+                f"bn % {c.lanes} == 0 or bn == {n}",
+                ok,
+                "lowering",
+                f"minor (lane) dim: block {bn} must be a multiple of {c.lanes} or equal the array's {n}; "
+                f"try {max(c.lanes, bn // c.lanes * c.lanes)} or {n}",
+                LOWERING_SOURCE,
+            )
+        )
         bm, m = dims[-2], shape[-2]
         ok = bm == m or bm % c.sublanes == 0
-        checks.append(RuleCheck(
-            "sublane rule", rank - 2, f"bm % {c.sublanes} == 0 or bm == {m}", ok, "lowering",
-            f"second-minor (sublane) dim: block {bm} must be a multiple of {c.sublanes} or equal the array's {m}; "
-            f"try {max(c.sublanes, bm // c.sublanes * c.sublanes)} or {m}", LOWERING_SOURCE))
+        checks.append(
+            RuleCheck(
+                "sublane rule",
+                rank - 2,
+                f"bm % {c.sublanes} == 0 or bm == {m}",
+                ok,
+                "lowering",
+                f"second-minor (sublane) dim: block {bm} must be a multiple of {c.sublanes} or equal the array's {m}; "
+                f"try {max(c.sublanes, bm // c.sublanes * c.sublanes)} or {m}",
+                LOWERING_SOURCE,
+            )
+        )
         tile_row = tiling.row(bits)
         tile = tile_row.native_tile[0]
         if tile_row.misaligned is not None:
             ok = bm == m or bm % tile == 0
             severity: Severity = tile_row.misaligned
             if severity == "compile":
-                msg = (f"second-minor (sublane) dim: a {name} array is tiled ({tile}, {c.lanes}) in HBM, so block {bm} "
-                       f"must be a multiple of {tile} or equal the array's {m}; Mosaic rejects it at compile time")
+                msg = (
+                    f"second-minor (sublane) dim: a {name} array is tiled ({tile}, {c.lanes}) in HBM, so block {bm} "
+                    f"must be a multiple of {tile} or equal the array's {m}; Mosaic rejects it at compile time"
+                )
             else:
-                msg = (f"second-minor (sublane) dim: {bm} rows of {name} fill only part of the native "
-                       f"({tile}, {c.lanes}) tile; legal, but a multiple of {tile} uses whole packed vregs")
-            checks.append(RuleCheck("native tile", rank - 2, f"bm % {tile} == 0 or bm == {m}", ok, severity, msg,
-                                    tile_row.source))
+                msg = (
+                    f"second-minor (sublane) dim: {bm} rows of {name} fill only part of the native "
+                    f"({tile}, {c.lanes}) tile; legal, but a multiple of {tile} uses whole packed vregs"
+                )
+            checks.append(
+                RuleCheck("native tile", rank - 2, f"bm % {tile} == 0 or bm == {m}", ok, severity, msg, tile_row.source)
+            )
     else:
         b0, n0 = dims[0], shape[0]
         packing = 32 // bits
@@ -246,25 +284,48 @@ def check_block(
         min_tiling = c.lanes * packing
         pow2 = b0 & (b0 - 1) == 0
         ok = b0 == n0 or b0 % chunk == 0 or (b0 >= min_tiling and pow2)
-        checks.append(RuleCheck(
-            "rank-1 rule", 0,
-            f"b == {n0} or b % {chunk} == 0 or (b >= {min_tiling} and b is a power of 2)", ok, "lowering",
-            f"rank-1 block {b0} of {name} must equal the array's {n0}, be a multiple of {chunk} "
-            f"({c.sublanes}x{c.lanes}), or be a power of 2 of at least {min_tiling} (128 x 32/{bits}); "
-            f"or reshape to 2-D", LOWERING_SOURCE))
+        checks.append(
+            RuleCheck(
+                "rank-1 rule",
+                0,
+                f"b == {n0} or b % {chunk} == 0 or (b >= {min_tiling} and b is a power of 2)",
+                ok,
+                "lowering",
+                f"rank-1 block {b0} of {name} must equal the array's {n0}, be a multiple of {chunk} "
+                f"({c.sublanes}x{c.lanes}), or be a power of 2 of at least {min_tiling} (128 x 32/{bits}); "
+                f"or reshape to 2-D",
+                LOWERING_SOURCE,
+            )
+        )
 
     grid = tuple(math.ceil(s / b) for s, b in zip(shape, dims))
     for axis, (s, b) in enumerate(zip(shape, dims)):
         if b > s:
-            checks.append(RuleCheck(
-                "partial block", axis, f"{b} <= {s}", False, "note",
-                f"{_dim_name(axis, rank)}: block {b} is larger than the array's {s}, so the single block is padded "
-                f"(out-of-bounds reads are unspecified, writes are dropped)", LOWERING_SOURCE))
+            checks.append(
+                RuleCheck(
+                    "partial block",
+                    axis,
+                    f"{b} <= {s}",
+                    False,
+                    "note",
+                    f"{_dim_name(axis, rank)}: block {b} is larger than the array's {s}, so the single block is padded "
+                    f"(out-of-bounds reads are unspecified, writes are dropped)",
+                    LOWERING_SOURCE,
+                )
+            )
         elif s % b:
-            checks.append(RuleCheck(
-                "partial block", axis, f"{s} % {b} == 0", False, "note",
-                f"{_dim_name(axis, rank)}: {s} is not a multiple of block {b}, so the last of {grid[axis]} blocks is "
-                f"partial (out-of-bounds reads are unspecified, writes are dropped)", LOWERING_SOURCE))
+            checks.append(
+                RuleCheck(
+                    "partial block",
+                    axis,
+                    f"{s} % {b} == 0",
+                    False,
+                    "note",
+                    f"{_dim_name(axis, rank)}: {s} is not a multiple of block {b}, so the last of {grid[axis]} blocks is "
+                    f"partial (out-of-bounds reads are unspecified, writes are dropped)",
+                    LOWERING_SOURCE,
+                )
+            )
     block_bytes = math.prod(dims) * dt.itemsize
     return BlockVerdict(shape, block, name, c.name, tuple(checks), grid, block_bytes)
 
@@ -307,10 +368,15 @@ def sandbox_budget(
 
 def _budget(c: Chip, entries: list[VmemEntry], vmem_limit_bytes: int | None) -> VmemBudget:
     return VmemBudget(
-        chip=c.name, entries=tuple(entries), vmem_bytes=c.vmem_bytes,
-        default_scoped_vmem_bytes=c.default_scoped_vmem_bytes, vmem_limit_bytes=vmem_limit_bytes,
-        sources={"vmem_bytes": c.source("vmem_bytes"),
-                 "default_scoped_vmem_bytes": c.source("default_scoped_vmem_bytes")},
+        chip=c.name,
+        entries=tuple(entries),
+        vmem_bytes=c.vmem_bytes,
+        default_scoped_vmem_bytes=c.default_scoped_vmem_bytes,
+        vmem_limit_bytes=vmem_limit_bytes,
+        sources={
+            "vmem_bytes": c.source("vmem_bytes"),
+            "default_scoped_vmem_bytes": c.source("default_scoped_vmem_bytes"),
+        },
     )
 
 
@@ -320,7 +386,7 @@ class PallasCallReport:
 
     name: str
     grid: tuple[int, ...]
-    operands: tuple[tuple[str, BlockVerdict], ...]   # ("in[0]", verdict)
+    operands: tuple[tuple[str, BlockVerdict], ...]  # ("in[0]", verdict)
     budget: VmemBudget
 
     @property
@@ -336,10 +402,15 @@ class PallasCallReport:
         return [f"{name}: {msg}" for name, v in self.operands for msg in v.violations]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "grid": list(self.grid), "lowers": self.lowers, "legal": self.legal,
-                "violations": self.violations,
-                "operands": [{"operand": n, **v.to_dict()} for n, v in self.operands],
-                "budget": self.budget.to_dict()}
+        return {
+            "name": self.name,
+            "grid": list(self.grid),
+            "lowers": self.lowers,
+            "legal": self.legal,
+            "violations": self.violations,
+            "operands": [{"operand": n, **v.to_dict()} for n, v in self.operands],
+            "budget": self.budget.to_dict(),
+        }
 
 
 def check_pallas_call(
@@ -400,11 +471,13 @@ def lowering_accepts(
         o_ref[...] = x_ref[...]
 
     def f(x):
-        return pl.pallas_call(copy_kernel, grid=grid, in_specs=[spec], out_specs=spec,
-                              out_shape=jax.ShapeDtypeStruct(shape, x.dtype))(x)
+        return pl.pallas_call(
+            copy_kernel, grid=grid, in_specs=[spec], out_specs=spec, out_shape=jax.ShapeDtypeStruct(shape, x.dtype)
+        )(x)
 
-    mesh = AbstractMesh((1,), ("x",), abstract_device=AbstractDevice(
-        device_kind=c.device_kind, num_cores=1, platform="tpu"))
+    mesh = AbstractMesh(
+        (1,), ("x",), abstract_device=AbstractDevice(device_kind=c.device_kind, num_cores=1, platform="tpu")
+    )
     try:
         # interpret mode off here, whatever a notebook's setup() switched on for the process: it would lower for
         # the CPU, and the TPU lowering would refuse every block ("different from the lowering platform tpu")

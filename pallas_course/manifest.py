@@ -4,6 +4,7 @@ kernels, tests and points, written prompts), the chips, the gates and where the 
 This is the wheel's schema. The instructor's course.yml also holds what only the grader reads (the hidden
 checks, the rubrics, the model-answer notebooks); `course release` leaves those out of the wheel's copy, and the grader reads them with its own schema (autograder.course_manifest), which extends this one.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -83,7 +84,7 @@ class LabSpec(_Public):
     code: str
     title: str
     week: int
-    notebook: str                       # the student's notebook, as released
+    notebook: str  # the student's notebook, as released
     kernels: list[str]
     tests: list[TestSpec]
     written: list[WrittenSpec]
@@ -115,7 +116,7 @@ class LabSpec(_Public):
 class ReleaseInfo(_Strict):
     """Where `course release` is published: a GitHub repository holding the release folder as its root."""
 
-    github: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")     # owner/name
+    github: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")  # owner/name
     branch: str = "main"
 
     def raw_url(self, path: str) -> str:
@@ -176,8 +177,13 @@ def read_yaml_model(path: Path, model: type[M], error: type[Exception], *, lives
 
 
 def load(path: Path | str = MANIFEST_PATH) -> Manifest:
-    return read_yaml_model(Path(path), Manifest, ManifestError,
-                           lives="the helpers package carries it beside pallas_course/manifest.py", schema="manifest")
+    return read_yaml_model(
+        Path(path),
+        Manifest,
+        ManifestError,
+        lives="the helpers package carries it beside pallas_course/manifest.py",
+        schema="manifest",
+    )
 
 
 @functools.cache

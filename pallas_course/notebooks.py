@@ -5,6 +5,7 @@ cell is. Cell sources and metadata are data: nothing here executes a notebook. n
 grader's to read (autograder.cells); executing the course's own notebooks in-process is
 autograder.notebook_code's.
 """
+
 from __future__ import annotations
 
 import ast
@@ -62,5 +63,5 @@ def def_text(source: str, name: str) -> str | None:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            return "\n".join(source.split("\n")[start - 1:node.end_lineno])
+            return "\n".join(source.split("\n")[start - 1 : node.end_lineno])
     return None

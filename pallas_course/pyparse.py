@@ -6,6 +6,7 @@ grader parses on two threads (autograder.steps.pipeline computes its fingerprint
 reads the hidden tests): under load the first submissions of a worker failed that way ("the grader failed on this
 submission"). Every parse of the grader's and the helpers' goes through `parse`.
 """
+
 from __future__ import annotations
 
 import ast

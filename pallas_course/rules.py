@@ -9,6 +9,7 @@ the grade covers (tests/test_families.py enumerates both and fails on a family t
 A rule returns None when the answer is right, else one sentence saying what is wrong (the caller puts the label
 of the call in front). Nothing here imports `autograder`: this module ships to students.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -53,9 +54,9 @@ COLUMN_SUMS = dict(tol=1e-4)
 # rowmax: a max picks one of its inputs, so it is exact in any order: tol 0. A running max started at 0 instead of
 # -inf is off on every all-negative row (rules.rowmax_inputs makes half the rows so); a missing init reads NaN.
 ROWMAX = dict(tol=0.0)
-ROWMAX_NEGATIVE_OFFSET = 8.0    # every other row is N(0, 1) - 8: all its values negative
+ROWMAX_NEGATIVE_OFFSET = 8.0  # every other row is N(0, 1) - 8: all its values negative
 # matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
-MATMUL_ACC_HINT_TOL = 2.0 ** -7
+MATMUL_ACC_HINT_TOL = 2.0**-7
 
 # ------------------------------------------------------------------------------------------------ families
 
@@ -75,8 +76,12 @@ def grid_families(grid: Iterable[int], blocks: Iterable[int]) -> frozenset[str]:
     """A grid whose axes differ catches swapped grid axes and index maps; rectangular blocks catch a block
     shape that is not transposed (or swapped operands)."""
     grid, blocks = tuple(grid), tuple(blocks)
-    return frozenset({"square grid" if len(set(grid)) == 1 else "non-square grid",
-                      "square blocks" if len(set(blocks)) == 1 else "rectangular blocks"})
+    return frozenset(
+        {
+            "square grid" if len(set(grid)) == 1 else "non-square grid",
+            "square blocks" if len(set(blocks)) == 1 else "rectangular blocks",
+        }
+    )
 
 
 def transpose_families(shape: tuple[int, int], bm: int, bn: int, dtype: Any) -> frozenset[str]:
@@ -88,19 +93,29 @@ def matmul_families(shape: tuple[int, int, int], bm: int, bn: int, bk: int, dtyp
     m, k, n = shape
     # each pair of block sizes that differ is a family of its own: (bn, bk) swapped in B's BlockSpec shows only
     # where bn != bk, (bm, bk) in A's only where bm != bk
-    pairs = {f"{p} != {q}" for p, q, u, v in (("bm", "bn", bm, bn), ("bn", "bk", bn, bk), ("bm", "bk", bm, bk))
-             if u != v} or {"bm = bn = bk"}
-    return (frozenset({dtype_name(dtype), f"{'one K step' if k == bk else 'several K steps'}",
-                       "16 or more K steps" if k // bk >= 16 else "fewer than 16 K steps"} | pairs)
-            | grid_families((m // bm, n // bn), (bm, bn, bk)))
+    pairs = {
+        f"{p} != {q}" for p, q, u, v in (("bm", "bn", bm, bn), ("bn", "bk", bn, bk), ("bm", "bk", bm, bk)) if u != v
+    } or {"bm = bn = bk"}
+    return frozenset(
+        {
+            dtype_name(dtype),
+            f"{'one K step' if k == bk else 'several K steps'}",
+            "16 or more K steps" if k // bk >= 16 else "fewer than 16 K steps",
+        }
+        | pairs
+    ) | grid_families((m // bm, n // bn), (bm, bn, bk))
 
 
 def rowmax_families(shape: tuple[int, int], bm: int, bn: int, dtype: Any) -> frozenset[str]:
     """rowmax: the dtype, the grid's shape, whether bm differs from 8 (the default), several column steps."""
     m, n = shape
-    return (frozenset({dtype_name(dtype), "several column steps" if n // bn > 1 else "one column step",
-                       "bm = 8" if bm == 8 else "bm != 8"})
-            | grid_families((m // bm, n // bn), (bm, bn)))
+    return frozenset(
+        {
+            dtype_name(dtype),
+            "several column steps" if n // bn > 1 else "one column step",
+            "bm = 8" if bm == 8 else "bm != 8",
+        }
+    ) | grid_families((m // bm, n // bn), (bm, bn))
 
 
 def rows_families(shape: tuple[int, int], dtype: Any, rows_per_block: int | None, kind: str = "") -> frozenset[str]:
@@ -113,12 +128,18 @@ def column_sums_families(shape: tuple[int, int], rows_per_block: int | None) -> 
     """column_sums: whether the rows end in a partial block (one of several, or the only one), and the default
     rows_per_block or a chosen one."""
     n, r = shape[0], rows_per_block or 8
-    edge = ("rows a multiple of rows_per_block" if n % r == 0 else
-            "one partial block only (n < rows_per_block)" if n < r else "a partial last block")
+    edge = (
+        "rows a multiple of rows_per_block"
+        if n % r == 0
+        else "one partial block only (n < rows_per_block)"
+        if n < r
+        else "a partial last block"
+    )
     return frozenset({edge, "default rows_per_block" if rows_per_block is None else "chosen rows_per_block"})
 
 
 # ------------------------------------------------------------------------------------------------ references
+
 
 def as_f64(x: Any) -> np.ndarray:
     return np.asarray(x).astype(np.float64)
@@ -126,7 +147,7 @@ def as_f64(x: Any) -> np.ndarray:
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """jax.nn.gelu's default: the tanh approximation."""
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
 
 def softmax_ref(x: Any) -> np.ndarray:
@@ -148,8 +169,10 @@ def layernorm_ref(x: Any, g: Any, b: Any) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------ inputs
 # One generator per kind of input, seeded by the caller: the grade draws fresh seeds, the notebook fixed ones.
 
-def random_array(rng: np.random.Generator, shape: Iterable[int], dtype: Any, *, scale: Any = 1.0,
-                 offset: Any = 0.0) -> np.ndarray:
+
+def random_array(
+    rng: np.random.Generator, shape: Iterable[int], dtype: Any, *, scale: Any = 1.0, offset: Any = 0.0
+) -> np.ndarray:
     """N(offset, scale) rounded to `dtype` by NumPy (ml_dtypes rounds to nearest even, as XLA's convert does)."""
     import ml_dtypes  # noqa: F401 - bfloat16
 
@@ -184,7 +207,7 @@ def rowmax_inputs(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarra
 
 
 def layernorm_params(rng: np.random.Generator, d: int, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    g = rng.uniform(0.5, 1.5, d).astype(np.float32)     # away from 0, so (out - b) / g recovers the normalised rows
+    g = rng.uniform(0.5, 1.5, d).astype(np.float32)  # away from 0, so (out - b) / g recovers the normalised rows
     b = (0.5 * rng.standard_normal(d)).astype(np.float32)
     return g.astype(np.dtype(dtype)), b.astype(np.dtype(dtype))
 
@@ -213,23 +236,34 @@ def layernorm_edge_inputs(rng: np.random.Generator, shape: tuple[int, int]) -> t
 
 # ------------------------------------------------------------------------------------------------ structure
 
+
 def one_kernel_problem(label: str, t: Any, outside_min_size: int = 0) -> str | None:
     """A kernel is one pallas_call with no computation around it (work on operands smaller than
     `outside_min_size` elements, such as casting a LayerNorm's (d,) scale, is allowed)."""
     if not t.pallas_calls:
         ops = ", ".join(dict.fromkeys(t.outside)) or "no operations at all"
-        return (f"{label} launches no pallas_call; it computed with XLA ({ops}). The work must happen inside a "
-                "Pallas kernel")
+        return (
+            f"{label} launches no pallas_call; it computed with XLA ({ops}). The work must happen inside a "
+            "Pallas kernel"
+        )
     if len(t.pallas_calls) > 1:
-        return (f"{label} launches {len(t.pallas_calls)} pallas_calls; this kernel should be one pallas_call (one HBM "
-                "round trip)")
+        return (
+            f"{label} launches {len(t.pallas_calls)} pallas_calls; this kernel should be one pallas_call (one HBM "
+            "round trip)"
+        )
     work = t.work_outside(outside_min_size)
     if work:
         ops = ", ".join(dict.fromkeys(work))
-        gelu_hint = (" (a GELU applied to the pallas_call's result: apply jax.nn.gelu to the accumulator on the last "
-                     "K step, inside the kernel)" if "tanh" in work or "erf" in work else "")
-        return (f"{label} computes outside its kernel ({ops}){gelu_hint}; move that work into the kernel body (a cast too: "
-                "cast with .astype(o_ref.dtype) before the store) so the array makes one trip through HBM")
+        gelu_hint = (
+            " (a GELU applied to the pallas_call's result: apply jax.nn.gelu to the accumulator on the last "
+            "K step, inside the kernel)"
+            if "tanh" in work or "erf" in work
+            else ""
+        )
+        return (
+            f"{label} computes outside its kernel ({ops}){gelu_hint}; move that work into the kernel body (a cast too: "
+            "cast with .astype(o_ref.dtype) before the store) so the array makes one trip through HBM"
+        )
     return None
 
 
@@ -243,42 +277,68 @@ def transpose_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: 
     grid = (m // bm, n // bn)
     if _walks_in_the_other_order(pc, grid, bm, bn):
         # on a square grid the same kernel reads as both index maps swapped: name both readings
-        what = ("its axes are in the other order (its steps are (j, i))" if pc.grid != grid else
-                "its step (i, j) reads block (j, i) of x and writes block (i, j): the grid's axes are in the other "
-                "order from its index maps (steps (j, i)), or both index maps are swapped")
-        return (f"the grid of {label} is {pc.grid}; {what}. Each step still transposes one block, but the lab's "
-                "schedule walks x's blocks row by row: grid (m // bm, n // bn), and step (i, j) reads block (i, j), "
-                "lambda i, j: (i, j), and writes block (j, i), lambda i, j: (j, i)")
+        what = (
+            "its axes are in the other order (its steps are (j, i))"
+            if pc.grid != grid
+            else "its step (i, j) reads block (j, i) of x and writes block (i, j): the grid's axes are in the other "
+            "order from its index maps (steps (j, i)), or both index maps are swapped"
+        )
+        return (
+            f"the grid of {label} is {pc.grid}; {what}. Each step still transposes one block, but the lab's "
+            "schedule walks x's blocks row by row: grid (m // bm, n // bn), and step (i, j) reads block (i, j), "
+            "lambda i, j: (i, j), and writes block (j, i), lambda i, j: (j, i)"
+        )
     if pc.grid == grid[::-1] != grid:
-        return (f"the grid of {label} is {pc.grid}, expected {grid}: its axes are swapped. One grid step per "
-                "(bm, bn) block of x, so the grid is (m // bm, n // bn), and step (i, j) reads block (i, j)")
-    wrong = _equal(f"the grid of {label}", pc.grid, grid,
-                   "one grid step per (bm, bn) block of x, so the grid is (m // bm, n // bn)")
+        return (
+            f"the grid of {label} is {pc.grid}, expected {grid}: its axes are swapped. One grid step per "
+            "(bm, bn) block of x, so the grid is (m // bm, n // bn), and step (i, j) reads block (i, j)"
+        )
+    wrong = _equal(
+        f"the grid of {label}",
+        pc.grid,
+        grid,
+        "one grid step per (bm, bn) block of x, so the grid is (m // bm, n // bn)",
+    )
     if wrong:
         return wrong
     if len(pc.inputs) != 1 or len(pc.outputs) != 1:
-        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected one BlockSpec in "
-                "in_specs and one in out_specs")
+        return (
+            f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected one BlockSpec in "
+            "in_specs and one in out_specs"
+        )
     src, dst = pc.inputs[0], pc.outputs[0]
-    wrong = (_equal(f"the input block of {label}", tuple(src.block_shape), (bm, bn),
-                    "the input BlockSpec should carve x into (bm, bn) blocks")
-             or _equal(f"the output block of {label}", tuple(dst.block_shape), (bn, bm),
-                       "a transposed (bm, bn) block is a (bn, bm) block"))
+    wrong = _equal(
+        f"the input block of {label}",
+        tuple(src.block_shape),
+        (bm, bn),
+        "the input BlockSpec should carve x into (bm, bn) blocks",
+    ) or _equal(
+        f"the output block of {label}",
+        tuple(dst.block_shape),
+        (bn, bm),
+        "a transposed (bm, bn) block is a (bn, bm) block",
+    )
     if wrong:
         return wrong
     for point in pc.grid_points():
         i, j = point
         got_in, got_out = src.block_index(*point), dst.block_index(*point)
         if got_in == (j, i) != (i, j) and got_out == (i, j):
-            return (f"{label}: both index maps are swapped: grid step {point} reads block {got_in} of x and writes "
-                    f"block {got_out}; step (i, j) reads block (i, j) of x, lambda i, j: (i, j), and writes its "
-                    "transpose at block (j, i), lambda i, j: (j, i)")
+            return (
+                f"{label}: both index maps are swapped: grid step {point} reads block {got_in} of x and writes "
+                f"block {got_out}; step (i, j) reads block (i, j) of x, lambda i, j: (i, j), and writes its "
+                "transpose at block (j, i), lambda i, j: (j, i)"
+            )
         if got_in != (i, j):
-            return (f"{label}: the input index map sends grid point {point} to block {got_in}; step (i, j) should "
-                    "read block (i, j) of x")
+            return (
+                f"{label}: the input index map sends grid point {point} to block {got_in}; step (i, j) should "
+                "read block (i, j) of x"
+            )
         if got_out != (j, i):
-            return (f"{label}: the output index map sends grid point {point} to block {got_out}; the transpose of "
-                    f"block (i, j) lands at block ({j}, {i}), so the out index map must swap its indices")
+            return (
+                f"{label}: the output index map sends grid point {point} to block {got_out}; the transpose of "
+                f"block (i, j) lands at block ({j}, {i}), so the out index map must swap its indices"
+            )
     return None
 
 
@@ -291,42 +351,56 @@ def _walks_in_the_other_order(pc: Any, grid: tuple[int, int], bm: int, bn: int) 
     if tuple(src.block_shape) != (bm, bn) or tuple(dst.block_shape) != (bn, bm) or grid[0] == grid[1] == 1:
         return False
     try:
-        return all(src.block_index(j, i) == (i, j) and dst.block_index(j, i) == (j, i)
-                   for j, i in pc.grid_points())
-    except Exception:   # noqa: BLE001 - an index map that fails is named by the checks below
+        return all(src.block_index(j, i) == (i, j) and dst.block_index(j, i) == (j, i) for j, i in pc.grid_points())
+    except Exception:  # noqa: BLE001 - an index map that fails is named by the checks below
         return False
 
 
 def out_dtype_problem(label: str, pc: Any, dtype: Any) -> str | None:
     got = pc.outputs[0].dtype if pc.outputs else None
     if got is not None and np.dtype(got) != np.dtype(dtype):
-        return (f"the output of {label} is {np.dtype(got).name}, expected {dtype_name(dtype)}: out_shape carries "
-                "the input's dtype, jax.ShapeDtypeStruct(shape, x.dtype)")
+        return (
+            f"the output of {label} is {np.dtype(got).name}, expected {dtype_name(dtype)}: out_shape carries "
+            "the input's dtype, jax.ShapeDtypeStruct(shape, x.dtype)"
+        )
     return None
 
 
-def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm: int, bn: int,
-                            bk: int) -> str | None:
+def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm: int, bn: int, bk: int) -> str | None:
     """Grid (M/bm, N/bn, K/bk) with K innermost; blocks (bm, bk), (bk, bn) -> (bm, bn) at (i, k), (k, j) -> (i, j)."""
     m, k, n = shape
     grid = (m // bm, n // bn, k // bk)
     if pc.grid != grid and sorted(pc.grid) == sorted(grid) and pc.grid[-1] != k // bk:
-        return (f"the grid of {label} is {pc.grid}; K must be the last (innermost) grid axis, {grid}, so each "
-                "output block's K steps run back to back while it stays in VMEM")
-    wrong = _equal(f"the grid of {label}", pc.grid, grid,
-                   "one step per (bm, bn) output block and bk slice of K: grid=(m // bm, n // bn, k // bk)")
+        return (
+            f"the grid of {label} is {pc.grid}; K must be the last (innermost) grid axis, {grid}, so each "
+            "output block's K steps run back to back while it stays in VMEM"
+        )
+    wrong = _equal(
+        f"the grid of {label}",
+        pc.grid,
+        grid,
+        "one step per (bm, bn) output block and bk slice of K: grid=(m // bm, n // bn, k // bk)",
+    )
     if wrong:
         return wrong
     if len(pc.inputs) != 2 or len(pc.outputs) != 1:
-        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected in_specs for a and b "
-                "and one out_specs")
+        return (
+            f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected in_specs for a and b "
+            "and one out_specs"
+        )
     a_spec, b_spec = pc.inputs
     o_spec = pc.outputs[0]
-    for spec, want, name, hint in ((a_spec, (bm, bk), "a", "a is carved into (bm, bk) blocks"),
-                                   (b_spec, (bk, bn), "b", "b is carved into (bk, bn) blocks"),
-                                   (o_spec, (bm, bn), "output", "C is carved into (bm, bn) blocks")):
-        wrong = _equal(f"the output block of {label}" if name == "output" else f"the block of {name} in {label}",
-                       tuple(spec.block_shape), want, hint)
+    for spec, want, name, hint in (
+        (a_spec, (bm, bk), "a", "a is carved into (bm, bk) blocks"),
+        (b_spec, (bk, bn), "b", "b is carved into (bk, bn) blocks"),
+        (o_spec, (bm, bn), "output", "C is carved into (bm, bn) blocks"),
+    ):
+        wrong = _equal(
+            f"the output block of {label}" if name == "output" else f"the block of {name} in {label}",
+            tuple(spec.block_shape),
+            want,
+            hint,
+        )
         if wrong:
             return wrong
     for point in pc.grid_points():
@@ -334,8 +408,10 @@ def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm
         for spec, want, name in ((a_spec, (i, kk), "a"), (b_spec, (kk, j), "b"), (o_spec, (i, j), "the output")):
             got = spec.block_index(*point)
             if got != want:
-                return (f"{label}: the index map of {name} sends grid step {point} to block {got}; step (i, j, k) "
-                        f"needs block {want} of {name}")
+                return (
+                    f"{label}: the index map of {name} sends grid step {point} to block {got}; step (i, j, k) "
+                    f"needs block {want} of {name}"
+                )
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
 
 
@@ -344,13 +420,18 @@ def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | N
     other TensorCore of a megacore chip at once (a race)."""
     semantics = tuple(str(s) for s in pc.dimension_semantics or ())
     if semantics and len(semantics) != len(pc.grid):
-        return (f"{label} gives dimension_semantics {len(semantics)} entries ({semantics}) for its {len(pc.grid)}-axis "
-                f"grid {pc.grid}: one entry per grid axis, in the grid's order (the TPU compiler refuses lengths that "
-                "differ)" + ("; here the last, the axis that adds into " + what + ", is \"arbitrary\"" if len(pc.grid) > 1 else ""))
+        return (
+            f"{label} gives dimension_semantics {len(semantics)} entries ({semantics}) for its {len(pc.grid)}-axis "
+            f"grid {pc.grid}: one entry per grid axis, in the grid's order (the TPU compiler refuses lengths that "
+            "differ)"
+            + ("; here the last, the axis that adds into " + what + ", is \"arbitrary\"" if len(pc.grid) > 1 else "")
+        )
     if semantics and "parallel" in semantics[-1].lower():
-        return (f"{label} marks its last grid axis \"parallel\" (dimension_semantics={semantics}), but its steps all "
-                f"add into {what}: they must run in order, on one core; make it \"arbitrary\" (TPU interpret mode "
-                "runs a \"parallel\" axis in a shuffled order, so the zeroing lands mid-run)")
+        return (
+            f"{label} marks its last grid axis \"parallel\" (dimension_semantics={semantics}), but its steps all "
+            f"add into {what}: they must run in order, on one core; make it \"arbitrary\" (TPU interpret mode "
+            "runs a \"parallel\" axis in a shuffled order, so the zeroing lands mid-run)"
+        )
     return None
 
 
@@ -360,31 +441,48 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
     m, n = shape
     grid = (m // bm, n // bn)
     if pc.grid == grid[::-1] != grid:
-        return (f"the grid of {label} is {pc.grid}, expected {grid}: the column axis, the one reduced over, must be the "
-                "last (innermost) grid axis, so each row block's column steps run back to back while its output "
-                "block stays in VMEM")
-    wrong = _equal(f"the grid of {label}", pc.grid, grid,
-                   "one step per (bm, bn) block of x: grid=(m // bm, n // bn), the reduced axis last")
+        return (
+            f"the grid of {label} is {pc.grid}, expected {grid}: the column axis, the one reduced over, must be the "
+            "last (innermost) grid axis, so each row block's column steps run back to back while its output "
+            "block stays in VMEM"
+        )
+    wrong = _equal(
+        f"the grid of {label}",
+        pc.grid,
+        grid,
+        "one step per (bm, bn) block of x: grid=(m // bm, n // bn), the reduced axis last",
+    )
     if wrong:
         return wrong
     if len(pc.inputs) != 1 or len(pc.outputs) != 1:
-        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected one BlockSpec in "
-                "in_specs (x) and one in out_specs")
+        return (
+            f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected one BlockSpec in "
+            "in_specs (x) and one in out_specs"
+        )
     src, dst = pc.inputs[0], pc.outputs[0]
-    wrong = (_equal(f"the block of x in {label}", tuple(src.block_shape), (bm, bn), "x is carved into (bm, bn) blocks")
-             or _equal(f"the output block of {label}", tuple(dst.block_shape), (bm, 1),
-                       "the output (m, 1) is carved into (bm, 1) blocks, one max per row"))
+    wrong = _equal(
+        f"the block of x in {label}", tuple(src.block_shape), (bm, bn), "x is carved into (bm, bn) blocks"
+    ) or _equal(
+        f"the output block of {label}",
+        tuple(dst.block_shape),
+        (bm, 1),
+        "the output (m, 1) is carved into (bm, 1) blocks, one max per row",
+    )
     if wrong:
         return wrong
     for point in pc.grid_points():
         i, j = point
         got_in, got_out = src.block_index(*point), dst.block_index(*point)
         if got_in != (i, j):
-            return (f"{label}: the index map of x sends grid step {point} to block {got_in}; step (i, j) reads block "
-                    f"({i}, {j}) of x, lambda i, j: (i, j)")
+            return (
+                f"{label}: the index map of x sends grid step {point} to block {got_in}; step (i, j) reads block "
+                f"({i}, {j}) of x, lambda i, j: (i, j)"
+            )
         if got_out != (i, 0):
-            return (f"{label}: the output index map sends grid step {point} to block {got_out}; every column step of "
-                    f"row block i updates the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)")
+            return (
+                f"{label}: the output index map sends grid step {point} to block {got_out}; every column step of "
+                f"row block i updates the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)"
+            )
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
 
 
@@ -396,30 +494,45 @@ def rowmax_hint(x: Any, out: Any, bn: int, bm: int | None = None) -> str | None:
         return None
     want = X.max(axis=1, keepdims=True)
     if np.isneginf(got).all():
-        return ("every output is -inf, the start: the fold is computed but never stored; store it on every step, "
-                "o_ref[...] = jnp.maximum(o_ref[...], jnp.max(x_ref[...], axis=1, keepdims=True))")
+        return (
+            "every output is -inf, the start: the fold is computed but never stored; store it on every step, "
+            "o_ref[...] = jnp.maximum(o_ref[...], jnp.max(x_ref[...], axis=1, keepdims=True))"
+        )
     if bm and m % bm == 0 and m // bm >= 2:
         blocks = X.reshape(m // bm, bm, n)
         if np.array_equal(got, np.repeat(blocks.max(axis=(1, 2)), bm)[:, None]):
-            return ("every row of a row block comes out as the same value, the whole block's max: jnp.max with no axis "
-                    "reduces the block to one number; reduce over its columns only, axis=1, keepdims=True")
+            return (
+                "every row of a row block comes out as the same value, the whole block's max: jnp.max with no axis "
+                "reduces the block to one number; reduce over its columns only, axis=1, keepdims=True"
+            )
         first_last = blocks[0, :, -bn:].max(axis=1)
-        if np.array_equal(got[:bm, 0], first_last) and not np.array_equal(got[bm:], want[bm:]) \
-                and not np.array_equal(first_last, want[:bm, 0]):
-            return ("the first row block holds its last column block's max alone and the later row blocks are wrong: "
-                    "the -inf start runs on every column step of row block 0 and never for the others, so it is keyed "
-                    "on the row axis, pl.program_id(0); key it on the reduced axis, @pl.when(pl.program_id(1) == 0)")
+        if (
+            np.array_equal(got[:bm, 0], first_last)
+            and not np.array_equal(got[bm:], want[bm:])
+            and not np.array_equal(first_last, want[:bm, 0])
+        ):
+            return (
+                "the first row block holds its last column block's max alone and the later row blocks are wrong: "
+                "the -inf start runs on every column step of row block 0 and never for the others, so it is keyed "
+                "on the row axis, pl.program_id(0); key it on the reduced axis, @pl.when(pl.program_id(1) == 0)"
+            )
     if np.array_equal(got, np.maximum(want, 0.0)) and (want < 0).any():
-        return ("the rows whose values are all negative come out 0: the running max starts at 0, which is larger "
-                "than all of them; start it at -inf, jnp.full_like(o_ref, -jnp.inf), on the first column step")
+        return (
+            "the rows whose values are all negative come out 0: the running max starts at 0, which is larger "
+            "than all of them; start it at -inf, jnp.full_like(o_ref, -jnp.inf), on the first column step"
+        )
     if n // bn >= 2:
         if np.array_equal(got, X[:, -bn:].max(axis=1, keepdims=True)):
-            return ("each output holds the last column block's max alone: every step overwrites it; combine it with "
-                    "what is there, o_ref[...] = jnp.maximum(o_ref[...], ...), and reset it only on the first column "
-                    "step, @pl.when(pl.program_id(1) == 0)")
+            return (
+                "each output holds the last column block's max alone: every step overwrites it; combine it with "
+                "what is there, o_ref[...] = jnp.maximum(o_ref[...], ...), and reset it only on the first column "
+                "step, @pl.when(pl.program_id(1) == 0)"
+            )
         if np.array_equal(got, X[:, :bn].max(axis=1, keepdims=True)):
-            return ("each output holds the first column block's max alone: the later column steps change nothing (the "
-                    "max is stored under pl.when(j == 0)); combine on every step")
+            return (
+                "each output holds the first column block's max alone: the later column steps change nothing (the "
+                "max is stored under pl.when(j == 0)); combine on every step"
+            )
     return None
 
 
@@ -428,22 +541,28 @@ def matmul_semantics_problem(label: str, pc: Any) -> str | None:
     sem = tuple(str(s) for s in pc.dimension_semantics or ())
     fix = 'compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary"))'
     if not sem:
-        return (f"{label} sets no dimension_semantics, so every grid axis is \"arbitrary\" and a chip with two "
-                f"TensorCores behind one device (megacore: v4, v5p) runs the whole grid on one of them; pass {fix}")
+        return (
+            f"{label} sets no dimension_semantics, so every grid axis is \"arbitrary\" and a chip with two "
+            f"TensorCores behind one device (megacore: v4, v5p) runs the whole grid on one of them; pass {fix}"
+        )
     problem = accumulated_axis_parallel_problem(label, pc, "the same accumulator")
     if problem:
         return problem
     if len(sem) != 3 or any("parallel" not in s.lower() for s in sem[:2]):
-        return (f"{label} marks its grid axes {sem}: the M and N axes compute independent output blocks, so mark "
-                f"them \"parallel\" (a megacore chip splits them between its two TensorCores) and K \"arbitrary\": {fix}")
+        return (
+            f"{label} marks its grid axes {sem}: the M and N axes compute independent output blocks, so mark "
+            f"them \"parallel\" (a megacore chip splits them between its two TensorCores) and K \"arbitrary\": {fix}"
+        )
     return None
 
 
 F32_PRECISION_FIX = "pass precision=jax.lax.Precision.HIGHEST to jnp.dot"
 
 
-BF16_PRECISION_FIX = ("choose the precision from the blocks' dtype, precision = jax.lax.Precision.HIGHEST if "
-                      "a_ref.dtype == jnp.float32 else None")
+BF16_PRECISION_FIX = (
+    "choose the precision from the blocks' dtype, precision = jax.lax.Precision.HIGHEST if "
+    "a_ref.dtype == jnp.float32 else None"
+)
 
 
 def matmul_precision_problem(label: str, pc: Any, dtype: Any) -> str | None:
@@ -452,9 +571,11 @@ def matmul_precision_problem(label: str, pc: Any, dtype: Any) -> str | None:
     if dtype_name(dtype) == "float32":
         return f32_precision_problem(label, pc)
     if any(p.split("/")[0] == "HIGHEST" or p.endswith("/HIGHEST") for p in pc.dot_precisions):
-        return (f"the dot in the kernel of {label} asks for precision HIGHEST on bfloat16 blocks, which the TPU compiler "
-                "refuses (\"Bad lhs type\", v5e and v6e; interpret mode runs it): one MXU pass multiplies bf16 exactly, "
-                f"so bf16 blocks need no request; {BF16_PRECISION_FIX}")
+        return (
+            f"the dot in the kernel of {label} asks for precision HIGHEST on bfloat16 blocks, which the TPU compiler "
+            "refuses (\"Bad lhs type\", v5e and v6e; interpret mode runs it): one MXU pass multiplies bf16 exactly, "
+            f"so bf16 blocks need no request; {BF16_PRECISION_FIX}"
+        )
     return None
 
 
@@ -465,15 +586,21 @@ def f32_precision_problem(label: str, pc: Any) -> str | None:
         if p == "HIGHEST":
             continue
         if p == "DEFAULT":
-            return (f"the dot in the kernel of {label} asks for the default precision: on a TPU the MXU then rounds its "
-                    "f32 inputs to bfloat16 (8 significant bits) before multiplying, so the f32 matmul is only "
-                    "bf16-accurate there, while interpret mode on a CPU multiplies in full f32 and hides it; "
-                    + F32_PRECISION_FIX)
+            return (
+                f"the dot in the kernel of {label} asks for the default precision: on a TPU the MXU then rounds its "
+                "f32 inputs to bfloat16 (8 significant bits) before multiplying, so the f32 matmul is only "
+                "bf16-accurate there, while interpret mode on a CPU multiplies in full f32 and hides it; "
+                + F32_PRECISION_FIX
+            )
         if "/" in p:
-            return (f"the dot in the kernel of {label} asks a different precision per operand ({p}), which the TPU "
-                    f"lowering refuses (\"Per-operand dot precision unsupported\"); {F32_PRECISION_FIX}")
-        return (f"the dot in the kernel of {label} asks for precision {p}; inside a kernel the TPU lowering takes "
-                f"DEFAULT (bf16 inputs) or HIGHEST (f32) only; {F32_PRECISION_FIX}")
+            return (
+                f"the dot in the kernel of {label} asks a different precision per operand ({p}), which the TPU "
+                f"lowering refuses (\"Per-operand dot precision unsupported\"); {F32_PRECISION_FIX}"
+            )
+        return (
+            f"the dot in the kernel of {label} asks for precision {p}; inside a kernel the TPU lowering takes "
+            f"DEFAULT (bf16 inputs) or HIGHEST (f32) only; {F32_PRECISION_FIX}"
+        )
     return None
 
 
@@ -483,7 +610,7 @@ def f32_precision_problem(label: str, pc: Any) -> str | None:
 # ((M, K, N), bm, bn, bk): one K step (bk = K), so a GELU applied on every K step is applied once here too (that
 # mistake is the values test's to catch); square, so b can be the identity.
 GELU_PROBE = ((256, 256, 256), 128, 128, 256)
-GELU_PROBE_RANGE = 6.0     # a spans [-6, 6]: both tails and the bend, where the tanh and erf forms differ most
+GELU_PROBE_RANGE = 6.0  # a spans [-6, 6]: both tails and the bend, where the tanh and erf forms differ most
 # What makes a GELU here is its shape, not its digits: how close to either form is matmul_gelu_values's to judge
 # (at 1e-3), with its own diagnosis (a mistyped constant, a GELU on the inputs). So the probe asks only whether the
 # kernel's epilogue computes a GELU-shaped function of the product, measured against the nearer form, in units of
@@ -519,20 +646,26 @@ def gelu_epilogue_problem(label: str, a: Any, out: Any) -> str | None:
     if got.shape != x.shape:
         return f"the kernel of {label} returns shape {got.shape}, expected {x.shape}"
     if not np.isfinite(got).all():
-        return (f"the kernel of {label} computes no GELU: {int((~np.isfinite(got)).sum())} of its outputs are NaN or "
-                "inf where gelu(a) is finite")
-    bound = GELU_PROBE_TOL * (1.0 + np.abs(x))     # a GELU's shape (the values test judges its digits)
+        return (
+            f"the kernel of {label} computes no GELU: {int((~np.isfinite(got)).sum())} of its outputs are NaN or "
+            "inf where gelu(a) is finite"
+        )
+    bound = GELU_PROBE_TOL * (1.0 + np.abs(x))  # a GELU's shape (the values test judges its digits)
     refs = {"the tanh form": gelu(x), "the exact (erf) form": gelu_exact(x)}
     if any((np.abs(got - ref) <= bound).all() for ref in refs.values()):
         return None
     if (np.abs(got - x) <= bound).all():
-        return (f"the kernel of {label} computes no GELU: with b the identity matrix its output is a itself (a @ b "
-                "unchanged); apply jax.nn.gelu to the accumulator on the last K step")
+        return (
+            f"the kernel of {label} computes no GELU: with b the identity matrix its output is a itself (a @ b "
+            "unchanged); apply jax.nn.gelu to the accumulator on the last K step"
+        )
     name, ref = min(refs.items(), key=lambda kv: float(np.max(np.abs(got - kv[1]) - bound)))
     i = np.unravel_index(int(np.argmax(np.abs(got - ref) - bound)), x.shape)
-    return (f"the kernel of {label} computes no GELU: with b the identity matrix its output should be gelu(a) (either "
-            f"form, within {GELU_PROBE_TOL:g} of 1 + |a|), but at a = {x[i]:.4g} it is "
-            f"{got[i]:.6g} where {name} gives {ref[i]:.6g}; apply jax.nn.gelu to the accumulator on the last K step")
+    return (
+        f"the kernel of {label} computes no GELU: with b the identity matrix its output should be gelu(a) (either "
+        f"form, within {GELU_PROBE_TOL:g} of 1 + |a|), but at a = {x[i]:.4g} it is "
+        f"{got[i]:.6g} where {name} gives {ref[i]:.6g}; apply jax.nn.gelu to the accumulator on the last K step"
+    )
 
 
 def f32_dot_problem(label: str, pc: Any) -> str | None:
@@ -540,8 +673,10 @@ def f32_dot_problem(label: str, pc: Any) -> str | None:
     # bf16 can look right here and still round every partial product on a TPU: read it off the trace.
     for dtype in pc.kernel_out_dtypes("dot_general"):
         if dtype != "float32":
-            return (f"the dot in the kernel of {label} returns {dtype}, so every partial product is rounded before "
-                    "it is added: pass preferred_element_type=jnp.float32")
+            return (
+                f"the dot in the kernel of {label} returns {dtype}, so every partial product is rounded before "
+                "it is added: pass preferred_element_type=jnp.float32"
+            )
     return None
 
 
@@ -549,9 +684,11 @@ def f32_accumulator_problem(label: str, pc: Any) -> str | None:
     """A bf16 matmul accumulates in an f32 scratch: a scratch of another dtype rounds the running sum."""
     for shape, dtype, _space in pc.scratch:
         if np.dtype(dtype) != np.dtype(np.float32):
-            return (f"{label} keeps its accumulator in a {np.dtype(dtype).name} scratch {tuple(shape)}, so the running sum "
-                    "is rounded on every K step: use an f32 scratch, scratch_shapes=[pltpu.VMEM((bm, bn), "
-                    "jnp.float32)], and cast once when storing into o_ref")
+            return (
+                f"{label} keeps its accumulator in a {np.dtype(dtype).name} scratch {tuple(shape)}, so the running sum "
+                "is rounded on every K step: use an f32 scratch, scratch_shapes=[pltpu.VMEM((bm, bn), "
+                "jnp.float32)], and cast once when storing into o_ref"
+            )
     return None
 
 
@@ -559,34 +696,50 @@ def whole_block(block_shape: Iterable[int | None], array_shape: Iterable[int]) -
     """The block is the whole array: each dim equal, or squeezed (None, pl.Squeezed()) over a dim of size 1."""
     block_shape, array_shape = tuple(block_shape), tuple(array_shape)
     return len(block_shape) == len(array_shape) and all(
-        b == a or (b is None and a == 1) for b, a in zip(block_shape, array_shape))
+        b == a or (b is None and a == 1) for b, a in zip(block_shape, array_shape)
+    )
 
 
-def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, r: int,
-                       n_params: int) -> str | None:
+def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, r: int, n_params: int) -> str | None:
     """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step."""
     n, d = shape
     split = pc.inputs[0].block_shape[-1] if pc.inputs and pc.inputs[0].block_shape else None
     if split is not None and split < d:
-        return (f"the input x block of {label} is {tuple(pc.inputs[0].block_shape)}: the feature axis is split into "
-                f"blocks of {split}, so each step would normalise its piece by that piece's own statistics; a block "
-                f"is rows_per_block whole rows, (rows_per_block, d) = ({r}, {d}), on the grid (n // rows_per_block,)")
-    wrong = _equal(f"the grid of {label}", pc.grid, (n // r,),
-                   "one grid step per block of rows_per_block rows, so the grid is (n // rows_per_block,)")
+        return (
+            f"the input x block of {label} is {tuple(pc.inputs[0].block_shape)}: the feature axis is split into "
+            f"blocks of {split}, so each step would normalise its piece by that piece's own statistics; a block "
+            f"is rows_per_block whole rows, (rows_per_block, d) = ({r}, {d}), on the grid (n // rows_per_block,)"
+        )
+    wrong = _equal(
+        f"the grid of {label}",
+        pc.grid,
+        (n // r,),
+        "one grid step per block of rows_per_block rows, so the grid is (n // rows_per_block,)",
+    )
     if wrong:
         return wrong
     if len(pc.inputs) != 1 + n_params or len(pc.outputs) != 1:
-        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected {1 + n_params} "
-                "BlockSpecs in in_specs and one in out_specs")
+        return (
+            f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected {1 + n_params} "
+            "BlockSpecs in in_specs and one in out_specs"
+        )
     out = pc.outputs[0]
-    wrong = _equal(f"the output of {label}", (tuple(out.array_shape), np.dtype(out.dtype).name),
-                   (tuple(shape), dtype_name(dtype)), "out_shape is x's shape and dtype")
+    wrong = _equal(
+        f"the output of {label}",
+        (tuple(out.array_shape), np.dtype(out.dtype).name),
+        (tuple(shape), dtype_name(dtype)),
+        "out_shape is x's shape and dtype",
+    )
     if wrong:
         return wrong
     for blk, what in ((pc.inputs[0], "input x"), (out, "output")):
-        wrong = _equal(f"the {what} block of {label}", tuple(blk.block_shape), (r, d),
-                       "a block is rows_per_block whole rows: (rows_per_block, d); the feature axis is not split "
-                       "because each row's reduction needs all of it")
+        wrong = _equal(
+            f"the {what} block of {label}",
+            tuple(blk.block_shape),
+            (r, d),
+            "a block is rows_per_block whole rows: (rows_per_block, d); the feature axis is not split "
+            "because each row's reduction needs all of it",
+        )
         if wrong:
             return wrong
     for point in pc.grid_points():
@@ -594,44 +747,57 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
         for blk, what in ((pc.inputs[0], "input x"), (out, "output")):
             got = blk.block_index(*point)
             if got != (i, 0):
-                return (f"{label}: the {what} index map sends grid step {i} to block {got}; step i reads and writes "
-                        "row block i, all features: lambda i: (i, 0)")
+                return (
+                    f"{label}: the {what} index map sends grid step {i} to block {got}; step i reads and writes "
+                    "row block i, all features: lambda i: (i, 0)"
+                )
     for k, blk in enumerate(pc.inputs[1:]):
         what = "g" if k == 0 else "b"
         if blk.array_shape and int(np.prod(blk.array_shape)) != d:
-            return (f"{label}: the {what} operand has shape {blk.array_shape}; expected the {d} values of {what}, "
-                    f"e.g. {what}.reshape(1, -1)")
+            return (
+                f"{label}: the {what} operand has shape {blk.array_shape}; expected the {d} values of {what}, "
+                f"e.g. {what}.reshape(1, -1)"
+            )
         if not whole_block(blk.block_shape, blk.array_shape):
-            return (f"{label}: {what} is carved into {blk.block_shape} blocks of {blk.array_shape}; every step "
-                    f"needs all of {what}, one whole block")
+            return (
+                f"{label}: {what} is carved into {blk.block_shape} blocks of {blk.array_shape}; every step "
+                f"needs all of {what}, one whole block"
+            )
         for point in pc.grid_points():
             got = blk.block_index(*point)
             if any(got):
-                return (f"{label}: the {what} index map sends grid step {point[0]} to block {got}; every step "
-                        f"reads the one block of {what}: lambda i: (0, 0)")
+                return (
+                    f"{label}: the {what} index map sends grid step {point[0]} to block {got}; every step "
+                    f"reads the one block of {what}: lambda i: (0, 0)"
+                )
     return None
 
 
 # ------------------------------------------------------------------------------------------------ diagnoses
 
+
 def _gelu_variants() -> list[tuple[str, Any]]:
     """GELUs written with a wrong constant (or none), as a student types them: (what, the function)."""
+
     def tanh_form(c: float, k: float, half: float = 0.5) -> Any:
-        return lambda x: half * x * (1.0 + np.tanh(k * (x + c * x ** 3)))
+        return lambda x: half * x * (1.0 + np.tanh(k * (x + c * x**3)))
 
     root = np.sqrt(2.0 / np.pi)
-    return [("0.0447 in place of 0.044715", tanh_form(0.0447, root)),
-            ("0.44715 in place of 0.044715", tanh_form(0.44715, root)),
-            ("no cubic term (0.044715 x**3 left out)", tanh_form(0.0, root)),
-            ("sqrt(2 * pi) in place of sqrt(2 / pi)", tanh_form(0.044715, np.sqrt(2.0 * np.pi))),
-            ("2 / pi in place of sqrt(2 / pi)", tanh_form(0.044715, 2.0 / np.pi)),
-            ("no sqrt(2 / pi) factor", tanh_form(0.044715, 1.0)),
-            ("no 0.5 in front", tanh_form(0.044715, root, 1.0)),
-            ("the sigmoid approximation x * sigmoid(1.702 x)", lambda x: x / (1.0 + np.exp(-1.702 * x)))]
+    return [
+        ("0.0447 in place of 0.044715", tanh_form(0.0447, root)),
+        ("0.44715 in place of 0.044715", tanh_form(0.44715, root)),
+        ("no cubic term (0.044715 x**3 left out)", tanh_form(0.0, root)),
+        ("sqrt(2 * pi) in place of sqrt(2 / pi)", tanh_form(0.044715, np.sqrt(2.0 * np.pi))),
+        ("2 / pi in place of sqrt(2 / pi)", tanh_form(0.044715, 2.0 / np.pi)),
+        ("no sqrt(2 / pi) factor", tanh_form(0.044715, 1.0)),
+        ("no 0.5 in front", tanh_form(0.044715, root, 1.0)),
+        ("the sigmoid approximation x * sigmoid(1.702 x)", lambda x: x / (1.0 + np.exp(-1.702 * x))),
+    ]
 
 
-def _wrong_axis_init(A: np.ndarray, B: np.ndarray, got: np.ndarray, bm: int, bn: int, bk: int, post: Any,
-                     tol: float) -> str | None:
+def _wrong_axis_init(
+    A: np.ndarray, B: np.ndarray, got: np.ndarray, bm: int, bn: int, bk: int, post: Any, tol: float
+) -> str | None:
     """The zeroing guarded by another grid axis than K: the blocks at index 0 of that axis are zeroed on every K step
     (only the last K step survives there), the others never."""
     m, n = got.shape
@@ -639,9 +805,20 @@ def _wrong_axis_init(A: np.ndarray, B: np.ndarray, got: np.ndarray, bm: int, bn:
         return None
     last = post(A[:, -bk:] @ B[-bk:, :])
     gi, gj = m // bm, n // bn
-    only_last = np.array([[np.allclose(got[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn],
-                                       last[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn], rtol=tol, atol=tol)
-                           for j in range(gj)] for i in range(gi)])
+    only_last = np.array(
+        [
+            [
+                np.allclose(
+                    got[i * bm : (i + 1) * bm, j * bn : (j + 1) * bn],
+                    last[i * bm : (i + 1) * bm, j * bn : (j + 1) * bn],
+                    rtol=tol,
+                    atol=tol,
+                )
+                for j in range(gj)
+            ]
+            for i in range(gi)
+        ]
+    )
     for axis, name, grid in ((0, "i", gi), (1, "j", gj)):
         if grid < 2:
             continue
@@ -651,15 +828,18 @@ def _wrong_axis_init(A: np.ndarray, B: np.ndarray, got: np.ndarray, bm: int, bn:
         else:
             at_zero[:, 0] = True
         if (only_last == at_zero).all():
-            return (f"the output blocks with {name} = 0 hold the last K step's product alone and the others are further "
-                    f"off: the accumulator is zeroed when pl.program_id({axis}) == 0 (the {name} axis), so those blocks "
-                    "are zeroed on every K step and the rest never; zero it on the first K step, "
-                    "@pl.when(pl.program_id(2) == 0)")
+            return (
+                f"the output blocks with {name} = 0 hold the last K step's product alone and the others are further "
+                f"off: the accumulator is zeroed when pl.program_id({axis}) == 0 (the {name} axis), so those blocks "
+                "are zeroed on every K step and the rest never; zero it on the first K step, "
+                "@pl.when(pl.program_id(2) == 0)"
+            )
     return None
 
 
-def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: float = 1e-3,
-                blocks: tuple[int, int] | None = None) -> str | None:
+def matmul_hint(
+    a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: float = 1e-3, blocks: tuple[int, int] | None = None
+) -> str | None:
     """Why a tiled matmul's values are wrong, when the output is what a named mistake gives (None otherwise): one
     K step's product alone, the zeroing on another grid axis (`blocks`, (bm, bn), given), and for a matmul with a
     GELU epilogue: the GELU on the inputs, or a GELU with a wrong constant."""
@@ -670,13 +850,17 @@ def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: fl
     post = epilogue or (lambda c: c)
     with np.errstate(all="ignore"):
         if k // bk >= 2 and np.allclose(got, post(A[:, -bk:] @ B[-bk:, :]), rtol=tol, atol=tol):
-            return ("the output is the last K step's product alone: each K step overwrites it (o_ref[...] = ...) or "
-                    "zeroes it again; accumulate with += and zero only on the first K step, "
-                    "@pl.when(pl.program_id(2) == 0)")
+            return (
+                "the output is the last K step's product alone: each K step overwrites it (o_ref[...] = ...) or "
+                "zeroes it again; accumulate with += and zero only on the first K step, "
+                "@pl.when(pl.program_id(2) == 0)"
+            )
         if k // bk >= 2 and np.allclose(got, post(A[:, :bk] @ B[:bk, :]), rtol=tol, atol=tol):
-            return ("the output is the first K step's product alone: the later K steps add nothing into it (a store "
-                    "guarded by pl.when(k == 0), or an accumulator stored before the last K step); store on the last "
-                    "K step, @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)")
+            return (
+                "the output is the first K step's product alone: the later K steps add nothing into it (a store "
+                "guarded by pl.when(k == 0), or an accumulator stored before the last K step); store on the last "
+                "K step, @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)"
+            )
         if k // bk >= 2 and blocks is not None:
             wrong_axis = _wrong_axis_init(A, B, got, blocks[0], blocks[1], bk, post, tol)
             if wrong_axis:
@@ -685,40 +869,54 @@ def matmul_hint(a: Any, b: Any, out: Any, bk: int, epilogue: Any = None, tol: fl
             return None
         for what, product in (("a", gelu(A) @ B), ("b", A @ gelu(B)), ("a and b", gelu(A) @ gelu(B))):
             if _close(got, product, tol):
-                return (f"GELU is applied to the input{'s' if ' and ' in what else ''} ({what}) before the product; "
-                        "it belongs on the accumulated product, on the last K step: o_ref[...] = jax.nn.gelu("
-                        "acc_ref[...]).astype(o_ref.dtype)")
+                return (
+                    f"GELU is applied to the input{'s' if ' and ' in what else ''} ({what}) before the product; "
+                    "it belongs on the accumulated product, on the last K step: o_ref[...] = jax.nn.gelu("
+                    "acc_ref[...]).astype(o_ref.dtype)"
+                )
         if k // bk >= 2:
             running = np.zeros_like(got)
-            for s in range(0, k, bk):          # the GELU of each partial sum, carried into the next K step
-                running = epilogue(running + A[:, s:s + bk] @ B[s:s + bk, :])
+            for s in range(0, k, bk):  # the GELU of each partial sum, carried into the next K step
+                running = epilogue(running + A[:, s : s + bk] @ B[s : s + bk, :])
             if _close(got, running, tol) or _close(got, epilogue(running), tol):
-                return ("the GELU acts on partial sums: it is applied on every K step, so each step adds into a GELU of "
-                        "the sum so far; apply it once, on the last K step, @pl.when(k == pl.num_programs(2) - 1), "
-                        "just before the store")
+                return (
+                    "the GELU acts on partial sums: it is applied on every K step, so each step adds into a GELU of "
+                    "the sum so far; apply it once, on the last K step, @pl.when(k == pl.num_programs(2) - 1), "
+                    "just before the store"
+                )
         c = A @ B
         if _close(got, c, tol):
-            return ("the kernel computes no GELU: the output is a @ b itself, the accumulated product stored as it is; "
-                    "apply jax.nn.gelu to the accumulator on the last K step")
+            return (
+                "the kernel computes no GELU: the output is a @ b itself, the accumulated product stored as it is; "
+                "apply jax.nn.gelu to the accumulator on the last K step"
+            )
         for what, f in _gelu_variants():
             if _close(got, f(c), tol):
-                return (f"the output is a GELU of the right product written with {what}: jax.nn.gelu's default is "
-                        "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))); call jax.nn.gelu")
+                return (
+                    f"the output is a GELU of the right product written with {what}: jax.nn.gelu's default is "
+                    "0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))); call jax.nn.gelu"
+                )
         order = np.argsort(c, axis=None)
         steps = np.abs(np.diff(got.reshape(-1)[order]))
         if steps.size and np.median(steps) < 1e-2 and steps.max() < 1.0 and not _close(got, c, tol):
-            return ("the output is a smooth function of the right product, but not jax.nn.gelu's GELU: check its "
-                    "constants, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))), or call jax.nn.gelu")
+            return (
+                "the output is a smooth function of the right product, but not jax.nn.gelu's GELU: check its "
+                "constants, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))), or call jax.nn.gelu"
+            )
     return None
 
 
 def add_hint(x: Any, y: Any, out: Any, tol: float = 1e-6) -> str | None:
     """Why an add's values are wrong, when they are another operation's (None otherwise)."""
     X, Y, got = as_f64(x), as_f64(y), as_f64(out)
-    tol = max(tol, 2.0 ** -8 if np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2 else tol)
-    for what, other in (("x - y: the kernel subtracts", X - Y), ("y - x: the kernel subtracts", Y - X),
-                        ("x * y: the kernel multiplies", X * Y), ("x alone: y is never added", X),
-                        ("2 x: the kernel adds x to itself", 2 * X)):
+    tol = max(tol, 2.0**-8 if np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2 else tol)
+    for what, other in (
+        ("x - y: the kernel subtracts", X - Y),
+        ("y - x: the kernel subtracts", Y - X),
+        ("x * y: the kernel multiplies", X * Y),
+        ("x alone: y is never added", X),
+        ("2 x: the kernel adds x to itself", 2 * X),
+    ):
         if _close(got, other, tol):
             return f"the output is {what}; add stores the sum of the two blocks it reads"
     return None
@@ -731,33 +929,43 @@ def transpose_hint(x: Any, out: Any, bm: int, bn: int) -> str | None:
     if got.shape != (n, m):
         return None
     if np.array_equal(got, X.reshape(n, m)):
-        return ("the output is x.reshape(n, m): a reshape keeps the values in row-major order, a transpose moves "
-                "x[i, j] to [j, i]; transpose the block inside the kernel, x_ref[...].T (jnp.transpose)")
+        return (
+            "the output is x.reshape(n, m): a reshape keeps the values in row-major order, a transpose moves "
+            "x[i, j] to [j, i]; transpose the block inside the kernel, x_ref[...].T (jnp.transpose)"
+        )
     if m % bm or n % bn:
         return None
     reshaped, untransposed = np.empty_like(got), np.empty_like(got)
     for i in range(m // bm):
         for j in range(n // bn):
-            blk = X[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn]
-            reshaped[j * bn:(j + 1) * bn, i * bm:(i + 1) * bm] = blk.reshape(bn, bm)
+            blk = X[i * bm : (i + 1) * bm, j * bn : (j + 1) * bn]
+            reshaped[j * bn : (j + 1) * bn, i * bm : (i + 1) * bm] = blk.reshape(bn, bm)
             if bm == bn:
-                untransposed[j * bn:(j + 1) * bn, i * bm:(i + 1) * bm] = blk
+                untransposed[j * bn : (j + 1) * bn, i * bm : (i + 1) * bm] = blk
     if np.array_equal(got, reshaped) and bm != bn:
-        return ("each block lands in its place but reshaped to (bn, bm), not transposed: a reshape keeps the block's "
-                "row-major order; store its transpose, o_ref[...] = x_ref[...].T")
+        return (
+            "each block lands in its place but reshaped to (bn, bm), not transposed: a reshape keeps the block's "
+            "row-major order; store its transpose, o_ref[...] = x_ref[...].T"
+        )
     if m == n and bm == bn:
         in_place = np.empty_like(got)
         for i in range(m // bm):
             for j in range(n // bn):
-                in_place[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn] = X[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn].T
+                in_place[i * bm : (i + 1) * bm, j * bn : (j + 1) * bn] = X[
+                    i * bm : (i + 1) * bm, j * bn : (j + 1) * bn
+                ].T
         if np.array_equal(got, in_place):
-            return ("each block is transposed but stored in its own place: block (i, j) of x, transposed, lands at "
-                    "block (i, j) of the output, where only the diagonal blocks are right; it belongs at block (j, i): "
-                    "the output index map swaps the indices, lambda i, j: (j, i)")
+            return (
+                "each block is transposed but stored in its own place: block (i, j) of x, transposed, lands at "
+                "block (i, j) of the output, where only the diagonal blocks are right; it belongs at block (j, i): "
+                "the output index map swaps the indices, lambda i, j: (j, i)"
+            )
     if bm == bn and np.array_equal(got, untransposed):
-        return ("each block lands where its transpose belongs, but its values are stored as they were read (as "
-                "x_ref[...], or a reshape of it to the block's shape, gives): the blocks move, their values do not; "
-                "store the block's transpose, o_ref[...] = x_ref[...].T")
+        return (
+            "each block lands where its transpose belongs, but its values are stored as they were read (as "
+            "x_ref[...], or a reshape of it to the block's shape, gives): the blocks move, their values do not; "
+            "store the block's transpose, o_ref[...] = x_ref[...].T"
+        )
     return None
 
 
@@ -780,43 +988,57 @@ def softmax_hint(x: Any, out: Any, rows: int | None = None) -> str | None:
     a, xs = as_f64(out), as_f64(x)
     bad = ~np.isfinite(a)
     if bad.any() and np.abs(xs).max() > 80:
-        return (f"{int(bad.sum())} values are NaN or inf on logits up to {np.abs(xs).max():.3g}: exp overflows "
-                "float32 past 88 (and 0/0 below -88); subtract each row's max before jnp.exp, softmax(x) = "
-                "softmax(x - max(x))")
+        return (
+            f"{int(bad.sum())} values are NaN or inf on logits up to {np.abs(xs).max():.3g}: exp overflows "
+            "float32 past 88 (and 0/0 below -88); subtract each row's max before jnp.exp, softmax(x) = "
+            "softmax(x - max(x))"
+        )
     if bad.any() or a.ndim != 2 or a.shape != xs.shape:
         return None
-    tol = 2.0 ** -7 if np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2 else 1e-4
+    tol = 2.0**-7 if np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2 else 1e-4
     shifted = xs - xs.max(axis=-1, keepdims=True)
     e = np.exp(shifted)
     if _close(a, e, tol):
-        return ("the output is exp(x - max) itself (each row's largest value is 1): it is divided by the row's max, "
-                "or not at all; softmax divides by the row's sum, e / jnp.sum(e, axis=-1, keepdims=True)")
+        return (
+            "the output is exp(x - max) itself (each row's largest value is 1): it is divided by the row's max, "
+            "or not at all; softmax divides by the row's sum, e / jnp.sum(e, axis=-1, keepdims=True)"
+        )
     if _close(a, shifted - np.log(e.sum(axis=-1, keepdims=True)), max(tol, 1e-4)):
-        return ("the output is the log-softmax, x - max - log(sum(exp(x - max))), every value <= 0; the softmax is "
-                "its exp: e / jnp.sum(e, axis=-1, keepdims=True)")
+        return (
+            "the output is the log-softmax, x - max - log(sum(exp(x - max))), every value <= 0; the softmax is "
+            "its exp: e / jnp.sum(e, axis=-1, keepdims=True)"
+        )
     exact = e / e.sum(axis=-1, keepdims=True)
-    factor = a.sum(axis=-1, keepdims=True)      # each row's sum: what an approximate 1 / sum scaled it by
+    factor = a.sum(axis=-1, keepdims=True)  # each row's sum: what an approximate 1 / sum scaled it by
     off = float(np.abs(factor - 1).max())
     if tol < off < 2e-2 and _close(a, exact * factor, tol):
-        return (f"every row is the softmax times a factor off 1 by up to {off:.2%} (row sums from {factor.min():.6g} "
-                f"to {factor.max():.6g}): the division is approximate, as pl.reciprocal(s, approx=True) gives. The "
-                "lab grades the float32 softmax to 1e-5, which an approximate reciprocal does not meet: divide "
-                "exactly, e / jnp.sum(e, axis=-1, keepdims=True) (or pl.reciprocal(s, approx=False))")
+        return (
+            f"every row is the softmax times a factor off 1 by up to {off:.2%} (row sums from {factor.min():.6g} "
+            f"to {factor.max():.6g}): the division is approximate, as pl.reciprocal(s, approx=True) gives. The "
+            "lab grades the float32 softmax to 1e-5, which an approximate reciprocal does not meet: divide "
+            "exactly, e / jnp.sum(e, axis=-1, keepdims=True) (or pl.reciprocal(s, approx=False))"
+        )
     n, d = a.shape
     for r in _row_blocks(n, rows):
         by_block = a.reshape(n // r, r, d).sum(axis=1)
         if r > 1 and np.abs(by_block - 1).max() < 1e-2:
-            return (f"each column of every {r}-row block sums to 1, not each row: the max and the sum reduce over "
-                    "the block's rows (axis=0); a softmax reduces over the features, axis=-1 (keepdims=True)")
+            return (
+                f"each column of every {r}-row block sums to 1, not each row: the max and the sum reduce over "
+                "the block's rows (axis=0); a softmax reduces over the features, axis=-1 (keepdims=True)"
+            )
     for w in range(128, d, 128):
         if d % w == 0 and np.abs(a.reshape(n, d // w, w).sum(axis=-1) - 1).max() < 1e-2:
-            return (f"every {w}-feature piece of each row sums to 1 (each row sums to {d // w}): the feature axis is "
-                    f"split into blocks of {w}, and each step normalises its piece by that piece's own max and sum; "
-                    "a block spans all d features, (rows_per_block, d), on the grid (n // rows_per_block,)")
+            return (
+                f"every {w}-feature piece of each row sums to 1 (each row sums to {d // w}): the feature axis is "
+                f"split into blocks of {w}, and each step normalises its piece by that piece's own max and sum; "
+                "a block spans all d features, (rows_per_block, d), on the grid (n // rows_per_block,)"
+            )
     sums = a.sum(axis=-1)
     if np.abs(sums - 1).max() > 1e-2:
-        return (f"rows of the output do not sum to 1 (row sums from {sums.min():.3g} to {sums.max():.3g}), as every "
-                "softmax row does: e / jnp.sum(e, axis=-1, keepdims=True) with e = jnp.exp(x - max)")
+        return (
+            f"rows of the output do not sum to 1 (row sums from {sums.min():.3g} to {sums.max():.3g}), as every "
+            "softmax row does: e / jnp.sum(e, axis=-1, keepdims=True) with e = jnp.exp(x - max)"
+        )
     return None
 
 
@@ -842,73 +1064,100 @@ def layernorm_hint(x: Any, g: Any, b: Any, out: Any, tol: float, block_rows: int
     rows = layernorm_rows(xs)
     nan_rows = np.isnan(a).any(axis=-1)
     const = rows["constant"]
-    if nan_rows.any() and const.size and nan_rows[const].all() and not nan_rows[np.setdiff1d(np.arange(len(a)), const)].any():
-        return ("the constant rows (variance exactly 0) come out NaN: 0 * rsqrt(0) or 0 / 0; eps belongs inside, "
-                "rsqrt(var + 1e-6)")
+    if (
+        nan_rows.any()
+        and const.size
+        and nan_rows[const].all()
+        and not nan_rows[np.setdiff1d(np.arange(len(a)), const)].any()
+    ):
+        return (
+            "the constant rows (variance exactly 0) come out NaN: 0 * rsqrt(0) or 0 / 0; eps belongs inside, "
+            "rsqrt(var + 1e-6)"
+        )
     if nan_rows.any():
         return None
     with np.errstate(all="ignore"):
         z = (a - b64) / g64
     mean, var = z.mean(axis=-1), z.var(axis=-1)
     xvar = xs.var(axis=-1)
-    want = xvar / (xvar + EPS)            # the variance of a normalised row: 1, less where var is near eps
+    want = xvar / (xvar + EPS)  # the variance of a normalised row: 1, less where var is near eps
     normal = rows["normal"]
     n, d = a.shape
     loose = max(tol, 1e-5)
     with np.errstate(all="ignore"):
         centred = xs - xs.mean(axis=-1, keepdims=True)
-        summed = centred / np.sqrt((centred ** 2).sum(axis=-1, keepdims=True) + EPS)
+        summed = centred / np.sqrt((centred**2).sum(axis=-1, keepdims=True) + EPS)
         if _close(a, (y + b64) * g64, loose):
-            return ("the output is (y + b) * g: it shifts before it scales; LayerNorm scales the normalised row "
-                    "first, then shifts it: y * g + b")
+            return (
+                "the output is (y + b) * g: it shifts before it scales; LayerNorm scales the normalised row "
+                "first, then shifts it: y * g + b"
+            )
         if _close(a, summed * g64 + b64, loose):
-            return (f"the variance is the sum of the squared deviations over the {d} features, not their mean, so "
-                    f"every row comes out about sqrt({d}) times too small: var = jnp.mean((x - mu) ** 2, axis=-1, "
-                    "keepdims=True)")
+            return (
+                f"the variance is the sum of the squared deviations over the {d} features, not their mean, so "
+                f"every row comes out about sqrt({d}) times too small: var = jnp.mean((x - mu) ** 2, axis=-1, "
+                "keepdims=True)"
+            )
     half = np.dtype(getattr(out, "dtype", np.float64)).itemsize == 2
     if half and normal.size:
-        steps = np.abs(a - (y * g64 + b64)) / (2.0 ** -8 * (1 + np.abs(y * g64 + b64)))
+        steps = np.abs(a - (y * g64 + b64)) / (2.0**-8 * (1 + np.abs(y * g64 + b64)))
         # Statistics in bf16 put all but a few values within 8 roundings; the worst of a 24,576-value draw reaches
         # ~11 for some seeds (fresh each grading), which a bound on the max alone missed: bound the 99.9th
         # percentile, and the max loosely.
         if np.quantile(steps, 0.999) <= 8 and steps.max() <= 16 and np.abs(mean[normal]).max() <= 0.05:
-            return (f"the values are off by up to {steps.max():.1f} bf16 roundings, as when the mean, the variance "
-                    "and rsqrt are computed in bfloat16: cast the block to float32 first, x = x_ref[...].astype("
-                    "jnp.float32), and cast once when storing, .astype(o_ref.dtype)")
+            return (
+                f"the values are off by up to {steps.max():.1f} bf16 roundings, as when the mean, the variance "
+                "and rsqrt are computed in bfloat16: cast the block to float32 first, x = x_ref[...].astype("
+                "jnp.float32), and cast once when storing, .astype(o_ref.dtype)"
+            )
     for r in _row_blocks(n, block_rows):
         if r < 2:
             continue
         with np.errstate(all="ignore"):
             zb = z.reshape(n // r, r, d)
             xb = xs.reshape(n // r, r, d)
-            mu_rows = xb.mean(axis=1, keepdims=True)              # per block and feature: the axis=0 mean
+            mu_rows = xb.mean(axis=1, keepdims=True)  # per block and feature: the axis=0 mean
             mu = xb.mean(axis=2, keepdims=True)
-            var_of = lambda c: (c ** 2).mean(axis=2, keepdims=True)   # noqa: E731 - over the features
-            wrong = {"the mean": (xb - mu_rows) / np.sqrt(var_of(xb - mu_rows) + EPS),
-                     "the variance": (xb - mu) / np.sqrt(((xb - mu) ** 2).mean(axis=1, keepdims=True) + EPS)}
+            var_of = lambda c: (c**2).mean(axis=2, keepdims=True)  # noqa: E731 - over the features
+            wrong = {
+                "the mean": (xb - mu_rows) / np.sqrt(var_of(xb - mu_rows) + EPS),
+                "the variance": (xb - mu) / np.sqrt(((xb - mu) ** 2).mean(axis=1, keepdims=True) + EPS),
+            }
         if np.abs(zb.mean(axis=1)).max() < 0.05 and np.abs(zb.var(axis=1) - 1).max() < 0.2:
-            return (f"the mean and the variance reduce over the rows of each {r}-row block (axis=0): every column "
-                    "of a block comes out with mean 0 and variance 1, not every row; LayerNorm reduces over the "
-                    "features, axis=-1 (keepdims=True)")
+            return (
+                f"the mean and the variance reduce over the rows of each {r}-row block (axis=0): every column "
+                "of a block comes out with mean 0 and variance 1, not every row; LayerNorm reduces over the "
+                "features, axis=-1 (keepdims=True)"
+            )
         for what, yb in wrong.items():
             if _close(a, yb.reshape(n, d) * g64 + b64, max(loose, 1e-4)):
-                return (f"{what} reduces over the rows of each {r}-row block (axis=0), not over the features: both "
-                        "statistics are the row's own, jnp.mean(..., axis=-1, keepdims=True)")
+                return (
+                    f"{what} reduces over the rows of each {r}-row block (axis=0), not over the features: both "
+                    "statistics are the row's own, jnp.mean(..., axis=-1, keepdims=True)"
+                )
     if normal.size and (np.abs(mean[normal]).max() > 0.05 or np.abs(var[normal] - want[normal]).max() > 0.05):
-        return (f"output rows do not have mean 0 and variance 1 before g and b are applied (row means up to "
-                f"{np.abs(mean[normal]).max():.3g}, variances from {var[normal].min():.3g} to "
-                f"{var[normal].max():.3g}), as every normalised row does: y = (x - mu) * rsqrt(var + 1e-6) with mu "
-                "and var the row's mean and variance")
+        return (
+            f"output rows do not have mean 0 and variance 1 before g and b are applied (row means up to "
+            f"{np.abs(mean[normal]).max():.3g}, variances from {var[normal].min():.3g} to "
+            f"{var[normal].max():.3g}), as every normalised row does: y = (x - mu) * rsqrt(var + 1e-6) with mu "
+            "and var the row's mean and variance"
+        )
     if const.size and np.abs(z[const]).max() > 0.05:
-        return ("the constant rows (variance exactly 0) should come out as b: (x - mu) is 0 there, and eps keeps "
-                "rsqrt(var + 1e-6) finite")
+        return (
+            "the constant rows (variance exactly 0) should come out as b: (x - mu) is 0 there, and eps keeps "
+            "rsqrt(var + 1e-6) finite"
+        )
     # eps in the wrong place or of another size: the error is largest where the variance is smallest
     centred = xs - xs.mean(axis=-1, keepdims=True)
-    var_x = (centred ** 2).mean(axis=-1, keepdims=True)
-    guesses = (("eps = 1e-5 (another library's default); the lab's eps is 1e-6", centred / np.sqrt(var_x + 1e-5)),
-               ("eps added to the standard deviation, sqrt(var) + eps; it belongs under the root",
-                centred / (np.sqrt(var_x) + EPS)),
-               ("eps = 1e-3; the lab's eps is 1e-6", centred / np.sqrt(var_x + 1e-3)))
+    var_x = (centred**2).mean(axis=-1, keepdims=True)
+    guesses = (
+        ("eps = 1e-5 (another library's default); the lab's eps is 1e-6", centred / np.sqrt(var_x + 1e-5)),
+        (
+            "eps added to the standard deviation, sqrt(var) + eps; it belongs under the root",
+            centred / (np.sqrt(var_x) + EPS),
+        ),
+        ("eps = 1e-3; the lab's eps is 1e-6", centred / np.sqrt(var_x + 1e-3)),
+    )
     for what, y_guess in guesses:
         with np.errstate(all="ignore"):
             guess = y_guess * g64 + b64
@@ -916,13 +1165,17 @@ def layernorm_hint(x: Any, g: Any, b: Any, out: Any, tol: float, block_rows: int
             return f"the output is what {what}: rsqrt(var + 1e-6), eps is 1e-6 added to the variance"
     tiny = rows["tiny"]
     if tiny.size and np.abs(var[tiny] - want[tiny]).max() > 0.05:
-        return (f"rows whose variance is about eps are scaled wrong (variance of the normalised row "
-                f"{var[tiny].mean():.3g}, expected {want[tiny].mean():.3g}): eps is 1e-6, added to the variance "
-                "inside rsqrt(var + 1e-6), not to the standard deviation")
+        return (
+            f"rows whose variance is about eps are scaled wrong (variance of the normalised row "
+            f"{var[tiny].mean():.3g}, expected {want[tiny].mean():.3g}): eps is 1e-6, added to the variance "
+            "inside rsqrt(var + 1e-6), not to the standard deviation"
+        )
     offset = rows["offset"]
     if offset.size and np.abs(var[offset] - want[offset]).max() > 0.01:
-        return ("rows with a large mean (|mean| ~ 1e3) lose precision: subtract the mean first and take "
-                "var = mean((x - mu)**2); mean(x**2) - mu**2 cancels catastrophically in float32")
+        return (
+            "rows with a large mean (|mean| ~ 1e3) lose precision: subtract the mean first and take "
+            "var = mean((x - mu)**2); mean(x**2) - mu**2 cancels catastrophically in float32"
+        )
     return None
 
 
@@ -943,14 +1196,17 @@ def bf16_accumulation_problem(label: str, out: Any, exact: np.ndarray, k: int) -
     worst = float(steps.max())
     if worst > 1.0:
         frac = float((steps > 1.0).mean())
-        return (f"{label}: {frac:.1%} of values are more than one bf16 step from the exact product (worst {worst:.1f} "
-                "steps): the running sum is being rounded to bf16. Keep it in an f32 VMEM scratch, "
-                "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] (with preferred_element_type=jnp.float32 on "
-                "the dot), and cast once on the last K step")
+        return (
+            f"{label}: {frac:.1%} of values are more than one bf16 step from the exact product (worst {worst:.1f} "
+            "steps): the running sum is being rounded to bf16. Keep it in an f32 VMEM scratch, "
+            "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)] (with preferred_element_type=jnp.float32 on "
+            "the dot), and cast once on the last K step"
+        )
     return None
 
 
 # ------------------------------------------------------------------------------------------ the ragged edge
+
 
 def column_sums_schedule_problem(label: str, pc: Any, shape: tuple[int, int], r: int) -> str | None:
     """grid (pl.cdiv(n, r),), its axis not "parallel"; x in (r, d) blocks at (i, 0); out (1, d) float32, one
@@ -959,25 +1215,41 @@ def column_sums_schedule_problem(label: str, pc: Any, shape: tuple[int, int], r:
     blocks = -(-n // r)
     if pc.grid != (blocks,):
         if pc.grid == (n // r,) and n % r:
-            return (f"the grid of {label} is {pc.grid}: n // rows_per_block drops the last, partial block "
-                    f"({n} rows in blocks of {r} leave {n % r} rows over), so those rows are never summed; "
-                    f"grid=(pl.cdiv(n, rows_per_block),) = ({blocks},) gives them a last block of their own")
-        return (f"the grid of {label} is {pc.grid}, expected ({blocks},): one step per block of rows_per_block rows, "
-                "the last one partial, grid=(pl.cdiv(n, rows_per_block),)")
+            return (
+                f"the grid of {label} is {pc.grid}: n // rows_per_block drops the last, partial block "
+                f"({n} rows in blocks of {r} leave {n % r} rows over), so those rows are never summed; "
+                f"grid=(pl.cdiv(n, rows_per_block),) = ({blocks},) gives them a last block of their own"
+            )
+        return (
+            f"the grid of {label} is {pc.grid}, expected ({blocks},): one step per block of rows_per_block rows, "
+            "the last one partial, grid=(pl.cdiv(n, rows_per_block),)"
+        )
     semantics = tuple(str(s) for s in pc.dimension_semantics or ())
     if semantics and "parallel" in semantics[0].lower():
-        return (f"{label} marks its grid axis \"parallel\" (dimension_semantics={semantics}): every step adds into "
-                "the same output block, so the steps must run in order on one core; make it \"arbitrary\"")
+        return (
+            f"{label} marks its grid axis \"parallel\" (dimension_semantics={semantics}): every step adds into "
+            "the same output block, so the steps must run in order on one core; make it \"arbitrary\""
+        )
     if len(pc.inputs) != 1 or len(pc.outputs) != 1:
-        return (f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected x's BlockSpec in "
-                "in_specs and one in out_specs")
+        return (
+            f"{label} has {len(pc.inputs)} inputs and {len(pc.outputs)} outputs; expected x's BlockSpec in "
+            "in_specs and one in out_specs"
+        )
     x_blk, out = pc.inputs[0], pc.outputs[0]
-    wrong = _equal(f"the output of {label}", (tuple(out.array_shape), np.dtype(out.dtype).name), ((1, d), "float32"),
-                   "out_shape is jax.ShapeDtypeStruct((1, d), jnp.float32): one row of sums, accumulated in float32")
+    wrong = _equal(
+        f"the output of {label}",
+        (tuple(out.array_shape), np.dtype(out.dtype).name),
+        ((1, d), "float32"),
+        "out_shape is jax.ShapeDtypeStruct((1, d), jnp.float32): one row of sums, accumulated in float32",
+    )
     if wrong:
         return wrong
-    wrong = _equal(f"the input x block of {label}", tuple(x_blk.block_shape), (r, d),
-                   "a block is rows_per_block whole rows: (rows_per_block, d)")
+    wrong = _equal(
+        f"the input x block of {label}",
+        tuple(x_blk.block_shape),
+        (r, d),
+        "a block is rows_per_block whole rows: (rows_per_block, d)",
+    )
     if wrong:
         return wrong
     if not whole_block(out.block_shape, out.array_shape):
@@ -985,26 +1257,32 @@ def column_sums_schedule_problem(label: str, pc: Any, shape: tuple[int, int], r:
     for (i,) in pc.grid_points():
         got = x_blk.block_index(i)
         if got != (i, 0):
-            return (f"{label}: the input x index map sends grid step {i} to block {got}; step i reads row block i: "
-                    "lambda i: (i, 0)")
+            return (
+                f"{label}: the input x index map sends grid step {i} to block {got}; step i reads row block i: "
+                "lambda i: (i, 0)"
+            )
         got = out.block_index(i)
         if any(got):
-            return (f"{label}: the output index map sends grid step {i} to block {got}; every step adds into the one "
-                    "block of sums, lambda i: (0, 0), so it stays in VMEM from the first step to the last")
+            return (
+                f"{label}: the output index map sends grid step {i} to block {got}; every step adds into the one "
+                "block of sums, lambda i: (0, 0), so it stays in VMEM from the first step to the last"
+            )
     return mask_product_problem(label, pc)
 
 
-MASK_SELECT = ("jnp.where(row < n, x, 0.0) (a select: multiplying by a 0/1 mask keeps the NaN, NaN × 0 is NaN)")
+MASK_SELECT = "jnp.where(row < n, x, 0.0) (a select: multiplying by a 0/1 mask keeps the NaN, NaN × 0 is NaN)"
 
 
 def mask_product_problem(label: str, pc: Any) -> str | None:
     """A mask is a select (the lab's rule), read off the traced kernel: `x * (row < n)` keeps the padding's NaN or
     garbage, NaN × 0 being NaN, though interpret mode's CPU compile may rewrite the product into a select and hide it."""
     if pc.mask_products:
-        return (f"the kernel of {label} masks by multiplying by a comparison (x * (row < n), or its .astype): the rows "
-                "past n are padding of unspecified value (NaN under TPU interpret mode, garbage on a TPU), and NaN × 0 "
-                f"is NaN, so the product keeps them (interpret mode on a CPU may rewrite it into a select and hide "
-                f"that; a TPU does not); mask with a select, {MASK_SELECT}")
+        return (
+            f"the kernel of {label} masks by multiplying by a comparison (x * (row < n), or its .astype): the rows "
+            "past n are padding of unspecified value (NaN under TPU interpret mode, garbage on a TPU), and NaN × 0 "
+            f"is NaN, so the product keeps them (interpret mode on a CPU may rewrite it into a select and hide "
+            f"that; a TPU does not); mask with a select, {MASK_SELECT}"
+        )
     return None
 
 
@@ -1015,26 +1293,38 @@ def column_sums_hint(x: Any, out: Any, r: int) -> str | None:
     n, d = xs.shape
     if a.shape != (1, d):
         return None
-    last = (n - 1) // r * r                 # first row of the last block
-    pad = -n % r                            # rows of the last block past the end
+    last = (n - 1) // r * r  # first row of the last block
+    pad = -n % r  # rows of the last block past the end
     if np.isnan(a).any() and not np.isnan(xs).any() and not pad:
-        return None     # no rows past the end: NaN read from memory never written (compare names it: kernel=)
+        return None  # no rows past the end: NaN read from memory never written (compare names it: kernel=)
     if np.isneginf(a).any() and np.isfinite(xs).all():
-        return ("the sums are -inf though x is finite: the rows past n are replaced with -inf, the identity of a max "
-                "(LAB·1.2's rowmax starts there), but a sum's identity is 0: jnp.where(row < n, x, 0.0)")
+        return (
+            "the sums are -inf though x is finite: the rows past n are replaced with -inf, the identity of a max "
+            "(LAB·1.2's rowmax starts there), but a sum's identity is 0: jnp.where(row < n, x, 0.0)"
+        )
     if np.isnan(a).any() and not np.isnan(xs).any():
-        where = (f"its last block (rows {last} to {last + r - 1}) runs past the array's {n} rows, and its {pad} "
-                 f"row{'s' * (pad != 1)} past the end" if pad else "rows past the end")
-        return (f"the sums are NaN though x holds no NaN: {where} are padding of unspecified value (NaN under "
-                "TPU interpret mode, garbage on a TPU: Pallas's grid and BlockSpec docs), and the sum adds them in. Mask them before the sum: "
-                "row = pl.program_id(0) * rows_per_block + jax.lax.broadcasted_iota(jnp.int32, x.shape, 0), then "
-                + MASK_SELECT)
+        where = (
+            f"its last block (rows {last} to {last + r - 1}) runs past the array's {n} rows, and its {pad} "
+            f"row{'s' * (pad != 1)} past the end"
+            if pad
+            else "rows past the end"
+        )
+        return (
+            f"the sums are NaN though x holds no NaN: {where} are padding of unspecified value (NaN under "
+            "TPU interpret mode, garbage on a TPU: Pallas's grid and BlockSpec docs), and the sum adds them in. Mask them before the sum: "
+            "row = pl.program_id(0) * rows_per_block + jax.lax.broadcasted_iota(jnp.int32, x.shape, 0), then "
+            + MASK_SELECT
+        )
     tol = COLUMN_SUMS["tol"]
     if pad and _close(a, xs[: n // r * r].sum(axis=0, keepdims=True), tol):
-        return (f"the sums leave out the last {n % r} rows: the partial last block is never added (a grid of "
-                "n // rows_per_block, or a mask that drops the whole block); grid=(pl.cdiv(n, rows_per_block),) "
-                "and mask only the rows past n")
+        return (
+            f"the sums leave out the last {n % r} rows: the partial last block is never added (a grid of "
+            "n // rows_per_block, or a mask that drops the whole block); grid=(pl.cdiv(n, rows_per_block),) "
+            "and mask only the rows past n"
+        )
     if _close(a, xs[last:].sum(axis=0, keepdims=True), tol) and last:
-        return ("the output holds the last block's sums only: each step overwrites it (o_ref[...] = ...); zero it on "
-                "the first step under @pl.when(pl.program_id(0) == 0) and add every step's sums, o_ref[...] += ...")
+        return (
+            "the output holds the last block's sums only: each step overwrites it (o_ref[...] = ...); zero it on "
+            "the first step under @pl.when(pl.program_id(0) == 0) and add every step's sums, o_ref[...] += ..."
+        )
     return None

@@ -9,6 +9,7 @@ with `num_cores_or_threads=2`), and it costs up to 1.6x on the lab kernels. Such
 interpret mode runs a "parallel" axis in a shuffled order, so the accumulator's zeroing lands mid-run and the values
 come out wrong (tests/test_mutants.py, the racing mutant).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,10 +34,10 @@ NO_PALLAS_TPUS = ("TPU v2", "TPU v3")
 
 @dataclass(frozen=True)
 class Runtime:
-    backend: str          # jax.default_backend(): "cpu", "gpu" or "tpu"
-    device_kind: str      # jax.devices()[0].device_kind, e.g. "TPU v5 lite" or "cpu"
-    interpret: Any        # what to pass as pallas_call(..., interpret=...)
-    reason: str           # one line saying why, printed by the set-up cell
+    backend: str  # jax.default_backend(): "cpu", "gpu" or "tpu"
+    device_kind: str  # jax.devices()[0].device_kind, e.g. "TPU v5 lite" or "cpu"
+    interpret: Any  # what to pass as pallas_call(..., interpret=...)
+    reason: str  # one line saying why, printed by the set-up cell
 
     @property
     def compiled(self) -> bool:
@@ -84,7 +85,7 @@ def _cpu_where_libtpu_has_no_tpu() -> None:
     if os.environ.get("JAX_PLATFORMS") or jax.config.jax_platforms or importlib.util.find_spec("libtpu") is None:
         return
     try:
-        from jax._src import hardware_utils     # what jax itself asks before starting libtpu (cloud_tpu_init)
+        from jax._src import hardware_utils  # what jax itself asks before starting libtpu (cloud_tpu_init)
 
         chips, _ = hardware_utils.num_available_tpu_chips_and_device_id()
     except Exception:  # noqa: BLE001 - a private helper that moved: leave JAX to decide
@@ -106,15 +107,23 @@ def detect(mode: str | None = None) -> Runtime:
         return Runtime(backend, kind, interpret_params(), f"TPU interpret mode on {kind} (mode {mode!r} asked for it)")
     if backend == "tpu":
         if kind.startswith(NO_PALLAS_TPUS):
-            return Runtime(backend, kind, interpret_params(),
-                           f"{kind} cannot compile Pallas TPU kernels (v4 or newer can): "
-                           "falling back to TPU interpret mode, so timings here are not TPU timings")
+            return Runtime(
+                backend,
+                kind,
+                interpret_params(),
+                f"{kind} cannot compile Pallas TPU kernels (v4 or newer can): "
+                "falling back to TPU interpret mode, so timings here are not TPU timings",
+            )
         return Runtime(backend, kind, False, f"compiling Pallas kernels for {kind}")
-    return Runtime(backend, kind, interpret_params(),
-                   f"no TPU here ({backend}: {kind}): kernels run in TPU interpret mode on the CPU")
+    return Runtime(
+        backend,
+        kind,
+        interpret_params(),
+        f"no TPU here ({backend}: {kind}): kernels run in TPU interpret mode on the CPU",
+    )
 
 
-_COURSE_INTERPRET: Any = None     # what setup() decided: TPU interpret params, or None where kernels compile
+_COURSE_INTERPRET: Any = None  # what setup() decided: TPU interpret params, or None where kernels compile
 
 
 def compiled_on_a_tpu() -> bool:
@@ -147,7 +156,7 @@ def run_under_course_mode(thunk: Callable[[], Any]) -> Any:
 def plain_interpret() -> Iterator[None]:
     """Step out of the TPU interpret mode `setup()` made the default, so `interpret=True` means plain interpret
     mode (the HLO interpreter) again: for LAB·1.2's demo of what plain interpret mode hides."""
-    from jax._src import config     # jax 0.10.2 has no public switch back; force_tpu_interpret_mode swaps the same
+    from jax._src import config  # jax 0.10.2 has no public switch back; force_tpu_interpret_mode swaps the same
 
     previous = config.pallas_tpu_interpret_mode_context_manager.swap_local(None)
     try:
@@ -176,7 +185,7 @@ def _install_notebook_display() -> None:
     except ImportError:
         return
     shell = get_ipython()
-    if shell is None or os.environ.get(MODE_ENV):     # a grading kernel keeps IPython's own error display
+    if shell is None or os.environ.get(MODE_ENV):  # a grading kernel keeps IPython's own error display
         return
     from pallas_course.compare import CheckFailure, failure_text, show_traceback_folded
 
@@ -185,7 +194,7 @@ def _install_notebook_display() -> None:
         # nbgrader), then the raw traceback folded under it.
         summary = failure_text(value)
         lines = summary.splitlines() or [""]
-        try:     # ipykernel's own error output, its traceback exactly these lines (no "use %tb" preamble)
+        try:  # ipykernel's own error output, its traceback exactly these lines (no "use %tb" preamble)
             shell._showtraceback(CheckFailure, summary, [f"CheckFailure: {lines[0]}", *lines[1:]])
         except AttributeError:
             shell.showtraceback((CheckFailure, CheckFailure(summary), None), exception_only=True)
@@ -223,7 +232,7 @@ def setup(mode: str | None = None, *, quiet: bool = False) -> Any:
     if _COURSE_INTERPRET is not None and not os.environ.get(MODE_ENV):
         from pallas_course import graded_compile
 
-        graded_compile.warm()     # the "as graded" checks compile for the course's chips: start libtpu here
+        graded_compile.warm()  # the "as graded" checks compile for the course's chips: start libtpu here
         _warm_interpreter()
     logging.getLogger("jax._src.callback").addFilter(_DropCallbackTraceback())
     _install_notebook_display()

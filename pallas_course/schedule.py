@@ -15,6 +15,7 @@ Rules the model follows, as the Pallas TPU pipeline does:
 No timing is modelled: a frame is one dependency step, and compute "idles" when it has nothing it may work on.
 The renderer (schedule_svg) and `course schedule` only read the frames.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -31,12 +32,12 @@ class Transfer:
     """One DMA between HBM and a VMEM slot."""
 
     kind: Literal["fetch", "writeback"]
-    operand: str                    # "in[0]", "out[0]"
-    block: str                      # "A0", "C"
+    operand: str  # "in[0]", "out[0]"
+    block: str  # "A0", "C"
     block_index: tuple[int, ...]
-    slot: str                       # "a0"
-    action: Literal["start", "wait", "start+wait"]   # start+wait: the copy runs and is waited on in this frame
-    lines: tuple[int, ...] = ()     # BlockSpec line that decides it
+    slot: str  # "a0"
+    action: Literal["start", "wait", "start+wait"]  # start+wait: the copy runs and is waited on in this frame
+    lines: tuple[int, ...] = ()  # BlockSpec line that decides it
 
 
 @dataclass(frozen=True)
@@ -52,17 +53,17 @@ class Skip:
 class Frame:
     """One picture of the pipeline: what moves, what sits in each slot, what compute works on."""
 
-    index: int                      # 1-based, as the chapter counts frames
+    index: int  # 1-based, as the chapter counts frames
     phase: Phase
-    label: str                      # "grid step 0", "load 1"
-    caption: str                    # one sentence for the picture
-    grid_point: tuple[int, ...] | None   # the grid step compute works on (None when idle)
-    slots: dict[str, str | None]    # slot -> block it holds at the end of the frame (None: empty)
+    label: str  # "grid step 0", "load 1"
+    caption: str  # one sentence for the picture
+    grid_point: tuple[int, ...] | None  # the grid step compute works on (None when idle)
+    slots: dict[str, str | None]  # slot -> block it holds at the end of the frame (None: empty)
     transfers: tuple[Transfer, ...]
     skipped: tuple[Skip, ...]
-    compute: str | None             # expression compute evaluates, None when idle
-    idle: bool                      # compute has nothing it may work on in this frame
-    lines: tuple[int, ...]          # source lines responsible (kernel body lines and BlockSpec lines)
+    compute: str | None  # expression compute evaluates, None when idle
+    idle: bool  # compute has nothing it may work on in this frame
+    lines: tuple[int, ...]  # source lines responsible (kernel body lines and BlockSpec lines)
 
 
 @dataclass(frozen=True)
@@ -70,21 +71,29 @@ class Schedule:
     kernel: str
     grid: tuple[int, ...]
     depth: int
-    operands: dict[str, str]        # "in[0]" -> "A"
+    operands: dict[str, str]  # "in[0]" -> "A"
     slot_names: tuple[str, ...]
     frames: tuple[Frame, ...]
-    steps: tuple[tuple[int, ...], ...]      # grid visiting order
-    source: tuple[str, ...] = ()            # numbered listing the frames' lines refer to (1-based)
+    steps: tuple[tuple[int, ...], ...]  # grid visiting order
+    source: tuple[str, ...] = ()  # numbered listing the frames' lines refer to (1-based)
 
     @property
     def idle_frames(self) -> int:
         return sum(f.idle for f in self.frames)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "grid": list(self.grid), "depth": self.depth, "operands": self.operands,
-                "slot_names": list(self.slot_names), "steps": [list(s) for s in self.steps],
-                "num_frames": len(self.frames), "idle_frames": self.idle_frames,
-                "frames": [asdict(f) for f in self.frames], "source": list(self.source)}
+        return {
+            "kernel": self.kernel,
+            "grid": list(self.grid),
+            "depth": self.depth,
+            "operands": self.operands,
+            "slot_names": list(self.slot_names),
+            "steps": [list(s) for s in self.steps],
+            "num_frames": len(self.frames),
+            "idle_frames": self.idle_frames,
+            "frames": [asdict(f) for f in self.frames],
+            "source": list(self.source),
+        }
 
 
 ExpressionFn = Callable[[tuple[int, ...], Sequence[str], Sequence[str], bool], str]
@@ -112,6 +121,7 @@ def _default_expression(kernel: str) -> ExpressionFn:
     def expr(point: tuple[int, ...], ins: Sequence[str], outs: Sequence[str], first: bool) -> str:
         args = ", ".join(ins) + ("" if first else ", " + ", ".join(outs))
         return f"{', '.join(outs)} = {kernel}({args})"
+
     return expr
 
 
@@ -144,16 +154,18 @@ def schedule(
         labels.append([_label(n, t, varying) for n, t in zip([names[len(labels)]] * len(per_step), per_step)])
     ins = [i for i, b in enumerate(blocks) if b.role == "in"]
     outs = [i for i, b in enumerate(blocks) if b.role == "out"]
-    spec_lines = [(code.in_spec_lines if b.role == "in" else code.out_spec_lines)[b.position:b.position + 1]
-                  if code else () for b in blocks]
+    spec_lines = [
+        (code.in_spec_lines if b.role == "in" else code.out_spec_lines)[b.position : b.position + 1] if code else ()
+        for b in blocks
+    ]
 
     def slot_name(i: int, n: int) -> str:
         return names[i].lower() + (str(n) if depth > 1 else "")
 
     slot_names = tuple(slot_name(i, n) for i in range(len(blocks)) for n in range(depth))
     slots: dict[str, str | None] = {s: None for s in slot_names}
-    next_slot = [0] * len(blocks)       # round robin per operand
-    cur_slot = [""] * len(blocks)       # slot holding the operand's current block
+    next_slot = [0] * len(blocks)  # round robin per operand
+    cur_slot = [""] * len(blocks)  # slot holding the operand's current block
     # fetch needed at step s for input i: first step, or the block index changed
     need = [[s == 0 or idx[i][s] != idx[i][s - 1] for s in range(len(steps))] for i in range(len(blocks))]
     # output i is written back after step s when its index changes at s + 1 or the grid ends
@@ -173,7 +185,13 @@ def schedule(
                 slots[slot] = labels[i][s]
                 ts.append(Transfer("fetch", keys[i], labels[i][s], idx[i][s], slot, action, tuple(spec_lines[i])))
             else:
-                sk.append(Skip(keys[i], labels[i][s], f"block index {idx[i][s]} unchanged: {labels[i][s]} stays in {cur_slot[i]}"))
+                sk.append(
+                    Skip(
+                        keys[i],
+                        labels[i][s],
+                        f"block index {idx[i][s]} unchanged: {labels[i][s]} stays in {cur_slot[i]}",
+                    )
+                )
         return ts, sk
 
     def compute(s: int) -> tuple[str, tuple[int, ...]]:
@@ -189,26 +207,53 @@ def schedule(
         return text, lines
 
     def writebacks(s: int, action: str) -> list[Transfer]:
-        return [Transfer("writeback", keys[i], labels[i][s], idx[i][s], cur_slot[i], action, tuple(spec_lines[i]))
-                for i in outs if flush[i][s]]
+        return [
+            Transfer("writeback", keys[i], labels[i][s], idx[i][s], cur_slot[i], action, tuple(spec_lines[i]))
+            for i in outs
+            if flush[i][s]
+        ]
 
     def add(phase: Phase, label: str, caption: str, point, transfers, skipped, comp, lines) -> None:
         lines = tuple(sorted(set(lines) | {ln for t in transfers for ln in t.lines}))
-        frames.append(Frame(len(frames) + 1, phase, label, caption, point, dict(slots), tuple(transfers),
-                            tuple(skipped), comp, comp is None, lines))
+        frames.append(
+            Frame(
+                len(frames) + 1,
+                phase,
+                label,
+                caption,
+                point,
+                dict(slots),
+                tuple(transfers),
+                tuple(skipped),
+                comp,
+                comp is None,
+                lines,
+            )
+        )
 
     def blocks_text(ts: Sequence[Transfer]) -> str:
         return ", ".join(t.block for t in ts)
 
     if depth == 2:
         ts, sk = fetches(0, "start")
-        add("prologue", "grid step 0",
+        add(
+            "prologue",
+            "grid step 0",
             f"DMA {blocks_text(ts)} into the first slot {'pair' if len(ts) == 2 else 'set'}; "
-            f"{unit} has no data yet and waits", None, ts, sk, None, ())
+            f"{unit} has no data yet and waits",
+            None,
+            ts,
+            sk,
+            None,
+            (),
+        )
         last = len(steps) - 1
         for s in range(len(steps)):
-            waited = [Transfer(t.kind, t.operand, t.block, t.block_index, t.slot, "wait", t.lines)
-                      for t in frames[-1].transfers if t.kind == "fetch" and t.action == "start"]
+            waited = [
+                Transfer(t.kind, t.operand, t.block, t.block_index, t.slot, "wait", t.lines)
+                for t in frames[-1].transfers
+                if t.kind == "fetch" and t.action == "start"
+            ]
             comp, lines = compute(s)
             ts, sk = fetches(s + 1, "start") if s < last else ([], [])
             # an output block finished at step s - 1 is written back while step s computes into the other slot
@@ -220,28 +265,68 @@ def schedule(
                 parts.append(f"while {blocks_text(wbs)} is written back")
             if sk:
                 parts.append(f"no copy for {', '.join(x.block for x in sk)} (index unchanged)")
-            add("epilogue" if s == last else "steady", f"grid step {s}", "; ".join(parts), steps[s],
-                waited + ts + wbs, sk, comp, lines)
+            add(
+                "epilogue" if s == last else "steady",
+                f"grid step {s}",
+                "; ".join(parts),
+                steps[s],
+                waited + ts + wbs,
+                sk,
+                comp,
+                lines,
+            )
         final = writebacks(len(steps) - 1, "start+wait")
-        add("epilogue", f"grid step {len(steps) - 1} done",
-            f"write back {blocks_text(final)} to HBM; {unit} has nothing left and waits", None, final, [], None, ())
+        add(
+            "epilogue",
+            f"grid step {len(steps) - 1} done",
+            f"write back {blocks_text(final)} to HBM; {unit} has nothing left and waits",
+            None,
+            final,
+            [],
+            None,
+            (),
+        )
     else:
         load = 0
         for s in range(len(steps)):
             ts, sk = fetches(s, "start+wait")
             if ts:
                 load += 1
-                add("steady" if s else "prologue", f"load {load}",
-                    f"DMA {blocks_text(ts)} into VMEM; {unit} sits idle the whole transfer", None, ts, sk, None, ())
+                add(
+                    "steady" if s else "prologue",
+                    f"load {load}",
+                    f"DMA {blocks_text(ts)} into VMEM; {unit} sits idle the whole transfer",
+                    None,
+                    ts,
+                    sk,
+                    None,
+                    (),
+                )
                 sk = []
             comp, lines = compute(s)
             add("steady", f"grid step {s}", f"compute {comp}; no copy runs alongside", steps[s], [], sk, comp, lines)
             wbs = writebacks(s, "start+wait")
             if wbs:
-                add("epilogue" if s == len(steps) - 1 else "steady", f"write back {blocks_text(wbs)}",
-                    f"write back {blocks_text(wbs)} to HBM; {unit} sits idle", None, wbs, [], None, ())
-    return Schedule(info.name, info.grid, depth, dict(zip(keys, names)), slot_names, tuple(frames),
-                    tuple(steps), code.lines if code else ())
+                add(
+                    "epilogue" if s == len(steps) - 1 else "steady",
+                    f"write back {blocks_text(wbs)}",
+                    f"write back {blocks_text(wbs)} to HBM; {unit} sits idle",
+                    None,
+                    wbs,
+                    [],
+                    None,
+                    (),
+                )
+    return Schedule(
+        info.name,
+        info.grid,
+        depth,
+        dict(zip(keys, names)),
+        slot_names,
+        tuple(frames),
+        tuple(steps),
+        code.lines if code else (),
+    )
 
 
 def coverage_gaps(info: PallasCallInfo) -> list[str]:

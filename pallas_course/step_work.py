@@ -9,6 +9,7 @@ the branch a step takes and runs each loop its trip count. Where a branch or a t
 reads (not known from the grid position), it counts the most expensive branch and the loop body once, and says so
 (`StepWork.exact` is False), so a caller can name that reading rather than present it as exact.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,15 +18,30 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-MAX_TRIPS = 4096      # a loop simulated beyond this is counted as this many trips (no lab kernel comes near)
+MAX_TRIPS = 4096  # a loop simulated beyond this is counted as this many trips (no lab kernel comes near)
 
 # Scalar arithmetic the walk evaluates when every operand is known (the grid position, literals, values made from
 # them): what `pl.when(k == 0)`, `pl.when(k == pl.num_programs(2) - 1)` and a fori_loop's counter are made of.
 _NUMPY: dict[str, Callable[..., Any]] = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
-    "neg": np.negative, "abs": np.abs, "sign": np.sign, "not": np.invert, "and": np.bitwise_and,
-    "or": np.bitwise_or, "xor": np.bitwise_xor, "rem": np.fmod,           # lax.rem truncates, like C (and np.fmod)
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "neg": np.negative,
+    "abs": np.abs,
+    "sign": np.sign,
+    "not": np.invert,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+    "rem": np.fmod,  # lax.rem truncates, like C (and np.fmod)
 }
 
 
@@ -39,8 +55,8 @@ def _div(a: Any, b: Any) -> Any:
 
 @dataclass(frozen=True)
 class StepWork:
-    flops: int          # FLOPs of the dots the step runs (2 x output size x contracted size each)
-    exact: bool         # False: some branch or trip count depended on data, counted at its most expensive / once
+    flops: int  # FLOPs of the dots the step runs (2 x output size x contracted size each)
+    exact: bool  # False: some branch or trip count depended on data, counted at its most expensive / once
 
 
 def _is_literal(v: Any) -> bool:
@@ -113,22 +129,22 @@ class _Walk:
         if name == "while":
             return self.while_(eqn, ins)
         subs = _subs(eqn)
-        if len(subs) == 1 and len(subs[0].invars) == len(ins):     # pjit, closed_call, custom_jvp/vjp, remat
+        if len(subs) == 1 and len(subs[0].invars) == len(ins):  # pjit, closed_call, custom_jvp/vjp, remat
             return self.run(subs[0], ins)
-        return sum(self.run(sub, [None] * len(sub.invars))[0] for sub in subs), none   # run_scoped and the like
+        return sum(self.run(sub, [None] * len(sub.invars))[0] for sub in subs), none  # run_scoped and the like
 
     def cond(self, eqn: Any, ins: list[Any]) -> tuple[int, list[Any]]:
         branches, operands = eqn.params["branches"], ins[1:]
         if ins[0] is not None:
             index = int(np.clip(int(ins[0]), 0, len(branches) - 1))
             return self.run(branches[index], operands)
-        self.exact = False          # taken or not depends on data: the most expensive branch
+        self.exact = False  # taken or not depends on data: the most expensive branch
         return max(self.run(b, operands)[0] for b in branches), [None] * len(eqn.outvars)
 
     def scan(self, eqn: Any, ins: list[Any]) -> tuple[int, list[Any]]:
         p = eqn.params
         n_consts, n_carry, length = p["num_consts"], p["num_carry"], int(p["length"])
-        consts, carry = ins[:n_consts], ins[n_consts:n_consts + n_carry]
+        consts, carry = ins[:n_consts], ins[n_consts : n_consts + n_carry]
         n_xs = len(ins) - n_consts - n_carry
         flops = 0
         for _ in range(min(length, MAX_TRIPS)):
@@ -140,11 +156,11 @@ class _Walk:
     def while_(self, eqn: Any, ins: list[Any]) -> tuple[int, list[Any]]:
         p = eqn.params
         n_cond, n_body = p["cond_nconsts"], p["body_nconsts"]
-        cond_consts, body_consts, carry = ins[:n_cond], ins[n_cond:n_cond + n_body], ins[n_cond + n_body:]
+        cond_consts, body_consts, carry = ins[:n_cond], ins[n_cond : n_cond + n_body], ins[n_cond + n_body :]
         flops = 0
         for _ in range(MAX_TRIPS):
             (go,) = self.run(p["cond_jaxpr"], cond_consts + carry)[1]
-            if go is None:          # the trip count depends on data: the body once
+            if go is None:  # the trip count depends on data: the body once
                 self.exact = False
                 return flops + self.run(p["body_jaxpr"], body_consts + carry)[0], [None] * len(eqn.outvars)
             if not bool(go):

@@ -15,6 +15,7 @@ and the chapter site. Two different things are easy to confuse, so the table kee
 The "what fails where" column is a record, not a reading: the course's tiling-compile.json, copy kernels
 compiled deviceless for v5e and v6e (course_tools.bench.tpu_layout); the course's tests hold the table to it.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -22,17 +23,19 @@ from typing import Any, Literal
 
 Severity = Literal["lowering", "compile", "note"]
 
-SUBLANES = 8      # rows of one vreg (32-bit sublanes)
-LANES = 128       # columns of one vreg
+SUBLANES = 8  # rows of one vreg (32-bit sublanes)
+LANES = 128  # columns of one vreg
 
-LOWERING_RULE = ("a block's last two dimensions must be divisible by 8 and 128, or equal the array's own, "
-                 "whatever the dtype")
-LOWERING_SOURCE = ("jax 0.10.2 jax/_src/pallas/mosaic/lowering.py, _check_block_mappings; "
-                   "docs/pallas/grid_blockspec.md")
-COMPILE_SOURCE = ("deviceless compile, jax 0.10.2 + libtpu 0.0.42.1, v5e and v6e, 2026-12-04 (the course's record "
-                  "tiling-compile.json, course_tools.bench.tpu_layout): "
-                  "8-bit blocks of 8, 16, 24 or 40 rows fail with E2002 CompileTimeMosaicMisalignedBlockAndTiling, "
-                  "'has tiling (32, 128)'; 16-bit blocks of 8 and 24 rows compile")
+LOWERING_RULE = (
+    "a block's last two dimensions must be divisible by 8 and 128, or equal the array's own, whatever the dtype"
+)
+LOWERING_SOURCE = "jax 0.10.2 jax/_src/pallas/mosaic/lowering.py, _check_block_mappings; docs/pallas/grid_blockspec.md"
+COMPILE_SOURCE = (
+    "deviceless compile, jax 0.10.2 + libtpu 0.0.42.1, v5e and v6e, 2026-12-04 (the course's record "
+    "tiling-compile.json, course_tools.bench.tpu_layout): "
+    "8-bit blocks of 8, 16, 24 or 40 rows fail with E2002 CompileTimeMosaicMisalignedBlockAndTiling, "
+    "'has tiling (32, 128)'; 16-bit blocks of 8 and 24 rows compile"
+)
 TILE_SOURCE = "jax 0.10.2 jax/_src/pallas/mosaic/tpu_info.py, TpuInfo.get_sublane_tiling; FACTS.md native tiles"
 
 
@@ -41,22 +44,38 @@ class TileRow:
     """One dtype width: its native tile and what happens to a block whose rows are not a whole tile."""
 
     bits: int
-    dtypes: str                       # examples, as the table prints them
-    native_tile: tuple[int, int]      # (rows, lanes) of one packed vreg-sized tile
-    misaligned: Severity | None       # a block that passes the lowering rule but not the native tile
-    what_happens: str                 # the table's last column, in words
+    dtypes: str  # examples, as the table prints them
+    native_tile: tuple[int, int]  # (rows, lanes) of one packed vreg-sized tile
+    misaligned: Severity | None  # a block that passes the lowering rule but not the native tile
+    what_happens: str  # the table's last column, in words
     source: str
 
 
 TABLE: tuple[TileRow, ...] = (
-    TileRow(32, "float32, int32 (bool is stored as 32-bit)", (SUBLANES, LANES), None,
-            "the native tile is the lowering rule: nothing more to check", LOWERING_SOURCE),
-    TileRow(16, "bfloat16, float16, int16", (2 * SUBLANES, LANES), "note",
-            "legal: a block of 8 or 24 rows compiles, but fills half a packed tile (a padding and speed note)",
-            TILE_SOURCE + "; " + COMPILE_SOURCE),
-    TileRow(8, "int8, float8_e4m3fn, ...", (4 * SUBLANES, LANES), "compile",
-            "lowers, then Mosaic refuses it at compile time: E2002 CompileTimeMosaicMisalignedBlockAndTiling",
-            COMPILE_SOURCE),
+    TileRow(
+        32,
+        "float32, int32 (bool is stored as 32-bit)",
+        (SUBLANES, LANES),
+        None,
+        "the native tile is the lowering rule: nothing more to check",
+        LOWERING_SOURCE,
+    ),
+    TileRow(
+        16,
+        "bfloat16, float16, int16",
+        (2 * SUBLANES, LANES),
+        "note",
+        "legal: a block of 8 or 24 rows compiles, but fills half a packed tile (a padding and speed note)",
+        TILE_SOURCE + "; " + COMPILE_SOURCE,
+    ),
+    TileRow(
+        8,
+        "int8, float8_e4m3fn, ...",
+        (4 * SUBLANES, LANES),
+        "compile",
+        "lowers, then Mosaic refuses it at compile time: E2002 CompileTimeMosaicMisalignedBlockAndTiling",
+        COMPILE_SOURCE,
+    ),
 )
 
 
@@ -74,16 +93,24 @@ def native_tile(bits: int) -> tuple[int, int]:
 
 def markdown_table() -> str:
     """The table as LAB·1.4 and the site print it."""
-    lines = ["| dtype width | examples | lowering rule (any dtype) | native tile | a block of whole (8, 128) "
-             "but not whole native tiles |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| dtype width | examples | lowering rule (any dtype) | native tile | a block of whole (8, 128) "
+        "but not whole native tiles |",
+        "|---|---|---|---|---|",
+    ]
     for r in TABLE:
-        lines.append(f"| {r.bits}-bit | {r.dtypes} | last two dims divisible by (8, 128) or equal the array's "
-                     f"| ({r.native_tile[0]}, {r.native_tile[1]}) | {r.what_happens} |")
+        lines.append(
+            f"| {r.bits}-bit | {r.dtypes} | last two dims divisible by (8, 128) or equal the array's "
+            f"| ({r.native_tile[0]}, {r.native_tile[1]}) | {r.what_happens} |"
+        )
     return "\n".join(lines)
 
 
 def as_data() -> dict[str, Any]:
     """JSON-ready, for the site's legality.js (the same rows, not a copy of their numbers)."""
-    return {"lowering_rule": LOWERING_RULE, "sublanes": SUBLANES, "lanes": LANES,
-            "rows": [dict(asdict(r), native_tile=list(r.native_tile)) for r in TABLE]}
+    return {
+        "lowering_rule": LOWERING_RULE,
+        "sublanes": SUBLANES,
+        "lanes": LANES,
+        "rows": [dict(asdict(r), native_tile=list(r.native_tile)) for r in TABLE],
+    }

@@ -22,6 +22,7 @@ A student's margin is a dict from a line number, or a `range` of line numbers, t
 "schedule" ("algo", "alg", "a" and "sched", "sch", "s" do too, in any case). Later entries win over earlier ones, and a single line number wins over
 any range that contains it, so `{range(228, 341): "schedule", 246: "algorithm"}` means what it says.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,7 @@ from typing import Any, Iterator, Mapping
 from pallas_course.walks import Walk, format_ranges, installed_version, walk
 
 PACKAGE = "tokamax"
-PIN = "0.0.12"                      # requirements.txt pins the same release; so does the grader's key
+PIN = "0.0.12"  # requirements.txt pins the same release; so does the grader's key
 WALK_ID = "tokamax-lsce-forward"
 _OPS = "tokamax._src.ops.linear_softmax_cross_entropy_loss"
 KERNEL, REFERENCE = f"{_OPS}.pallas_mosaic_tpu_kernel", f"{_OPS}.reference"
@@ -39,8 +40,16 @@ KERNEL, REFERENCE = f"{_OPS}.pallas_mosaic_tpu_kernel", f"{_OPS}.reference"
 # wheel (pallas_course.vendored) and a student installs no tokamax.
 VENDORED = (KERNEL, REFERENCE)
 # What a margin may say (case and surrounding blanks ignored): the words, and the usual abbreviations.
-_ALIASES = {"algorithm": "algorithm", "algo": "algorithm", "alg": "algorithm", "a": "algorithm",
-            "schedule": "schedule", "sched": "schedule", "sch": "schedule", "s": "schedule"}
+_ALIASES = {
+    "algorithm": "algorithm",
+    "algo": "algorithm",
+    "alg": "algorithm",
+    "a": "algorithm",
+    "schedule": "schedule",
+    "sched": "schedule",
+    "sch": "schedule",
+    "s": "schedule",
+}
 
 
 class TokamaxMissing(ModuleNotFoundError):
@@ -51,9 +60,11 @@ def require() -> str:
     """The installed tokamax version; TokamaxMissing with the fix when there is none."""
     version = installed_version(PACKAGE)
     if version is None:
-        raise TokamaxMissing(f"tokamax is not installed: this reading needs tokamax=={PIN} "
-                             f"(`pip install tokamax=={PIN}`, or `pip install -r requirements.txt`), "
-                             "then restart the kernel")
+        raise TokamaxMissing(
+            f"tokamax is not installed: this reading needs tokamax=={PIN} "
+            f"(`pip install tokamax=={PIN}`, or `pip install -r requirements.txt`), "
+            "then restart the kernel"
+        )
     return version
 
 
@@ -65,8 +76,8 @@ def reading() -> Walk:
 
 @dataclass(frozen=True)
 class Margin:
-    marks: dict[int, str]                                # line -> "algorithm" | "schedule", code lines only
-    problems: list[str] = field(default_factory=list)    # entries that were not understood (ignored)
+    marks: dict[int, str]  # line -> "algorithm" | "schedule", code lines only
+    problems: list[str] = field(default_factory=list)  # entries that were not understood (ignored)
     # code lines whose own entry (the one that would mark them: a line's over a range's, a later range's over an
     # earlier one's) is no mark, e.g. "compute": line -> that value as written. Such a line is not marked, and
     # feedback says why, rather than letting a broader entry's mark stand in for it.
@@ -85,8 +96,9 @@ def read_margin(marks: Any, w: Walk | None = None) -> Margin:
     """A student's margin as {code line: mark}; entries that can't be read go to `problems`."""
     w = w or reading()
     if not isinstance(marks, Mapping):
-        return Margin({}, [f"marks should be a dict from line numbers to 'algorithm' or 'schedule', "
-                           f"got {type(marks).__name__}"])
+        return Margin(
+            {}, [f"marks should be a dict from line numbers to 'algorithm' or 'schedule', got {type(marks).__name__}"]
+        )
     code = set(w.code_lines())
     problems: list[str] = []
     ranged: dict[int, str] = {}
@@ -101,7 +113,7 @@ def read_margin(marks: Any, w: Walk | None = None) -> Margin:
         if isinstance(key, range):
             # the reading's lines in it, never list(key): range(0, 10**18) is one honest-looking entry
             lines, into = [n for n in range(w.first_line, w.last_line + 1) if n in key], ranged
-            ends = sorted((key[0], key[-1])) if key else []      # bool(), not len(): len overflows past 2**63
+            ends = sorted((key[0], key[-1])) if key else []  # bool(), not len(): len overflows past 2**63
             outside = bool(ends) and (ends[0] < w.first_line or ends[1] > w.last_line)
             what = f"lines outside {w.first_line}-{w.last_line}" if key else "an empty range: nothing"
         elif isinstance(key, int) and not isinstance(key, bool):
@@ -116,8 +128,11 @@ def read_margin(marks: Any, w: Walk | None = None) -> Margin:
             if n in code:
                 into[n] = mark
     merged = ranged | single
-    return Margin({n: m for n, m in merged.items() if not isinstance(m, _NotAMark)}, problems,
-                  {n: str(m) for n, m in merged.items() if isinstance(m, _NotAMark)})
+    return Margin(
+        {n: m for n, m in merged.items() if not isinstance(m, _NotAMark)},
+        problems,
+        {n: str(m) for n, m in merged.items() if isinstance(m, _NotAMark)},
+    )
 
 
 def _cap_repr(value: Any, limit: int = 40) -> str:
@@ -160,27 +175,37 @@ def check_form(marks: Any) -> None:
     code = w.code_lines()
     unmarked = [n for n in code if n not in margin.marks and n not in margin.not_a_mark]
     counts = {m: sum(1 for v in margin.marks.values() if v == m) for m in ("algorithm", "schedule")}
-    head = (f"{len(margin.marks)} of {len(code)} code lines marked "
-            f"({counts['algorithm']} algorithm, {counts['schedule']} schedule)")
+    head = (
+        f"{len(margin.marks)} of {len(code)} code lines marked "
+        f"({counts['algorithm']} algorithm, {counts['schedule']} schedule)"
+    )
     wrong = [f"not marked yet: {format_ranges(unmarked)}"] if unmarked else []
     wrong += [f"not understood: {p}" for p in margin.problems]
-    wrong += [f"marked {value}, which is not a mark (so not marked): {format_ranges(lines)}"
-              for value, lines in not_a_mark_lines(margin).items()]
+    wrong += [
+        f"marked {value}, which is not a mark (so not marked): {format_ranges(lines)}"
+        for value, lines in not_a_mark_lines(margin).items()
+    ]
     one = [m for m, c in counts.items() if c == 0]
     if margin.marks and len(one) == 1:
-        wrong.append(f"no line is marked {one[0]}: the reading has lines of both kinds, and the credit is the smaller "
-                     "of the two shares (algorithm lines marked algorithm, schedule lines marked schedule), so a "
-                     "margin of one kind earns 0")
-    read_only = ("this check reads the form of your margin only; whether a mark is right is decided by the grade, "
-                 "against the instructor's key, which this notebook does not have")
+        wrong.append(
+            f"no line is marked {one[0]}: the reading has lines of both kinds, and the credit is the smaller "
+            "of the two shares (algorithm lines marked algorithm, schedule lines marked schedule), so a "
+            "margin of one kind earns 0"
+        )
+    read_only = (
+        "this check reads the form of your margin only; whether a mark is right is decided by the grade, "
+        "against the instructor's key, which this notebook does not have"
+    )
     if not margin.marks and not margin.problems:
         wrong = [f"nothing is marked yet: the margin is still the stub; mark the lines {w.first_line}-{w.last_line}"]
     if wrong:
         failure = CheckFailure("marks: " + head + "\n" + "\n".join(wrong) + f"\n({read_only})")
         failure.kind = "form"
         raise failure
-    print(f"✓ marks: every code line has a mark: {head}; every entry read ('algorithm'/'algo'/'alg'/'a', "
-          f"'schedule'/'sched'/'sch'/'s'); {read_only}")
+    print(
+        f"✓ marks: every code line has a mark: {head}; every entry read ('algorithm'/'algo'/'alg'/'a', "
+        f"'schedule'/'sched'/'sch'/'s'); {read_only}"
+    )
 
 
 def forward() -> Any:
@@ -211,11 +236,14 @@ def forward_with_mask(masked_logits: Any) -> Any:
     lines = Path(original.__file__).read_text().split("\n")
     line = lines[LSE_LINE - 1]
     if line.strip() != LSE_TEXT:
-        raise RuntimeError(f"line {LSE_LINE} of {original.__file__} is {line.strip()!r}, not {LSE_TEXT!r}: "
-                           "this is not the tokamax release the lab reads")
+        raise RuntimeError(
+            f"line {LSE_LINE} of {original.__file__} is {line.strip()!r}, not {LSE_TEXT!r}: "
+            "this is not the tokamax release the lab reads"
+        )
     indent = line[: len(line) - len(line.lstrip())]
-    lines[LSE_LINE - 1] = (f"{indent}lse_block = jax.nn.logsumexp(masked_logits(xw_tiled[...], v_index, v_block_size, "
-                           "v_dim), axis=-1)")
+    lines[LSE_LINE - 1] = (
+        f"{indent}lse_block = jax.nn.logsumexp(masked_logits(xw_tiled[...], v_index, v_block_size, v_dim), axis=-1)"
+    )
     fixed = types.ModuleType(f"{original.__name__}_masked")
     fixed.__dict__["masked_logits"] = masked_logits
     exec(compile("\n".join(lines), f"{original.__file__} (line {LSE_LINE} masked)", "exec"), fixed.__dict__)  # noqa: S102 - the course's own vendored tokamax source, a line masked

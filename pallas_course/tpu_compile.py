@@ -19,6 +19,7 @@ Three things make a verdict trustworthy:
 Rejections are explained in the course's words by `pallas_course.errors.explain`, the translator the notebooks
 use. Used by the grader (autograder.judge.compile_rule) and by LAB·1.4 to confirm the VMEM budget line.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,11 +44,11 @@ class CompileResult:
     chip: str
     topology: str
     ok: bool
-    skipped: bool = False             # the compiler could not be asked: cannot judge (see `message`)
-    unjudged_because: str = ""        # for a skipped result: LIBTPU_MISSING, NO_TOPOLOGY, ... (by stage, not text)
-    error_kind: str | None = None     # pallas_course.errors kind: "tpu-unimplemented", "tpu-tiling", "tpu-vmem", ...
-    message: str = ""                 # the compiler's own words, first relevant line (capped)
-    explanation: str = ""             # the course's words: what was refused and what to change
+    skipped: bool = False  # the compiler could not be asked: cannot judge (see `message`)
+    unjudged_because: str = ""  # for a skipped result: LIBTPU_MISSING, NO_TOPOLOGY, ... (by stage, not text)
+    error_kind: str | None = None  # pallas_course.errors kind: "tpu-unimplemented", "tpu-tiling", "tpu-vmem", ...
+    message: str = ""  # the compiler's own words, first relevant line (capped)
+    explanation: str = ""  # the course's words: what was refused and what to change
     seconds: float = 0.0
 
     @property
@@ -61,8 +62,10 @@ def install_hint() -> str:
     requirements.txt; a student from the course wheel's extra, pallas-from-zero[tpu])."""
     import jax
 
-    return (f'libtpu is not installed: pip install "jax[tpu]=={jax.__version__}" (or the course helpers with their '
-            '"[tpu]" extra), Linux x86_64/aarch64 only, ~700 MB; then restart the kernel')
+    return (
+        f'libtpu is not installed: pip install "jax[tpu]=={jax.__version__}" (or the course helpers with their '
+        '"[tpu]" extra), Linux x86_64/aarch64 only, ~700 MB; then restart the kernel'
+    )
 
 
 def available() -> bool:
@@ -143,12 +146,24 @@ def _first_line(text: str, limit: int = 400) -> str:
 
 
 def _cannot_judge(chip: str, topology: str, because: str, why: str, t0: float) -> CompileResult:
-    return CompileResult(chip, topology, False, skipped=True, unjudged_because=because, error_kind="cannot-judge",
-                         message=why, seconds=time.perf_counter() - t0)
+    return CompileResult(
+        chip,
+        topology,
+        False,
+        skipped=True,
+        unjudged_because=because,
+        error_kind="cannot-judge",
+        message=why,
+        seconds=time.perf_counter() - t0,
+    )
 
 
-def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "v5e",
-                  places: Sequence[tuple[str | None, Any]] | None = None) -> CompileResult:
+def compile_avals(
+    fn: Callable[..., Any],
+    in_avals: Sequence[Any],
+    chip: str = "v5e",
+    places: Sequence[tuple[str | None, Any]] | None = None,
+) -> CompileResult:
     """Compile `fn` over `in_avals` (anything with .shape and .dtype) for `chip`'s topology: the verdict.
     `places`: (kernel name, traceback.FrameSummary) where the student launched each pallas_call, for the
     refusal's "at your cell" line (the grader's, from the jail's description); else read off `fn`'s trace."""
@@ -157,7 +172,9 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
     t0 = time.perf_counter()
     topology = TOPOLOGIES.get(chip)
     if topology is None:
-        return _cannot_judge(chip, "", NO_TOPOLOGY, f"no deviceless topology for {chip}; known: {', '.join(TOPOLOGIES)}", t0)
+        return _cannot_judge(
+            chip, "", NO_TOPOLOGY, f"no deviceless topology for {chip}; known: {', '.join(TOPOLOGIES)}", t0
+        )
     if not available():
         return _cannot_judge(chip, topology, LIBTPU_MISSING, install_hint(), t0)
     import jax
@@ -168,13 +185,16 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
     try:
         device = topology_device(chip)
     except Exception as e:  # noqa: BLE001 - libtpu that cannot build the topology is not the kernel's fault
-        return _cannot_judge(chip, topology, TOPOLOGY_FAILED,
-                             f"the topology {topology} could not be built: {_first_line(str(e))}", t0)
+        return _cannot_judge(
+            chip, topology, TOPOLOGY_FAILED, f"the topology {topology} could not be built: {_first_line(str(e))}", t0
+        )
     try:
         with jax.default_device(device):
-            pltpu.get_tpu_info()     # what the lowering will ask of the default device, asked first
+            pltpu.get_tpu_info()  # what the lowering will ask of the default device, asked first
     except Exception as e:  # noqa: BLE001 - the device cannot say what it is: nothing to judge against
-        return _cannot_judge(chip, topology, DEVICE_QUERY, f"the compiler could not be asked: {_first_line(str(e))}", t0)
+        return _cannot_judge(
+            chip, topology, DEVICE_QUERY, f"the compiler could not be asked: {_first_line(str(e))}", t0
+        )
     sharding = NamedSharding(Mesh([device], ("x",)), PartitionSpec())
     args = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype, sharding=sharding) for a in in_avals]
     closed = None
@@ -185,16 +205,24 @@ def compile_avals(fn: Callable[..., Any], in_avals: Sequence[Any], chip: str = "
             jax.jit(jex_core.jaxpr_as_fun(closed)).trace(*args).lower().compile()
     except Exception as e:  # noqa: BLE001 - the compiler's error is the verdict, unless it failed asking for a device
         if asked_for_a_device(e):
-            return _cannot_judge(chip, topology, DEVICE_QUERY,
-                                 f"the compiler could not be asked: {_first_line(str(e))}", t0)
+            return _cannot_judge(
+                chip, topology, DEVICE_QUERY, f"the compiler could not be asked: {_first_line(str(e))}", t0
+            )
         if places is None:
             try:
                 places = launched_at(closed) if closed is not None else []
             except Exception:  # noqa: BLE001 - a place is a courtesy; the verdict stands without it
                 places = []
         explained = explain(e, locate=False, at=place_for(places, str(e)))
-        return CompileResult(chip, topology, False, error_kind=explained.kind, message=_first_line(str(e)),
-                             explanation=explained.summary, seconds=time.perf_counter() - t0)
+        return CompileResult(
+            chip,
+            topology,
+            False,
+            error_kind=explained.kind,
+            message=_first_line(str(e)),
+            explanation=explained.summary,
+            seconds=time.perf_counter() - t0,
+        )
     return CompileResult(chip, topology, True, seconds=time.perf_counter() - t0)
 
 
@@ -204,10 +232,14 @@ def _device_queries() -> dict[str, frozenset[str]]:
     from jax._src import xla_bridge
     from jax._src.pallas.mosaic import tpu_info
 
-    return {os.path.realpath(tpu_info.__file__): frozenset({"get_tpu_info", "get_device_kind",
-                                                            "get_num_device_cores", "is_tpu_device"}),
-            os.path.realpath(xla_bridge.__file__): frozenset({"backends", "_init_backend", "get_backend",
-                                                              "local_devices", "devices"})}
+    return {
+        os.path.realpath(tpu_info.__file__): frozenset(
+            {"get_tpu_info", "get_device_kind", "get_num_device_cores", "is_tpu_device"}
+        ),
+        os.path.realpath(xla_bridge.__file__): frozenset(
+            {"backends", "_init_backend", "get_backend", "local_devices", "devices"}
+        ),
+    }
 
 
 def asked_for_a_device(exc: BaseException) -> bool:
@@ -233,7 +265,11 @@ def compile_for(fn: Callable[..., Any], *shapes: Any, chip: str = "v5e") -> Comp
     return compile_avals(fn, shapes, chip)
 
 
-def compile_chips(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Iterable[str],
-                  places: Sequence[tuple[str | None, Any]] | None = None) -> list[CompileResult]:
+def compile_chips(
+    fn: Callable[..., Any],
+    in_avals: Sequence[Any],
+    chips: Iterable[str],
+    places: Sequence[tuple[str | None, Any]] | None = None,
+) -> list[CompileResult]:
     """One verdict per chip (`places`: compile_avals's)."""
     return [compile_avals(fn, in_avals, c, places) for c in chips]

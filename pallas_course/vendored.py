@@ -7,6 +7,7 @@ wheel's `vendored/` folder with an index (package, version, licence, module -> f
 package file's, so the walk and the grader's key read the same lines. In the course repository there is no such
 folder: the installed package is read, as before.
 """
+
 from __future__ import annotations
 
 import functools

@@ -52,6 +52,7 @@ Maintainers: `python -m course_tools.walks [ID]` prints each walk numbered, with
 the current source hash (paste it into walks.yml once the notes and marks fit the code again). A graded
 walk prints without marks; `python -m autograder.labs.lab_1_5` prints LAB·1.5's reading with its key.
 """
+
 from __future__ import annotations
 
 import ast
@@ -98,11 +99,11 @@ class Walk:
     steps: list[Step]
     marks: dict[int, Mark]
     ungraded: frozenset[int] = frozenset()
-    source_hash: str | None = None          # of the current lines; None when they could not be read
-    key_hash: str = ""                      # of the lines the notes and marks were written for
+    source_hash: str | None = None  # of the current lines; None when they could not be read
+    key_hash: str = ""  # of the lines the notes and marks were written for
     stale: str | None = None
     missing: str | None = None
-    graded: bool = False                    # students write the marks: none here (see the module docstring)
+    graded: bool = False  # students write the marks: none here (see the module docstring)
 
     @property
     def last_line(self) -> int:
@@ -124,19 +125,29 @@ class Walk:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "code": self.code, "title": self.title, "source_path": self.source_path,
-            "origin": self.origin, "first_line": self.first_line, "lines": list(self.lines),
+            "id": self.id,
+            "code": self.code,
+            "title": self.title,
+            "source_path": self.source_path,
+            "origin": self.origin,
+            "first_line": self.first_line,
+            "lines": list(self.lines),
             "steps": [{"lines": list(s.lines), "note": s.note} for s in self.steps],
             "marks": {str(n): m for n, m in sorted(self.marks.items())},
-            "ungraded": sorted(self.ungraded), "source_hash": self.source_hash, "key_hash": self.key_hash,
-            "stale": self.stale, "missing": self.missing, "graded": self.graded,
+            "ungraded": sorted(self.ungraded),
+            "source_hash": self.source_hash,
+            "key_hash": self.key_hash,
+            "stale": self.stale,
+            "missing": self.missing,
+            "graded": self.graded,
         }
 
 
 # ---------------------------------------------------------------------------------------------- line ranges
 
+
 def parse_ranges(spec: str | int | list | None) -> list[int]:
-    """"1, 5-6, 12" -> [1, 5, 6, 12]. Also takes one int or a list of ints / such strings."""
+    """ "1, 5-6, 12" -> [1, 5, 6, 12]. Also takes one int or a list of ints / such strings."""
     if spec is None:
         return []
     if isinstance(spec, int):
@@ -174,6 +185,7 @@ def format_ranges(lines: list[int] | set[int] | frozenset[int]) -> str:
 
 # -------------------------------------------------------------------------------------- reading the code
 
+
 def source_hash(first_line: int, lines: list[str]) -> str:
     """What the notes and marks are keyed to: the text and where it starts (16 hex digits of sha256)."""
     return hashlib.sha256(f"{first_line}\n{chr(10).join(lines)}".encode()).hexdigest()[:16]
@@ -189,12 +201,19 @@ def code_line_numbers(lines: list[str], first_line: int = 1) -> list[int]:
     if tree is not None:
         for node in ast.walk(tree):
             body = getattr(node, "body", None)
-            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and body
-                    and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)):
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module))
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 docstring |= set(range(body[0].lineno, body[0].end_lineno + 1))
-    return [first_line + i for i, text in enumerate(lines)
-            if text.strip() and not text.strip().startswith("#") and (i + 1) not in docstring]
+    return [
+        first_line + i
+        for i, text in enumerate(lines)
+        if text.strip() and not text.strip().startswith("#") and (i + 1) not in docstring
+    ]
 
 
 def closing_only(text: str) -> bool:
@@ -209,7 +228,7 @@ def installed_version(package: str) -> str | None:
     except metadata.PackageNotFoundError:
         from pallas_course import vendored
 
-        return vendored.version(package)      # the release ships the files a reading needs (vendored)
+        return vendored.version(package)  # the release ships the files a reading needs (vendored)
 
 
 def package_lines(module_name: str, functions: list[str]) -> tuple[int, list[str], str]:
@@ -230,11 +249,12 @@ def package_lines(module_name: str, functions: list[str]) -> tuple[int, list[str
     first, last = min(s for s, _ in spans), max(e for _, e in spans)
     top = module_name.split(".")[0]
     path = inspect.getsourcefile(module) or module_name
-    rel = path[path.rfind(f"/{top}/") + 1:] if f"/{top}/" in path else path
-    return first, file_lines[first - 1:last], rel
+    rel = path[path.rfind(f"/{top}/") + 1 :] if f"/{top}/" in path else path
+    return first, file_lines[first - 1 : last], rel
 
 
 # ------------------------------------------------------------------------------------------ the walk data
+
 
 @functools.cache
 def entries(path: Path = DATA_PATH) -> list[dict[str, Any]]:
@@ -242,8 +262,10 @@ def entries(path: Path = DATA_PATH) -> list[dict[str, Any]]:
     try:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise WalkDataError(f"{path}: not found; the walk data lives next to pallas_course/walks.py (an install "
-                            "from a wheel needs walks.yml in pyproject's package-data)") from None
+        raise WalkDataError(
+            f"{path}: not found; the walk data lives next to pallas_course/walks.py (an install "
+            "from a wheel needs walks.yml in pyproject's package-data)"
+        ) from None
     walks_raw = (raw or {}).get("walks")
     if not isinstance(walks_raw, list):
         raise WalkDataError(f"{path}: expected a top-level `walks:` list")
@@ -255,9 +277,11 @@ def entries(path: Path = DATA_PATH) -> list[dict[str, Any]]:
             raise WalkDataError(f"{path}: walks.{i} ({w.get('id', '?')}) lacks {', '.join(missing)}")
         leaked = [k for k in ("marks", "ungraded") if k in w] if graded else []
         if leaked:
-            raise WalkDataError(f"{path}: walks.{i} ({w['id']}) is graded (students write its marks) but has "
-                                f"{' and '.join(leaked)}: this file ships to students, so a graded walk's key "
-                                "lives grader-side only")
+            raise WalkDataError(
+                f"{path}: walks.{i} ({w['id']}) is graded (students write its marks) but has "
+                f"{' and '.join(leaked)}: this file ships to students, so a graded walk's key "
+                "lives grader-side only"
+            )
     return walks_raw
 
 
@@ -270,19 +294,24 @@ def _read_code(source: dict[str, Any]) -> tuple[int, list[str], str, str]:
     if "lines" in source:
         return 1, [str(line) for line in source["lines"]], source["notebook"], str(source["origin"])
     if "notebook" in source:
-        raise LookupError(f"{source['notebook']}: this walk's code comes with the course release "
-                          "(in the course repository: course_tools.walks)")
+        raise LookupError(
+            f"{source['notebook']}: this walk's code comes with the course release "
+            "(in the course repository: course_tools.walks)"
+        )
     package = source["package"]
     version = installed_version(package)
     if version is None:
-        raise LookupError(f"{package} is not installed; this walk reads {package}=={source['pin']} "
-                          f"(pip install {package}=={source['pin']}, pinned in requirements.txt)")
+        raise LookupError(
+            f"{package} is not installed; this walk reads {package}=={source['pin']} "
+            f"(pip install {package}=={source['pin']}, pinned in requirements.txt)"
+        )
     first, lines, rel = package_lines(source["module"], list(source["functions"]))
     return first, lines, rel, f"{package} {version}, {rel} lines {first}-{first + len(lines) - 1}"
 
 
-def marks_on(first: int, lines: list[str], marks_raw: dict[str, Any],
-           ungraded_raw: Any) -> tuple[dict[int, Mark], frozenset[int], list[str]]:
+def marks_on(
+    first: int, lines: list[str], marks_raw: dict[str, Any], ungraded_raw: Any
+) -> tuple[dict[int, Mark], frozenset[int], list[str]]:
     """(marks for every line, ungraded lines, problems) of `marks_raw` ({"algorithm": "1-3, 7", ...}) on `lines`."""
     code = set(code_line_numbers(lines, first))
     marks: dict[int, Mark] = {first + i: "blank" for i in range(len(lines))}
@@ -315,10 +344,17 @@ def build(raw: dict[str, Any]) -> Walk:
         first, lines, rel, origin = _read_code(source)
     except LookupError as e:
         where = source.get("notebook") or f"{source['package']}: {source['module']}"
-        return Walk(source_path=where, origin=where, first_line=int(raw.get("first_line", 1)), lines=[],
-                    marks={}, missing=str(e), **common)
+        return Walk(
+            source_path=where,
+            origin=where,
+            first_line=int(raw.get("first_line", 1)),
+            lines=[],
+            marks={},
+            missing=str(e),
+            **common,
+        )
     current = source_hash(first, lines)
-    if graded:      # students write the marks; the key is the grader's (autograder.labs.walk_key)
+    if graded:  # students write the marks; the key is the grader's (autograder.labs.walk_key)
         marks: dict[int, Mark] = {}
         ungraded: frozenset[int] = frozenset()
         problems: list[str] = []
@@ -332,18 +368,32 @@ def build(raw: dict[str, Any]) -> Walk:
     what = "these notes" if graded else "these notes and marks"
     stale = None
     if current != stored:
-        stale = (f"the code changed since {what} were written (source hash {current}, "
-                 f"written for {stored}); check them against the new lines, then update {DATA_PATH.name}")
+        stale = (
+            f"the code changed since {what} were written (source hash {current}, "
+            f"written for {stored}); check them against the new lines, then update {DATA_PATH.name}"
+        )
         if "package" in source:
-            stale = (f"the notes are stale for {source['package']} {installed_version(source['package'])} "
-                     f"(source hash {current}): they were written for {source['package']}=={source['pin']} "
-                     f"(source hash {stored}); install {source['package']}=={source['pin']} or update "
-                     f"{DATA_PATH.name}")
+            stale = (
+                f"the notes are stale for {source['package']} {installed_version(source['package'])} "
+                f"(source hash {current}): they were written for {source['package']}=={source['pin']} "
+                f"(source hash {stored}); install {source['package']}=={source['pin']} or update "
+                f"{DATA_PATH.name}"
+            )
     elif problems:
-        stale = ("the steps don't fit the code: " if graded else "the marks and steps don't fit the code: ") \
-            + "; ".join(problems)
-    return Walk(source_path=rel, origin=origin, first_line=first, lines=lines, marks=marks, ungraded=ungraded,
-                source_hash=current, stale=stale, **common)
+        stale = (
+            "the steps don't fit the code: " if graded else "the marks and steps don't fit the code: "
+        ) + "; ".join(problems)
+    return Walk(
+        source_path=rel,
+        origin=origin,
+        first_line=first,
+        lines=lines,
+        marks=marks,
+        ungraded=ungraded,
+        source_hash=current,
+        stale=stale,
+        **common,
+    )
 
 
 def walks(*, data: Path | str = DATA_PATH) -> list[Walk]:
@@ -380,7 +430,10 @@ def render(w: Walk, *, steps: bool = True) -> str:
     for n, text in w.numbered():
         m = {"algorithm": "A", "schedule": "S"}.get(w.marks.get(n, "blank"), " ")
         body.append(f"{n:>{width}} {m}{'-' if n in w.ungraded and m != ' ' else ' '}│ {text}")
-    notes = [f"{i:02d}/{len(w.steps):02d} lines {format_ranges(s.lines)}: {s.note}"
-             for i, s in enumerate(w.steps, 1)] if steps else []
+    notes = (
+        [f"{i:02d}/{len(w.steps):02d} lines {format_ranges(s.lines)}: {s.note}" for i, s in enumerate(w.steps, 1)]
+        if steps
+        else []
+    )
     tail = [f"STALE: {w.stale}"] if w.stale else []
     return "\n".join([head, *body, *([""] if notes else []), *notes, *tail])

@@ -2,6 +2,7 @@
 sets them in the jail and the judge) and the student's own notebook (pallas_course.runtime.setup). No jax import:
 the grader reads them before it starts anything.
 """
+
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,5 @@
 """Shared fixtures. Every test runs on CPU; kernels run in TPU interpret mode."""
+
 from __future__ import annotations
 
 import os
@@ -31,5 +32,7 @@ def libtpu() -> None:
         return
     if not sys.platform.startswith("linux"):
         pytest.skip(f"libtpu has no wheel for {sys.platform}: the compiler's tests run on Linux (CI)")
-    pytest.fail("libtpu is missing: requirements.txt pins it (pip install -r requirements.txt); the compile tests "
-                "must not be skipped on Linux")
+    pytest.fail(
+        "libtpu is missing: requirements.txt pins it (pip install -r requirements.txt); the compile tests "
+        "must not be skipped on Linux"
+    )

@@ -6,6 +6,7 @@ build_33() adds issue 33's classes (tests/test_configurations.py grades both thr
 Most attacks start from the untouched stub (0/6): a forged pass would show as points. The few that start from
 the solution check that the hostile part costs what it should and nothing more.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,8 +23,8 @@ LAB = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"
 NAME = f"{LAB}.ipynb"
 ADD_CALL = "    return pl.pallas_call(\n        add_kernel,"
-SECRET_ENV = "COURSE_TEST_GRADER_SECRET"     # set in the grader's environment by the test
-MARKER = "course-hostile-sleeper"            # in the command line of processes a notebook leaves behind
+SECRET_ENV = "COURSE_TEST_GRADER_SECRET"  # set in the grader's environment by the test
+MARKER = "course-hostile-sleeper"  # in the command line of processes a notebook leaves behind
 
 HANG_IN_KERNEL = '''
 def add_kernel(x_ref, y_ref, o_ref):   # a kernel that never finishes: no interrupt reaches it
@@ -281,7 +282,7 @@ raise ValueError("y" * 50_000_000)
 class Hostile:
     student: str
     score: float
-    reason: str                 # a regex the submission's error, or one of its test messages, must match
+    reason: str  # a regex the submission's error, or one of its test messages, must match
     what: str
 
 
@@ -313,8 +314,11 @@ def _without_checks(nb: NotebookNode) -> NotebookNode:
     """The notebook less its visible `check(...)` cells: graded under a 10 s per-cell limit (a case that hangs),
     its right answers then cost the grader's requests only, far under the limit whatever the machine's load."""
     nb = copy.deepcopy(nb)
-    nb.cells = [c for c in nb.cells if not (c.cell_type == "code" and "check(" in c.source
-                                            and not c.get("metadata", {}).get("nbgrader"))]
+    nb.cells = [
+        c
+        for c in nb.cells
+        if not (c.cell_type == "code" and "check(" in c.source and not c.get("metadata", {}).get("nbgrader"))
+    ]
     return nb
 
 
@@ -322,8 +326,9 @@ def _stub() -> NotebookNode:
     return nbformat.read(REPO_ROOT / manifest().lab(LAB).notebook, as_version=4)
 
 
-def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent",
-          repo: Path = REPO_ROOT) -> list[Hostile]:
+def build(
+    root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent", repo: Path = REPO_ROOT
+) -> list[Hostile]:
     """Write every hostile submission under `root/<student>/<stage>/` (None: write nothing); return what each
     should get. `port` and `socket_path`: where the test listens for connections that must never come; `repo`:
     the grader's checkout the probes read (another one's: a grader installed elsewhere, tests/test_platforms.py)."""
@@ -334,70 +339,176 @@ def build(root: Path | None, *, port: int = 9, socket_path: str = "/nonexistent"
     network = NETWORK.replace("PORT", str(port)).replace("SOCKET", repr(socket_path))
     cases: list[tuple[Hostile, NotebookNode | bytes]] = [
         (Hostile("ok-solution", 6, "^passed$", "the solution, graded beside the hostile ones"), solution),
-        (Hostile("hang-in-kernel", 0, "did not stop when interrupted", "an infinite loop inside the Pallas kernel"),
-         _with_cell(solution, HANG_IN_KERNEL, after="add_kernel")),
-        (Hostile("hang-in-cell", 6, "^passed$", "`while True: pass` in a cell: interrupted, the rest runs"),
-         _with_cell(_without_checks(solution), "while True:\n    pass")),
-        (Hostile("crash-exit", 3, r"kernel exited \(exit 3\)", "os._exit(3) when transpose runs"),
-         filled_in(LAB, {"transpose": ("    m, n = x.shape\n", "    m, n = x.shape\n    import os; os._exit(3)\n")})),
-        (Hostile("crash-segfault", 0, "SIGSEGV", "a segfault (ctypes.string_at(0)) in a cell"),
-         _with_cell(solution, "import ctypes\nctypes.string_at(0)")),
-        (Hostile("memory-blowup", 0, "memory", "a cell fills 6 GB (shared memory included in the limit)"),
-         # One syscall faults in all 6 GB (MAP_POPULATE): the cell's interrupt waits for it to return, so the memory
-         # limit fires whatever the load (filled page by page from Python, a loaded machine hit the 10 s cell
-         # limit before 2 GB and scored 6/6)
-         _with_cell(solution, "import mmap\nm = mmap.mmap(-1, 6 << 30, "
-                              "flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)")),
-        (Hostile("corrupt-truncated", 0, "could not read the notebook", "the .ipynb cut in half"),
-         nbformat.writes(solution).encode()[:4000]),
-        (Hostile("corrupt-binary", 0, "could not read the notebook", "not JSON at all"),
-         bytes(range(256)) * 8),
-        (Hostile("other-lab", 0, r"holds the cells of LAB·1\.2", "LAB·1.2's notebook under LAB·1.1's name"),
-         filled_in(LAB_1_2)),
-        (Hostile("deleted-cells", 1, "name 'transpose' is not defined",
-                 "transpose and a hidden test deleted (add_f32 comes back where nbgrader puts it: before add)"),
-         _without(solution, "transpose", "add_f32")),
-        (Hostile("renamed", 3, "name 'add' is not defined", "add renamed my_add"),
-         filled_in(LAB, {"add_kernel": ("def add_kernel", "def add_kernel_renamed")})),
+        (
+            Hostile("hang-in-kernel", 0, "did not stop when interrupted", "an infinite loop inside the Pallas kernel"),
+            _with_cell(solution, HANG_IN_KERNEL, after="add_kernel"),
+        ),
+        (
+            Hostile("hang-in-cell", 6, "^passed$", "`while True: pass` in a cell: interrupted, the rest runs"),
+            _with_cell(_without_checks(solution), "while True:\n    pass"),
+        ),
+        (
+            Hostile("crash-exit", 3, r"kernel exited \(exit 3\)", "os._exit(3) when transpose runs"),
+            filled_in(LAB, {"transpose": ("    m, n = x.shape\n", "    m, n = x.shape\n    import os; os._exit(3)\n")}),
+        ),
+        (
+            Hostile("crash-segfault", 0, "SIGSEGV", "a segfault (ctypes.string_at(0)) in a cell"),
+            _with_cell(solution, "import ctypes\nctypes.string_at(0)"),
+        ),
+        (
+            Hostile("memory-blowup", 0, "memory", "a cell fills 6 GB (shared memory included in the limit)"),
+            # One syscall faults in all 6 GB (MAP_POPULATE): the cell's interrupt waits for it to return, so the memory
+            # limit fires whatever the load (filled page by page from Python, a loaded machine hit the 10 s cell
+            # limit before 2 GB and scored 6/6)
+            _with_cell(
+                solution,
+                "import mmap\nm = mmap.mmap(-1, 6 << 30, "
+                "flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)",
+            ),
+        ),
+        (
+            Hostile("corrupt-truncated", 0, "could not read the notebook", "the .ipynb cut in half"),
+            nbformat.writes(solution).encode()[:4000],
+        ),
+        (Hostile("corrupt-binary", 0, "could not read the notebook", "not JSON at all"), bytes(range(256)) * 8),
+        (
+            Hostile("other-lab", 0, r"holds the cells of LAB·1\.2", "LAB·1.2's notebook under LAB·1.1's name"),
+            filled_in(LAB_1_2),
+        ),
+        (
+            Hostile(
+                "deleted-cells",
+                1,
+                "name 'transpose' is not defined",
+                "transpose and a hidden test deleted (add_f32 comes back where nbgrader puts it: before add)",
+            ),
+            _without(solution, "transpose", "add_f32"),
+        ),
+        (
+            Hostile("renamed", 3, "name 'add' is not defined", "add renamed my_add"),
+            filled_in(LAB, {"add_kernel": ("def add_kernel", "def add_kernel_renamed")}),
+        ),
         (Hostile("xla-bypass", 3, "launches no pallas_call", "add computes x + y with XLA"), filled_in(LAB, {})),
-        (Hostile("probe-outside", 0, "not implemented yet", "reads solutions/, the key, the grader's environment, "
-                 "other processes; writes the repository"), _with_cell(stub, probe)),
-        (Hostile("network", 0, "not implemented yet", "TCP and UDP to the grader's host, a UNIX socket, the "
-                 "workers' sockets"), _with_cell(stub, network)),
-        (Hostile("rewrite-tests", 0, "not implemented yet|launches no pallas_call", "input and AST transformers that rewrite the test "
-                 "cells, a post_run_cell hook that clears errors, the checks' case lists emptied"),
-         _with_cell(stub, REWRITE_TESTS)),
-        (Hostile("skip-execution", 0, "not implemented yet", "the test cells tagged skip-execution"),
-         _tag_tests(stub, "skip-execution")),
-        (Hostile("forge-right-values", 0, "differ by more than", "the agent patched to describe a pallas_call "
-                 "whose kernel writes zeros, and to send numpy's answer and a structure of its own beside it"),
-         _with_cell(stub, FORGE_RIGHT, before="add_f32")),
-        (Hostile("forge-wrong-values", 0, "could not rebuild", "the agent patched to answer in the old "
-                 "protocol: a claimed structure and values, no description"),
-         _with_cell(stub, FORGE_WRONG, before="add_f32")),
-        (Hostile("fake-reshape", 0, "could not rebuild", "a zeros kernel, then a primitive of its own named "
-                 "\"reshape\" computing the answer in numpy"), _with_cell(stub, FAKE_RESHAPE, before="add_f32")),
-        (Hostile("fake-primitives", 0, "launches no pallas_call", "primitives of its own named \"pallas_call\", "
-                 "\"copy\" and \"transpose\" computing in numpy"),
-         _with_cell(_with_cell(stub, FAKE_PRIMITIVES, before="add_f32"), FAKE_PRIMITIVES, before="transpose_schedule")),
-        (Hostile("forge-descriptions", 0, "over the grader's (limit|budget)", "the agent patched to send a forged grid, "
-                 "a made-up primitive and an output index map that sends every step to block (0, 0)"),
-         _with_cell(stub, FORGE_DESCRIPTIONS, before="add_f32")),
-        (Hostile("two-faced", 0, "differ by more than", "a pallas_call when traced, XLA when called"),
-         _with_cell(stub, TWO_FACED, before="add_f32")),
-        (Hostile("array-object", 0, "while being traced", "returns an object whose __array__ would hand back the "
-                 "checker's expected array"), _with_cell(stub, ARRAY_OBJECT, before="add_f32")),
-        (Hostile("garble-protocol", 0, "malformed|stopped", "writes junk into the agent's pipes"),
-         _with_cell(stub, GARBLE_PROTOCOL)),
-        (Hostile("processes", 0, "not implemented yet|kernel died", "a fork bomb (it may take its own notebook "
-                 "down: XLA cannot start threads past the process limit) and a sleeper in a new session"),
-         _with_cell(stub, PROCESSES)),
-        (Hostile("startup-file", 0, "not implemented yet", "plants an IPython startup file defining add"),
-         _with_cell(stub, STARTUP_FILE)),
-        (Hostile("zz-stub-after-startup", 0, "not implemented yet", "graded after startup-file: its plant is gone"),
-         stub),
-        (Hostile("huge-output", 0, "not implemented yet", "300 MB of prints and a 50 MB exception message"),
-         _with_cell(stub, HUGE_OUTPUT)),
+        (
+            Hostile(
+                "probe-outside",
+                0,
+                "not implemented yet",
+                "reads solutions/, the key, the grader's environment, other processes; writes the repository",
+            ),
+            _with_cell(stub, probe),
+        ),
+        (
+            Hostile(
+                "network",
+                0,
+                "not implemented yet",
+                "TCP and UDP to the grader's host, a UNIX socket, the workers' sockets",
+            ),
+            _with_cell(stub, network),
+        ),
+        (
+            Hostile(
+                "rewrite-tests",
+                0,
+                "not implemented yet|launches no pallas_call",
+                "input and AST transformers that rewrite the test "
+                "cells, a post_run_cell hook that clears errors, the checks' case lists emptied",
+            ),
+            _with_cell(stub, REWRITE_TESTS),
+        ),
+        (
+            Hostile("skip-execution", 0, "not implemented yet", "the test cells tagged skip-execution"),
+            _tag_tests(stub, "skip-execution"),
+        ),
+        (
+            Hostile(
+                "forge-right-values",
+                0,
+                "differ by more than",
+                "the agent patched to describe a pallas_call "
+                "whose kernel writes zeros, and to send numpy's answer and a structure of its own beside it",
+            ),
+            _with_cell(stub, FORGE_RIGHT, before="add_f32"),
+        ),
+        (
+            Hostile(
+                "forge-wrong-values",
+                0,
+                "could not rebuild",
+                "the agent patched to answer in the old protocol: a claimed structure and values, no description",
+            ),
+            _with_cell(stub, FORGE_WRONG, before="add_f32"),
+        ),
+        (
+            Hostile(
+                "fake-reshape",
+                0,
+                "could not rebuild",
+                "a zeros kernel, then a primitive of its own named \"reshape\" computing the answer in numpy",
+            ),
+            _with_cell(stub, FAKE_RESHAPE, before="add_f32"),
+        ),
+        (
+            Hostile(
+                "fake-primitives",
+                0,
+                "launches no pallas_call",
+                "primitives of its own named \"pallas_call\", \"copy\" and \"transpose\" computing in numpy",
+            ),
+            _with_cell(
+                _with_cell(stub, FAKE_PRIMITIVES, before="add_f32"), FAKE_PRIMITIVES, before="transpose_schedule"
+            ),
+        ),
+        (
+            Hostile(
+                "forge-descriptions",
+                0,
+                "over the grader's (limit|budget)",
+                "the agent patched to send a forged grid, "
+                "a made-up primitive and an output index map that sends every step to block (0, 0)",
+            ),
+            _with_cell(stub, FORGE_DESCRIPTIONS, before="add_f32"),
+        ),
+        (
+            Hostile("two-faced", 0, "differ by more than", "a pallas_call when traced, XLA when called"),
+            _with_cell(stub, TWO_FACED, before="add_f32"),
+        ),
+        (
+            Hostile(
+                "array-object",
+                0,
+                "while being traced",
+                "returns an object whose __array__ would hand back the checker's expected array",
+            ),
+            _with_cell(stub, ARRAY_OBJECT, before="add_f32"),
+        ),
+        (
+            Hostile("garble-protocol", 0, "malformed|stopped", "writes junk into the agent's pipes"),
+            _with_cell(stub, GARBLE_PROTOCOL),
+        ),
+        (
+            Hostile(
+                "processes",
+                0,
+                "not implemented yet|kernel died",
+                "a fork bomb (it may take its own notebook "
+                "down: XLA cannot start threads past the process limit) and a sleeper in a new session",
+            ),
+            _with_cell(stub, PROCESSES),
+        ),
+        (
+            Hostile("startup-file", 0, "not implemented yet", "plants an IPython startup file defining add"),
+            _with_cell(stub, STARTUP_FILE),
+        ),
+        (
+            Hostile("zz-stub-after-startup", 0, "not implemented yet", "graded after startup-file: its plant is gone"),
+            stub,
+        ),
+        (
+            Hostile("huge-output", 0, "not implemented yet", "300 MB of prints and a 50 MB exception message"),
+            _with_cell(stub, HUGE_OUTPUT),
+        ),
     ]
     out = []
     for hostile, nb in cases:
@@ -419,7 +530,8 @@ def _fix(student: str, nb: NotebookNode) -> NotebookNode:
     for cell in nb.cells:
         if student == "renamed" and "def add(x, y):" in cell.source:
             cell.source = cell.source.replace("def add(x, y):", "def my_add(x, y):").replace(
-                "add_kernel,", "add_kernel_renamed,")
+                "add_kernel,", "add_kernel_renamed,"
+            )
         if student == "xla-bypass" and ADD_CALL in cell.source:
             cell.source = cell.source.replace(ADD_CALL, "    return x + y\n" + ADD_CALL)
     return nb
@@ -573,30 +685,70 @@ def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
     solution = filled_in(LAB)
     stub = _stub()
     cases: list[tuple[Hostile, NotebookNode]] = [
-        (Hostile("c33-reserve-1gib", 6, "^passed$", "the solution keeping an untouched 1 GiB array"),
-         _with_cell(solution, RESERVE_1GIB)),
-        (Hostile("c33-read-checkout", 0, "not implemented yet", "takes the model solution from solutions/ or with "
-                 "`git show` from the grader's checkout, found from sys.executable, and runs it"),
-         _with_cell(stub, READ_CHECKOUT.replace("REPO", repr(str(repo))), before="add_f32")),
-        (Hostile("c33-spinners", 0, "not implemented yet", "leaves 120 busy processes in sessions of their own"),
-         _with_cell(stub, SPINNERS)),
+        (
+            Hostile("c33-reserve-1gib", 6, "^passed$", "the solution keeping an untouched 1 GiB array"),
+            _with_cell(solution, RESERVE_1GIB),
+        ),
+        (
+            Hostile(
+                "c33-read-checkout",
+                0,
+                "not implemented yet",
+                "takes the model solution from solutions/ or with "
+                "`git show` from the grader's checkout, found from sys.executable, and runs it",
+            ),
+            _with_cell(stub, READ_CHECKOUT.replace("REPO", repr(str(repo))), before="add_f32"),
+        ),
+        (
+            Hostile("c33-spinners", 0, "not implemented yet", "leaves 120 busy processes in sessions of their own"),
+            _with_cell(stub, SPINNERS),
+        ),
         (Hostile("c33-spinners-next", 6, "^passed$", "the solution, graded after the spinners"), solution),
-        (Hostile("c33-tmp-record", 0, "not implemented yet", "plants /tmp/course-jail-uid-0 with a dead grader's "
-                 "record"), _with_cell(stub, TMP_RECORD)),
+        (
+            Hostile(
+                "c33-tmp-record", 0, "not implemented yet", "plants /tmp/course-jail-uid-0 with a dead grader's record"
+            ),
+            _with_cell(stub, TMP_RECORD),
+        ),
         (Hostile("c33-tmp-record-next", 6, "^passed$", "the solution, graded after the planted record"), solution),
-        (Hostile("c33-slow-compile", 4, "outside its kernel", "add's f32 kernel with a dead branch that keeps "
-                 "libtpu busy past the compile's limit"), _with_cell(solution, STALLING_ADD, before="add_f32")),
+        (
+            Hostile(
+                "c33-slow-compile",
+                4,
+                "outside its kernel",
+                "add's f32 kernel with a dead branch that keeps libtpu busy past the compile's limit",
+            ),
+            _with_cell(solution, STALLING_ADD, before="add_f32"),
+        ),
         (Hostile("c33-slow-compile-next", 6, "^passed$", "the solution, graded after the slow compile"), solution),
-        (Hostile("c33-platform-branch", 1, "differ by more than tol", "add and transpose kernels right on the CPU, "
-                 "zeros on the TPU (lax.platform_dependent)"),
-         _with_cell(_with_cell(solution, PLATFORM_ADD, before="add_f32"), PLATFORM_TRANSPOSE,
-                    before="transpose_schedule")),
-        (Hostile("c33-extra-arrays", 3, "over the 64 MB the grader keeps", "add returns four 4000 x 4096 arrays "
-                 "beside its answer"), _with_cell(solution, EXTRA_ARRAYS, before="add_f32")),
-        (Hostile("c33-index-map-matmul", 3, "index maps", "add's index maps each compute a 2048^2 matmul"),
-         _with_cell(solution, INDEX_MAP_MATMUL, before="add_f32")),
-        (Hostile("c33-stalling-transpose", 3, "FLOPs", "transpose with a dead 4096^3 matmul that stalls libtpu"),
-         _with_cell(solution, STALLING_TRANSPOSE, before="transpose_schedule")),
+        (
+            Hostile(
+                "c33-platform-branch",
+                1,
+                "differ by more than tol",
+                "add and transpose kernels right on the CPU, zeros on the TPU (lax.platform_dependent)",
+            ),
+            _with_cell(
+                _with_cell(solution, PLATFORM_ADD, before="add_f32"), PLATFORM_TRANSPOSE, before="transpose_schedule"
+            ),
+        ),
+        (
+            Hostile(
+                "c33-extra-arrays",
+                3,
+                "over the 64 MB the grader keeps",
+                "add returns four 4000 x 4096 arrays beside its answer",
+            ),
+            _with_cell(solution, EXTRA_ARRAYS, before="add_f32"),
+        ),
+        (
+            Hostile("c33-index-map-matmul", 3, "index maps", "add's index maps each compute a 2048^2 matmul"),
+            _with_cell(solution, INDEX_MAP_MATMUL, before="add_f32"),
+        ),
+        (
+            Hostile("c33-stalling-transpose", 3, "FLOPs", "transpose with a dead 4096^3 matmul that stalls libtpu"),
+            _with_cell(solution, STALLING_TRANSPOSE, before="transpose_schedule"),
+        ),
     ]
     for hostile, nb in cases:
         if root is not None:

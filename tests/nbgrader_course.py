@@ -1,4 +1,5 @@
 """A throwaway nbgrader course root for tests: solutions/ copied in, generate_assignment run there."""
+
 from __future__ import annotations
 
 import shutil
@@ -11,8 +12,14 @@ from autograder.course_manifest import REPO_ROOT, manifest
 
 def nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
     """Run nbgrader with this repo's config, but with `root` as the course root and its own gradebook."""
-    cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}",
-           f"--db=sqlite:///{root / 'gradebook.db'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nbgrader",
+        *args,
+        f"--CourseDirectory.root={root}",
+        f"--db=sqlite:///{root / 'gradebook.db'}",
+    ]
     return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
 
 

@@ -4,6 +4,7 @@ ENOSYS), so bubblewrap cannot start and the grader must fall back to the jail wi
 
     python -m tests.no_namespaces CMD [ARG...]
 """
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ Import the fixtures into a test module (`from site_browser import browser, built
 Without Playwright or Chromium the browser tests skip and say what to install; under CI (CI=true, as
 .ci/run is run) they fail instead, because CI installs both and must really run them.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,16 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
@@ -63,7 +72,10 @@ class PageProblems:
 
     def __init__(self, page) -> None:
         self.messages: list[str] = []
-        page.on("console", lambda m: self.messages.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on(
+            "console",
+            lambda m: self.messages.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
         page.on("pageerror", lambda e: self.messages.append(f"uncaught: {e}"))
         page.on("requestfailed", lambda r: self.messages.append(f"request failed: {r.url}"))
 

@@ -1,6 +1,7 @@
 """A gradebook.db as `nbgrader generate_assignment` records it for LAB·1.1 (assignment, notebook, grade and
 solution cells), made with nbgrader's API in well under a second, for tests that merge records into it
 without running nbgrader (tests.nbgrader_course runs the real thing)."""
+
 from __future__ import annotations
 
 from pathlib import Path

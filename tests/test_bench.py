@@ -1,5 +1,6 @@
 """pallas_course.bench and course_tools.bench_records: median of N on a fake clock, and records refused without
 full provenance."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,12 +10,28 @@ import pickle
 import pytest
 
 from course_tools.bench_records import append_records, provenance, read_records, record_file_name
-from pallas_course.bench import BenchRecord, BenchRecordError, Provenance, Timing, collect_provenance, make_record, time_fn
+from pallas_course.bench import (
+    BenchRecord,
+    BenchRecordError,
+    Provenance,
+    Timing,
+    collect_provenance,
+    make_record,
+    time_fn,
+)
 
 PROV = Provenance(
-    backend="cpu", device_kind="cpu", device_count=1, platform_version="cpu", jax_version="0.10.2",
-    jaxlib_version="0.10.2", libtpu_version=None, python_version="3.11.7", course_version="0.1.0",
-    course_commit="0" * 40, timestamp=dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc),
+    backend="cpu",
+    device_kind="cpu",
+    device_count=1,
+    platform_version="cpu",
+    jax_version="0.10.2",
+    jaxlib_version="0.10.2",
+    libtpu_version=None,
+    python_version="3.11.7",
+    course_version="0.1.0",
+    course_commit="0" * 40,
+    timestamp=dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc),
 )
 
 
@@ -30,23 +47,33 @@ class FakeClock:
 
 def _record(**over) -> BenchRecord:
     t = Timing(samples_ms=(1.0, 2.0, 3.0), warmup=1)
-    return make_record(t, workload="matmul", impl="matmul_acc", dtype="bfloat16", shape={"m": 8, "n": 8, "k": 8},
-                       config={"bm": 8, "bn": 8, "bk": 8}, interpret=True, run_id="r1", provenance=PROV, **over)
+    return make_record(
+        t,
+        workload="matmul",
+        impl="matmul_acc",
+        dtype="bfloat16",
+        shape={"m": 8, "n": 8, "k": 8},
+        config={"bm": 8, "bn": 8, "bk": 8},
+        interpret=True,
+        run_id="r1",
+        provenance=PROV,
+        **over,
+    )
 
 
 def test_time_fn_median_and_spread_on_fake_clock():
     """Each sample is one call's start/stop pair; the statistic is the median, the spread the IQR."""
-    durations_ms = [5.0, 1.0, 4.0, 2.0, 100.0]          # one outlier the median ignores
+    durations_ms = [5.0, 1.0, 4.0, 2.0, 100.0]  # one outlier the median ignores
     instants, t = [], 10.0
     for d in durations_ms:
         instants += [t, t + d / 1e3]
         t += 1.0
     calls = []
     timing = time_fn(lambda x: calls.append(x) or x, 7, warmup=2, n=5, clock=FakeClock(instants))
-    assert len(calls) == 7                              # 2 warmup + 5 timed
+    assert len(calls) == 7  # 2 warmup + 5 timed
     assert timing.samples_ms == pytest.approx(durations_ms)
     assert timing.median_ms == pytest.approx(4.0)
-    assert timing.iqr_ms == pytest.approx(5.0 - 2.0)     # inclusive quartiles of [1, 2, 4, 5, 100]
+    assert timing.iqr_ms == pytest.approx(5.0 - 2.0)  # inclusive quartiles of [1, 2, 4, 5, 100]
     assert (timing.min_ms, timing.max_ms) == pytest.approx((1.0, 100.0))
     assert timing.warmup == 2 and timing.n == 5
 
@@ -74,7 +101,7 @@ def test_write_refuses_missing_provenance_field(tmp_path):
         append_records(path, [_record(), bad])
     msg = str(info.value)
     assert f"{path}:3:" in msg and "refused to write" in msg and "missing field provenance.device_kind" in msg
-    assert len(path.read_text().splitlines()) == 1      # nothing of the failed batch was written
+    assert len(path.read_text().splitlines()) == 1  # nothing of the failed batch was written
 
 
 def test_write_refuses_a_record_built_without_validation(tmp_path):
@@ -119,8 +146,16 @@ def test_cpu_record_cannot_claim_to_gate():
 
 def test_skip_needs_a_reason():
     with pytest.raises(BenchRecordError, match="skip_reason"):
-        make_record(None, workload="softmax", impl="softmax", dtype="float32", shape={"rows": 8, "cols": 128},
-                    config={}, interpret=False, provenance=PROV)
+        make_record(
+            None,
+            workload="softmax",
+            impl="softmax",
+            dtype="float32",
+            shape={"rows": 8, "cols": 128},
+            config={},
+            interpret=False,
+            provenance=PROV,
+        )
 
 
 def test_error_survives_pickling():
@@ -169,11 +204,18 @@ def test_lab_1_3_timing_cell_times_xla_beside_the_chain_and_says_cpu_numbers_are
     namespace = load(path)
     (cell,) = [c.source for c in nbformat.read(path, as_version=4).cells if "unfused_softmax_bytes" in c.source]
     monkeypatch.delenv("PALLAS_COURSE_MODE")
-    exec(cell, namespace)   # noqa: S102 - the course's own notebook
+    exec(cell, namespace)  # noqa: S102 - the course's own notebook
     out = capsys.readouterr().out
-    assert re.search(r"^cpu \(cpu\) · jax \S+ · float32 \(512, 256\) · warm-up 2, block_until_ready, median of 3 · "
-                     r"CPU NUMBERS", out, re.M), out
+    assert re.search(
+        r"^cpu \(cpu\) · jax \S+ · float32 \(512, 256\) · warm-up 2, block_until_ready, median of 3 · "
+        r"CPU NUMBERS",
+        out,
+        re.M,
+    ), out
     for name in ("your softmax (one pallas_call)", "XLA: jax.jit(jax.nn.softmax)", "unfused chain (five jits)"):
         assert re.search(rf"^  {re.escape(name)} +\d+\.\d{{3}} ms$", out, re.M), out
     # the model's numbers: 2 and 8 trips of 32768 x 1024 x 4 bytes (plus the row statistics) at v5e's 8.2e11 B/s
-    assert "predicted on v5e for float32 (32768, 1024), bytes over 8.2e+11 B/s: fused 0.327 ms, unfused chain 1.310 ms" in out
+    assert (
+        "predicted on v5e for float32 (32768, 1024), bytes over 8.2e+11 B/s: fused 0.327 ms, unfused chain 1.310 ms"
+        in out
+    )

@@ -1,4 +1,5 @@
 """The visible `check(...)`: what a student reads when a kernel is wrong."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ def test_pass_prints_one_line(capsys) -> None:
     check("add", x, x)
     out = capsys.readouterr().out
     assert out.startswith("✓ add: matches (max error 0, exact)")
-    assert out.rstrip().endswith("shape (256, 256) float32, on this input")   # a ✓ for one input, not the grade's
+    assert out.rstrip().endswith("shape (256, 256) float32, on this input")  # a ✓ for one input, not the grade's
 
 
 def test_pass_says_whether_the_tolerance_is_relative(capsys) -> None:
@@ -87,7 +88,9 @@ def test_computed_nan_is_not_called_unwritten() -> None:
 def test_suspect_named_first() -> None:
     x = jnp.arange(8 * 128, dtype=jnp.float32).reshape(8, 128)
     with pytest.raises(CheckFailure, match=r"^layernorm: this is what g and b swapped gives"):
-        check("layernorm", x + 1, x, tol=1e-5, suspects={"reduced over the wrong axis": x * 2, "g and b swapped": x + 1})
+        check(
+            "layernorm", x + 1, x, tol=1e-5, suspects={"reduced over the wrong axis": x * 2, "g and b swapped": x + 1}
+        )
 
 
 def test_an_error_in_the_checked_function_is_explained_first() -> None:
@@ -167,7 +170,7 @@ def _notebook(source: str) -> dict:
     from pallas_course.chips import chip as chip_named
 
     namespace = {"np": np, "jax": jax, "jnp": jnp, "pl": pl, "chip_named": chip_named, "VMEM_HEADROOM": 0.75}
-    exec(MATMUL + source, namespace)   # noqa: S102 - test code
+    exec(MATMUL + source, namespace)  # noqa: S102 - test code
     return namespace
 
 
@@ -216,14 +219,19 @@ def test_a_wrong_function_names_its_case_the_rule_and_that_it_ran_alone() -> Non
     with pytest.raises(CheckFailure) as e:
         check_fed_block(nb["smallest_fed_block"], nb["matmul"])
     first, second = str(e.value).splitlines()
-    assert first.startswith("smallest_fed_block: smallest_fed_block(bfloat16, 'v4') is 384; at 384 a step copies "
-                            "for"), first
+    assert first.startswith(
+        "smallest_fed_block: smallest_fed_block(bfloat16, 'v4') is 384; at 384 a step copies for"
+    ), first
     assert first.endswith("so the MXU still waits")
-    assert second == ("(checked on its own: the course's step_times (read off your matmul) stands in for yours here, "
-                      "as in the grade)")
+    assert second == (
+        "(checked on its own: the course's step_times (read off your matmul) stands in for yours here, as in the grade)"
+    )
     nb = _notebook("def largest_square_block(dtype, chip, buffers=2):\n    return 640\n")
-    with pytest.raises(CheckFailure, match=r"largest_square_block\(float32, 'v5e', buffers=2\) is 640; 640 fits "
-                                           r"\(fits: .*\), but so does 768 \(fits: "):
+    with pytest.raises(
+        CheckFailure,
+        match=r"largest_square_block\(float32, 'v5e', buffers=2\) is 640; 640 fits "
+        r"\(fits: .*\), but so does 768 \(fits: ",
+    ):
         check_budget_line(nb["largest_square_block"], nb["matmul"])
 
 
@@ -231,7 +239,10 @@ def test_an_error_in_the_function_is_explained_with_its_case() -> None:
     from pallas_course.check import check_fed_block
 
     nb = _notebook('def smallest_fed_block(dtype, chip):\n    raise NotImplementedError("not written yet")\n')
-    with pytest.raises(CheckFailure, match=r"^smallest_fed_block: smallest_fed_block\(bfloat16, 'v4'\): this function is still the stub"):
+    with pytest.raises(
+        CheckFailure,
+        match=r"^smallest_fed_block: smallest_fed_block\(bfloat16, 'v4'\): this function is still the stub",
+    ):
         check_fed_block(nb["smallest_fed_block"], nb["matmul"])
 
 
@@ -253,11 +264,18 @@ def _matmul(kernel, scratch=False):
     from jax.experimental.pallas import tpu as pltpu
 
     def f(a, b):
-        return pl.pallas_call(kernel, grid=(1, 1, 2), in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
-                                                                pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
-                              out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
-                              out_shape=jax.ShapeDtypeStruct((128, 128), a.dtype),
-                              scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)] if scratch else [])(a, b)
+        return pl.pallas_call(
+            kernel,
+            grid=(1, 1, 2),
+            in_specs=[
+                pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                pl.BlockSpec((128, 128), lambda i, j, k: (k, j)),
+            ],
+            out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+            out_shape=jax.ShapeDtypeStruct((128, 128), a.dtype),
+            scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)] if scratch else [],
+        )(a, b)
+
     return f
 
 
@@ -269,11 +287,17 @@ def _rebinds(a_ref, b_ref, o_ref):
     o_ref = jnp.dot(a_ref[...], b_ref[...])  # noqa: F841 - the mistake: rebinding, no store
 
 
-@pytest.mark.parametrize("kernel,says,not_says", [
-    (_no_init, r"reads o_ref \(\+=\) before anything is stored there: it accumulates into memory it never zeroed",
-     "never stores"),
-    (_rebinds, r"never stores into its output ref.*`o_ref = value` only rebinds", "never zeroed"),
-])
+@pytest.mark.parametrize(
+    "kernel,says,not_says",
+    [
+        (
+            _no_init,
+            r"reads o_ref \(\+=\) before anything is stored there: it accumulates into memory it never zeroed",
+            "never stores",
+        ),
+        (_rebinds, r"never stores into its output ref.*`o_ref = value` only rebinds", "never zeroed"),
+    ],
+)
 def test_all_nan_tells_never_zeroed_from_never_stored(kernel, says: str, not_says: str) -> None:
     """Issue 20: an accumulator never zeroed reads NaN everywhere, as an output never stored does; the trace of the
     kernel tells them apart (a read of o_ref before any store), for the visible check and the grade alike."""
@@ -303,9 +327,17 @@ def test_the_grade_s_trace_carries_what_is_read_before_written() -> None:
     assert read_before_written(t.pallas_calls[0]) == ["o_ref"]
 
 
-@pytest.mark.parametrize("block,array,whole", [((None, 512), (1, 512), True), ((1, 512), (1, 512), True),
-                                               ((512,), (512,), True), ((None, 128), (1, 512), False),
-                                               ((1, 128), (1, 512), False), ((None, 512), (2, 512), False)])
+@pytest.mark.parametrize(
+    "block,array,whole",
+    [
+        ((None, 512), (1, 512), True),
+        ((1, 512), (1, 512), True),
+        ((512,), (512,), True),
+        ((None, 128), (1, 512), False),
+        ((1, 128), (1, 512), False),
+        ((None, 512), (2, 512), False),
+    ],
+)
 def test_a_squeezed_dimension_over_size_one_is_the_whole_block(block, array, whole: bool) -> None:
     from pallas_course.rules import whole_block
 
@@ -321,10 +353,16 @@ def test_a_failing_check_shows_its_message_once_in_jupyter() -> None:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell('from pallas_course.runtime import setup\nINTERP = setup("tpu-interpret", quiet=True)'),
-                nbformat.v4.new_code_cell('from pallas_course.check import check\nimport numpy as np\n'
-                                          'check("FLOPs per step", np.float64(2.0), np.float64(4.0), tol=1e-9)')]
-    env = {k: v for k, v in os.environ.items() if k != "PALLAS_COURSE_MODE"}   # a student's kernel, not a grading one
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            'from pallas_course.runtime import setup\nINTERP = setup("tpu-interpret", quiet=True)'
+        ),
+        nbformat.v4.new_code_cell(
+            'from pallas_course.check import check\nimport numpy as np\n'
+            'check("FLOPs per step", np.float64(2.0), np.float64(4.0), tol=1e-9)'
+        ),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "PALLAS_COURSE_MODE"}  # a student's kernel, not a grading one
     saved = os.environ.copy()
     os.environ.clear()
     os.environ.update(env)
@@ -386,12 +424,18 @@ def test_as_graded_checks_compile_and_fail_in_the_grade_s_words(libtpu) -> None:
     with pytest.raises(CheckFailure) as e:
         check_kernel("add", nb["add"])
     assert e.value.kind == "compile"
-    assert re.match(r"add: add\(x, y\) on \(256, 256\) float32 does not compile for v5e and v6e \(the real TPU "
-                    r"compiler, v5e:2x2 and v6e:2x2; it must compile for v5e and v6e\):\n✗ the TPU compiler refuses the kernel: a cumulative "
-                    r"sum \(jnp.cumsum\)", str(e.value)), str(e.value)
+    assert re.match(
+        r"add: add\(x, y\) on \(256, 256\) float32 does not compile for v5e and v6e \(the real TPU "
+        r"compiler, v5e:2x2 and v6e:2x2; it must compile for v5e and v6e\):\n✗ the TPU compiler refuses the kernel: a cumulative "
+        r"sum \(jnp.cumsum\)",
+        str(e.value),
+    ), str(e.value)
     nb = _notebook(ROW_SLICES)
-    with pytest.raises(CheckFailure, match=r"softmax\(x, rows_per_block=16\) on \(64, 512\) bfloat16 does not compile "
-                                           r"for v5e"):
+    with pytest.raises(
+        CheckFailure,
+        match=r"softmax\(x, rows_per_block=16\) on \(64, 512\) bfloat16 does not compile "
+        r"for v5e",
+    ):
         check_kernel("softmax", nb["softmax"])
 
 
@@ -432,14 +476,19 @@ print(os.environ.get("XLA_FLAGS", "<none>"))
 """
 
 
-@pytest.mark.parametrize("first,mode,env,expected", [
-    ("", "tpu-interpret", {}, "fast"),
-    ("", "auto", {"JAX_PLATFORMS": "cpu"}, "fast"),
-    ("", "tpu-interpret", {"XLA_FLAGS": "--xla_dump_to=/tmp/mine"}, "--xla_dump_to=/tmp/mine"),
-    ("backend first", "tpu-interpret", {}, "<none>"),
-], ids=["interpret", "auto on a CPU", "the student's own flags", "after the backend started"])
-def test_the_set_up_cell_compiles_interpreted_kernels_as_the_grade_does(first: str, mode: str, env: dict,
-                                                                        expected: str) -> None:
+@pytest.mark.parametrize(
+    "first,mode,env,expected",
+    [
+        ("", "tpu-interpret", {}, "fast"),
+        ("", "auto", {"JAX_PLATFORMS": "cpu"}, "fast"),
+        ("", "tpu-interpret", {"XLA_FLAGS": "--xla_dump_to=/tmp/mine"}, "--xla_dump_to=/tmp/mine"),
+        ("backend first", "tpu-interpret", {}, "<none>"),
+    ],
+    ids=["interpret", "auto on a CPU", "the student's own flags", "after the backend started"],
+)
+def test_the_set_up_cell_compiles_interpreted_kernels_as_the_grade_does(
+    first: str, mode: str, env: dict, expected: str
+) -> None:
     """Issue 29.4: where kernels are interpreted on a CPU, setup() gives XLA the grade's fast-compile flags before
     JAX starts its backend (the check cells' interpret-mode runs compile about 3x faster); never over a student's
     own XLA_FLAGS, and never once the backend is up (too late: XLA would ignore them)."""
@@ -450,7 +499,12 @@ def test_the_set_up_cell_compiles_interpreted_kernels_as_the_grade_does(first: s
     from pallas_course.xla_flags import fast_compile_xla_flags
 
     clean = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS", "PALLAS_COURSE_MODE")}
-    done = subprocess.run([sys.executable, "-c", SET_UP_AND_SAY, first, mode], env={**clean, **env},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", SET_UP_AND_SAY, first, mode],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == (fast_compile_xla_flags() if expected == "fast" else expected)

@@ -1,4 +1,5 @@
 """course.yml's chips section: valid, sourced, and equal to what jax itself says about each chip."""
+
 from __future__ import annotations
 
 import importlib
@@ -29,7 +30,7 @@ def test_every_course_chip_is_listed():
 def test_constants_match_jax_tpu_info(name):
     """Each constant equals jax's own table (per TensorCore; bandwidth and FLOP/s per chip)."""
     c = chip(name)
-    version = pltpu.ChipVersion("7x" if name == "v7x" else name)       # jax spells v7x "7x"
+    version = pltpu.ChipVersion("7x" if name == "v7x" else name)  # jax spells v7x "7x"
     assert chip_version_from_device_kind(c.device_kind) == version, f"jax reads {c.device_kind!r} otherwise"
     info = pltpu.get_tpu_info_for_chip(version, 1)
     cores = version.num_physical_tensor_cores_per_chip

@@ -1,4 +1,5 @@
 """`course bench` and `course gates` through the CLI (CliRunner), on this CPU machine."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_bench_quick_on_cpu_writes_non_gating_records(tmp_path):
-    result = runner.invoke(app, ["bench", "--quick", "--only", "matmul", "--n", "2", "--warmup", "1", "--out", str(tmp_path)])
+    result = runner.invoke(
+        app, ["bench", "--quick", "--only", "matmul", "--n", "2", "--warmup", "1", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     assert "interpret mode at REDUCED shapes" in result.output and "gating: false" in result.output
     (written,) = tmp_path.glob("cpu-*.jsonl")

@@ -1,4 +1,5 @@
 """`course schedule` and `course blockspec`: the seed's numbers on the command line, JSON, one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ def test_schedule_double_buffered_six_frames():
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert "6 frames" in lines[0]
-    assert lines[1] == ("1/6 prologue grid step 0 · DMA A0, B0 into the first slot pair; "
-                        "the MXU has no data yet and waits")
+    assert lines[1] == (
+        "1/6 prologue grid step 0 · DMA A0, B0 into the first slot pair; the MXU has no data yet and waits"
+    )
     assert len(lines) == 1 + 6
 
 
@@ -59,7 +61,10 @@ def test_schedule_errors_are_one_line():
     """Unknown kernels, foreign flags and uncovered grids exit 1 with one line, no traceback."""
     cases = [
         (["schedule", "conv"], "no lab kernel 'conv'; choose one of matmul, transpose, softmax, layernorm"),
-        (["schedule", "softmax", "--bk", "3"], "softmax does not take --bk; its sizes are --rows, --d, --rows-per-block"),
+        (
+            ["schedule", "softmax", "--bk", "3"],
+            "softmax does not take --bk; its sizes are --rows, --d, --rows-per-block",
+        ),
         (["schedule", "matmul", "--k", "500"], "the grid does not cover the arrays"),
         (["schedule", "matmul", "--buffers", "3"], "--buffers=3: draw 1 (pipeline off) or 2 (double-buffered)"),
     ]
@@ -73,8 +78,9 @@ def test_schedule_errors_are_one_line():
 def test_blockspec_seed_ex09():
     """EX·09: legal, 8 x 8 = 64 blocks, 131 KB per block, a copy kernel's 2 operands x 2 buffers = 524 KB,
     134,217,728 B on v5e."""
-    result = runner.invoke(app, ["blockspec", "--shape", "2048,2048", "--block", "256,256",
-                                 "--dtype", "bfloat16", "--chip", "v5e"])
+    result = runner.invoke(
+        app, ["blockspec", "--shape", "2048,2048", "--block", "256,256", "--dtype", "bfloat16", "--chip", "v5e"]
+    )
     assert result.exit_code == 0, result.output
     out = result.output
     assert out.startswith("legal: BlockSpec(256, 256) on the (2048, 2048) bfloat16 array, chip v5e")
@@ -87,8 +93,10 @@ def test_blockspec_seed_ex09():
 
 def test_blockspec_json():
     """--json gives the verdict and the budget."""
-    result = runner.invoke(app, ["blockspec", "--shape", "2048,2048", "--block", "256,256",
-                                 "--dtype", "bfloat16", "--chip", "v5e", "--json"])
+    result = runner.invoke(
+        app,
+        ["blockspec", "--shape", "2048,2048", "--block", "256,256", "--dtype", "bfloat16", "--chip", "v5e", "--json"],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["verdict"]["legal"] is True and data["verdict"]["num_blocks"] == 64
@@ -110,7 +118,10 @@ def test_blockspec_user_errors_are_one_line():
         (["blockspec", "--shape", "2,a", "--block", "1"], "--shape='2,a': give comma-separated integers"),
         (["blockspec", "--shape", "256,256", "--block", "128"], "block shape (128,) has rank 1 but the array"),
         (["blockspec", "--shape", "256,256", "--block", "8,128", "--chip", "v9"], "unknown chip 'v9'"),
-        (["blockspec", "--shape", "256,256", "--block", "8,128", "--dtype", "floaty"], "--dtype='floaty' is not a dtype"),
+        (
+            ["blockspec", "--shape", "256,256", "--block", "8,128", "--dtype", "floaty"],
+            "--dtype='floaty' is not a dtype",
+        ),
     ]
     for args, message in cases:
         result = runner.invoke(app, args)

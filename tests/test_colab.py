@@ -4,6 +4,7 @@ Colab's TPU image keeps (compat/colab-tpu.txt) can be satisfied together, with `
 that cannot be installed gives one line that says why. `make check-colab` runs the whole thing in a stand-in of
 Colab's image (compat/colab.json).
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -96,12 +97,17 @@ def test_an_uninstallable_wheel_is_one_line_on_colab(tmp_path: Path) -> None:
         except Exception as e:
             print(type(e).__name__, "|", e)
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                              "HOME": str(tmp_path)})
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(tmp_path)},
+    )
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1, out.stdout + out.stderr
     assert lines[0].startswith("RuntimeError | installing the course helpers failed: "), lines[0]
     # pip's own ERROR line (a venv made by uv has no pip at all: then that is the one line)
-    assert re.search(r"failed: (ERROR: .*(pallas_from_zero-0\.1\.0|No such file|does not exist)|.*No module named pip)",
-                     lines[0]), lines[0]
+    assert re.search(
+        r"failed: (ERROR: .*(pallas_from_zero-0\.1\.0|No such file|does not exist)|.*No module named pip)", lines[0]
+    ), lines[0]

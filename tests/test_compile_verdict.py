@@ -2,6 +2,7 @@
 checks): every refusing chip named, the reason once where the chips agree and per chip where they do not; a
 compile that could not be asked is never silent: each compiled test's result says "not compiled: libtpu missing",
 and `course grade` warns once before it grades."""
+
 from __future__ import annotations
 
 import nbformat
@@ -17,21 +18,25 @@ ERFC = "✗ the TPU compiler refuses the kernel: jax.nn.gelu(x, approximate=Fals
 
 
 def _refused(chip: str, explanation: str, kind: str = "tpu-unimplemented") -> CompileResult:
-    return CompileResult(chip, tpu_compile.TOPOLOGIES[chip], False, error_kind=kind, message="raw",
-                         explanation=explanation)
+    return CompileResult(
+        chip, tpu_compile.TOPOLOGIES[chip], False, error_kind=kind, message="raw", explanation=explanation
+    )
 
 
 def test_every_refusing_chip_is_named_and_an_agreed_reason_said_once() -> None:
     verdict = CompileVerdict((_refused("v5e", ERFC), _refused("v6e", ERFC)))
     message = rejection_message("gelu(x)", ["v5e", "v6e"], verdict.rejections)
-    assert message == ("gelu(x) does not compile for v5e and v6e (the real TPU compiler, v5e:2x2 and v6e:2x2; it "
-                       f"must compile for v5e and v6e):\n{ERFC}")
+    assert message == (
+        "gelu(x) does not compile for v5e and v6e (the real TPU compiler, v5e:2x2 and v6e:2x2; it "
+        f"must compile for v5e and v6e):\n{ERFC}"
+    )
 
 
 def test_chips_that_refuse_for_different_reasons_each_get_theirs() -> None:
     v5e, v6e = "✗ it needs 128.00MiB of VMEM, over 16.00MiB", "✗ it needs 128.00MiB of VMEM, over 127.94MiB"
-    message = rejection_message("copy(x)", ["v5e", "v6e"], [_refused("v5e", v5e, "tpu-vmem"),
-                                                            _refused("v6e", v6e, "tpu-vmem")])
+    message = rejection_message(
+        "copy(x)", ["v5e", "v6e"], [_refused("v5e", v5e, "tpu-vmem"), _refused("v6e", v6e, "tpu-vmem")]
+    )
     assert message.startswith("copy(x) does not compile for v5e and v6e (")
     assert f"\nv5e:\n{v5e}" in message and f"\nv6e:\n{v6e}" in message
 
@@ -41,19 +46,35 @@ def test_one_refusing_chip_reads_as_before() -> None:
     verdict = CompileVerdict((_refused("v5e", ERFC), ok))
     assert verdict.rejection is verdict.rejections[0] and verdict.compiled == ("v6e",)
     assert rejection_message("gelu(x)", ["v5e", "v6e"], verdict.rejection).startswith(
-        "gelu(x) does not compile for v5e (the real TPU compiler, v5e:2x2; it must compile for v5e and v6e):\n✗")
+        "gelu(x) does not compile for v5e (the real TPU compiler, v5e:2x2; it must compile for v5e and v6e):\n✗"
+    )
 
 
 def _missing(chip: str) -> CompileResult:
-    return CompileResult(chip, tpu_compile.TOPOLOGIES[chip], False, skipped=True, error_kind="cannot-judge",
-                         unjudged_because=tpu_compile.LIBTPU_MISSING, message=tpu_compile.install_hint())
+    return CompileResult(
+        chip,
+        tpu_compile.TOPOLOGIES[chip],
+        False,
+        skipped=True,
+        error_kind="cannot-judge",
+        unjudged_because=tpu_compile.LIBTPU_MISSING,
+        message=tpu_compile.install_hint(),
+    )
 
 
 def test_a_compile_not_asked_says_why() -> None:
     assert not_compiled_note("add(x, y)", [_missing("v5e"), _missing("v6e")]).startswith(
-        "not compiled: libtpu missing — add(x, y) was not compiled for v5e and v6e")
-    other = CompileResult("v5e", "v5e:2x2", False, skipped=True, error_kind="cannot-judge",
-                          unjudged_because=tpu_compile.DEVICE_QUERY, message="the compiler could not be asked: x")
+        "not compiled: libtpu missing — add(x, y) was not compiled for v5e and v6e"
+    )
+    other = CompileResult(
+        "v5e",
+        "v5e:2x2",
+        False,
+        skipped=True,
+        error_kind="cannot-judge",
+        unjudged_because=tpu_compile.DEVICE_QUERY,
+        message="the compiler could not be asked: x",
+    )
     assert not_compiled_note("add(x, y)", [other]).startswith("not compiled: the compiler could not be asked")
     assert not_compiled_note("add(x, y)", []) == ""
 
@@ -78,8 +99,14 @@ def test_without_libtpu_a_compiled_test_passes_with_the_note(monkeypatch) -> Non
 
     def double(x):
         spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
-        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * 2), grid=(8,),
-                              in_specs=[spec], out_specs=spec, out_shape=x, interpret=interpret_params())(x)
+        return pl.pallas_call(
+            lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * 2),
+            grid=(8,),
+            in_specs=[spec],
+            out_specs=spec,
+            out_shape=x,
+            interpret=interpret_params(),
+        )(x)
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -89,8 +116,9 @@ def test_without_libtpu_a_compiled_test_passes_with_the_note(monkeypatch) -> Non
     lab = manifest().lab("lab-1.1-first-kernels")
     cells = []
     for t in lab.tests:
-        cell = nbformat.v4.new_code_cell("", metadata={"nbgrader": {"grade": True, "grade_id": t.id,
-                                                                     "points": t.points, "solution": False}})
+        cell = nbformat.v4.new_code_cell(
+            "", metadata={"nbgrader": {"grade": True, "grade_id": t.id, "points": t.points, "solution": False}}
+        )
         cell.execution_count = 1
         if t.id == "add_f32":
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed.getvalue())]
@@ -131,9 +159,14 @@ def test_a_vmem_refusal_that_is_mostly_scratch_says_so() -> None:
 
     def big_scratch(x):
         spec = pl.BlockSpec((8, 512), lambda i: (i, 0))
-        return pl.pallas_call(lambda x_ref, o_ref, s_ref: o_ref.__setitem__(..., x_ref[...]), grid=(32,),
-                              in_specs=[spec], out_specs=spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                              scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)])(x)
+        return pl.pallas_call(
+            lambda x_ref, o_ref, s_ref: o_ref.__setitem__(..., x_ref[...]),
+            grid=(32,),
+            in_specs=[spec],
+            out_specs=spec,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32)],
+        )(x)
 
     structure = kernel_trace.trace(big_scratch, jax.ShapeDtypeStruct((256, 512), jnp.float32))
     text = rejection_message("copy(x)", ["v5e"], _refused("v5e", "✗ it needs VMEM", "tpu-vmem"), structure)

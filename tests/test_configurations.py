@@ -13,6 +13,7 @@ the jail's level (tests/test_jail_memory.py), the jail without namespaces in the
 (tests/test_platforms.py's fixtures), whose checkout other users cannot read, under the stand-in of Docker's
 profile (tests/no_namespaces.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,14 +36,14 @@ from course_tools.cli import app
 from tests import hostile, no_namespaces
 
 HANGS = {"hang-in-cell", "hang-in-kernel"}
-LIMITS = ["--timeout", "900", "--memory", "2048"]   # the doors' memory (PLATFORM_LIMITS), below the 6 GB bomb
+LIMITS = ["--timeout", "900", "--memory", "2048"]  # the doors' memory (PLATFORM_LIMITS), below the 6 GB bomb
 
 
 @dataclass(frozen=True)
 class Configuration:
-    door: str      # course grade, nbgrader, gradescope, prairielearn
-    jail: str      # bubblewrap, uid (the jail without namespaces)
-    memory: str    # cgroup, watch (autograder.confine.memory: where cgroups are not writable)
+    door: str  # course grade, nbgrader, gradescope, prairielearn
+    jail: str  # bubblewrap, uid (the jail without namespaces)
+    memory: str  # cgroup, watch (autograder.confine.memory: where cgroups are not writable)
 
     @property
     def id(self) -> str:
@@ -62,7 +63,7 @@ CONFIGURATIONS = [
 ]
 
 
-CASES_ENV = "COURSE_CONFIG_CASES"   # comma-separated fnmatch patterns: a part of the corpus (a quicker look)
+CASES_ENV = "COURSE_CONFIG_CASES"  # comma-separated fnmatch patterns: a part of the corpus (a quicker look)
 
 
 def corpus(root: Path | None, repo: Path = REPO_ROOT) -> dict[str, hostile.Hostile]:
@@ -81,6 +82,7 @@ def corpus(root: Path | None, repo: Path = REPO_ROOT) -> dict[str, hostile.Hosti
 
 # ------------------------------------------------------------------------------------------------ CI
 
+
 def test_the_docs_table_lists_every_configuration() -> None:
     """docs/grader.md's table and this module's list are one list: each row door | jail | memory."""
     text = (REPO_ROOT / "docs" / "grader.md").read_text()
@@ -93,7 +95,7 @@ def test_the_docs_table_lists_every_configuration() -> None:
     assert rows == {(c.door, c.jail, c.memory) for c in CONFIGURATIONS}
 
 
-@pytest.mark.slow   # ~10 s quiet; CI has the rule at the jail's level (tests/test_jail_memory.py)
+@pytest.mark.slow  # ~10 s quiet; CI has the rule at the jail's level (tests/test_jail_memory.py)
 def test_an_untouched_gib_scores_the_same_without_cgroups(monkeypatch, tmp_path: Path) -> None:
     """The honest notebook keeping an untouched 1 GiB array, at the doors' --memory 2048, with the memory rule of
     a container without cgroups (the watch): 6/6, as under the cgroup (the address-space rlimit gave 3/6)."""
@@ -112,14 +114,36 @@ def test_an_untouched_gib_scores_the_same_without_cgroups(monkeypatch, tmp_path:
 
 # ------------------------------------------------------------------------------------- all: -m slow
 
-def _course_grade(folder: Path, out: Path, env: dict[str, str], python: str, *, docker: bool,
-                  extra: list[str]) -> dict[str, dict[str, float]]:
-    cmd = [python, "-c", "from course_tools.cli import main; main()", "grade", str(folder), "--out", str(out),
-           "--jobs", "2", "--json", *extra, *LIMITS]
-    done = subprocess.run(no_namespaces.argv(cmd) if docker else cmd, env=env, capture_output=True, text=True,
-                          timeout=3600, cwd=out.parent)
+
+def _course_grade(
+    folder: Path, out: Path, env: dict[str, str], python: str, *, docker: bool, extra: list[str]
+) -> dict[str, dict[str, float]]:
+    cmd = [
+        python,
+        "-c",
+        "from course_tools.cli import main; main()",
+        "grade",
+        str(folder),
+        "--out",
+        str(out),
+        "--jobs",
+        "2",
+        "--json",
+        *extra,
+        *LIMITS,
+    ]
+    done = subprocess.run(
+        no_namespaces.argv(cmd) if docker else cmd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        cwd=out.parent,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return {r["submission"].split("/")[0]: {t["name"]: t["points"] for t in r["tests"]} for r in json.loads(done.stdout)}
+    return {
+        r["submission"].split("/")[0]: {t["name"]: t["points"] for t in r["tests"]} for r in json.loads(done.stdout)
+    }
 
 
 def _nbgrader(folder: Path, work: Path) -> dict[str, dict[str, float]]:
@@ -131,12 +155,20 @@ def _nbgrader(folder: Path, work: Path) -> dict[str, dict[str, float]]:
     students = sorted(os.listdir(folder))
     for student in students:
         shutil.copytree(folder / student, course / "submitted" / student)
-    run = nbgrader(course, "autograde", manifest().stage.id, "--force", "--JailedExecute.wall_s=900",
-                   "--JailedExecute.memory_mb=2048")
+    run = nbgrader(
+        course,
+        "autograde",
+        manifest().stage.id,
+        "--force",
+        "--JailedExecute.wall_s=900",
+        "--JailedExecute.memory_mb=2048",
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        return {s: {g.name: g.score for g in gb.find_submission_notebook(hostile.LAB, manifest().stage.id, s).grades}
-                for s in students}
+        return {
+            s: {g.name: g.score for g in gb.find_submission_notebook(hostile.LAB, manifest().stage.id, s).grades}
+            for s in students
+        }
 
 
 def _gradescope(root: Path, folder: Path, env: dict[str, str], *, docker: bool) -> dict[str, dict[str, float]]:
@@ -147,8 +179,14 @@ def _gradescope(root: Path, folder: Path, env: dict[str, str], *, docker: bool) 
             (root / sub).mkdir()
         shutil.copy(folder / student / manifest().stage.id / hostile.NAME, root / "submission" / hostile.NAME)
         cmd = ["/bin/bash", str(root / "run_autograder")]
-        done = subprocess.run(no_namespaces.argv(cmd) if docker else cmd, cwd=root, capture_output=True, text=True,
-                              env={"GRADESCOPE_ROOT": str(root), **env}, timeout=900)
+        done = subprocess.run(
+            no_namespaces.argv(cmd) if docker else cmd,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env={"GRADESCOPE_ROOT": str(root), **env},
+            timeout=900,
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         data = json.loads((root / "results" / "results.json").read_text())
         scores[student] = {t["name"]: t["score"] for t in data.get("tests", []) if "score" in t}
@@ -160,8 +198,9 @@ def _prairielearn(built: Path, folder: Path, work: Path) -> dict[str, dict[str, 
 
     scores = {}
     for student in sorted(os.listdir(folder)):
-        data = _prairielearn_entrypoint(built, work / student, {
-            hostile.NAME: (folder / student / manifest().stage.id / hostile.NAME).read_bytes()})
+        data = _prairielearn_entrypoint(
+            built, work / student, {hostile.NAME: (folder / student / manifest().stage.id / hostile.NAME).read_bytes()}
+        )
         scores[student] = {t["name"]: t["points"] for t in data.get("tests", [])}
     return scores
 
@@ -190,14 +229,20 @@ def _grade(config: Configuration, stand_in: tuple[Path, Path], work: Path) -> tu
     if config.door == "course grade" and config.jail == "bubblewrap":
         scores = _course_grade(folder, work / "grades", {**os.environ, **base}, sys.executable, docker=False, extra=[])
     elif config.door == "course grade":
-        scores = _course_grade(folder, work / "grades", {**base, "PYTHONPATH": str(tree)},
-                               str(gs_root / "course-env" / "bin" / "python"), docker=True,
-                               extra=["--jail-without-namespaces"])
+        scores = _course_grade(
+            folder,
+            work / "grades",
+            {**base, "PYTHONPATH": str(tree)},
+            str(gs_root / "course-env" / "bin" / "python"),
+            docker=True,
+            extra=["--jail-without-namespaces"],
+        )
     elif config.door == "nbgrader":
         scores = _nbgrader(folder, work)
     elif config.door == "gradescope":
-        scores = _gradescope(gs_root, folder, {k: v for k, v in base.items() if k != "PATH"},
-                             docker=config.jail == "uid")
+        scores = _gradescope(
+            gs_root, folder, {k: v for k, v in base.items() if k != "PATH"}, docker=config.jail == "uid"
+        )
     else:
         scores = _prairielearn(built, folder, work / "pl")
     return cases, scores
@@ -211,7 +256,7 @@ _reference: dict[str, dict[str, float]] = {}
 def test_every_configuration_scores_the_corpus_alike(config: Configuration, stand_in) -> None:
     if os.geteuid() != 0 or jail.jail_problem():
         pytest.skip("the configurations run as root with bubblewrap (as CI does)")
-    work = Path(tempfile.mkdtemp(prefix="course-config-", dir="/tmp"))   # mode 700: nothing for the jails
+    work = Path(tempfile.mkdtemp(prefix="course-config-", dir="/tmp"))  # mode 700: nothing for the jails
     try:
         cases, scores = _grade(config, stand_in, work)
     finally:
@@ -222,6 +267,11 @@ def test_every_configuration_scores_the_corpus_alike(config: Configuration, stan
         _reference.update(scores)
     # test by test, where this door reports tests (a notebook refused as a whole has none on PrairieLearn; nbgrader's
     # gradebook holds the written answers' cells too)
-    differ = {s: (scores[s], _reference[s]) for s in cases if s in _reference and scores.get(s)
-              and any(scores[s].get(test) != points for test, points in _reference[s].items())}
+    differ = {
+        s: (scores[s], _reference[s])
+        for s in cases
+        if s in _reference
+        and scores.get(s)
+        and any(scores[s].get(test) != points for test, points in _reference[s].items())
+    }
     assert not wrong and not differ, {"totals (got, expected)": wrong, "tests (got, reference)": differ}

@@ -5,6 +5,7 @@ to stand in, never a value the grader computed (once: 560 rows of reference step
 a notebook could print). LAB·1.5: a margin that marks every line "algorithm", graded through the jail before
 the reveal date, gets back counts only: no line of the key in the executed notebook or the feedback.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ def test_lab_1_4_sends_the_jail_only_the_case_and_helper_names(monkeypatch) -> N
     assert len(sent) == len(lab_1_4.FED_BLOCK_CASES) + len(lab_1_4.BUDGET_LINE_CASES) + len(lab_1_4.BLOCK_CHOICE_CASES)
     for request in sent:
         assert '"step_times", "vmem_working_set"' in request
-        assert not re.search(r"\d\.\d|e-\d", request), request     # no float: no step time, no reference value
+        assert not re.search(r"\d\.\d|e-\d", request), request  # no float: no step time, no reference value
 
 
 def test_what_an_agent_may_answer_for_its_helpers_is_only_data() -> None:

@@ -1,4 +1,5 @@
 """`course grade` end to end (papermill, real kernels), and agreement with `nbgrader autograde`."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Batches: parallel workers, one record per submission written as it arrives, re-runs that grade only what
 changed, a killed run that loses nothing graded, Dask distributed, the progress lines and the summary."""
+
 from __future__ import annotations
 
 import json
@@ -86,7 +87,7 @@ def test_changed_notebook_is_graded_again(folder: Path, first_run, tmp_path: Pat
     copy = tmp_path / "submitted"
     shutil.copytree(folder, copy)
     shutil.copytree(out, tmp_path / "grades")
-    _corrupt(copy, "bob", '{"cells": [ {')   # bob resubmits (still broken)
+    _corrupt(copy, "bob", '{"cells": [ {')  # bob resubmits (still broken)
     result = runner.invoke(app, ["grade", str(copy), "--out", str(tmp_path / "grades")])
     assert result.exit_code == 0, result.output
     assert "grading 1 submission(s); 1 unchanged" in result.stderr
@@ -137,13 +138,17 @@ def test_sigkill_of_the_grader_keeps_results_and_leaves_no_process(tmp_path: Pat
     import psutil
 
     root, out = tmp_path / "submitted", tmp_path / "grades"
-    for student in ("amy", "bea"):     # both graded at once: one kept, one cut by the kill (or both kept)
+    for student in ("amy", "bea"):  # both graded at once: one kept, one cut by the kill (or both kept)
         path = root / student / manifest().stage.id / NAME
         path.parent.mkdir(parents=True)
         nbformat.write(filled_in(LAB), path)
     course = Path(sys.executable).parent / "course"
-    proc = subprocess.Popen([str(course), "grade", str(root), "--jobs", "2", "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+    proc = subprocess.Popen(
+        [str(course), "grade", str(root), "--jobs", "2", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
     deadline = time.monotonic() + 180
     while not list((out / "submissions").glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -184,8 +189,12 @@ def test_grader_files_changing_mid_batch_stop_it(tmp_path: Path, monkeypatch: py
     watched.write_text("checks")
     monkeypatch.setattr(autograder.fingerprint, "grader_files", lambda: [watched])
     with pytest.raises(batch.GraderModified, match="grader files changed during the batch"):
-        batch.grade_each(_read(paths, root), out_dir=tmp_path / "grades", engine="no-jail",
-                        on_outcome=lambda o: watched.write_text("checks that always pass"))
+        batch.grade_each(
+            _read(paths, root),
+            out_dir=tmp_path / "grades",
+            engine="no-jail",
+            on_outcome=lambda o: watched.write_text("checks that always pass"),
+        )
 
 
 def test_records_are_written_whole(tmp_path: Path) -> None:
@@ -204,8 +213,9 @@ def test_records_are_written_whole(tmp_path: Path) -> None:
 def test_dask_local_cluster(folder: Path, tmp_path: Path) -> None:
     """--scheduler local: the same grading on a Dask LocalCluster, the same scores."""
     pytest.importorskip("distributed")
-    result = runner.invoke(app, ["grade", str(folder), "--out", str(tmp_path), "--scheduler", "local",
-                                 "--jobs", "1", "--json"])
+    result = runner.invoke(
+        app, ["grade", str(folder), "--out", str(tmp_path), "--scheduler", "local", "--jobs", "1", "--json"]
+    )
     assert result.exit_code == 0, result.output
     scores = {r["submission"].split("/")[0]: r["score"] for r in json.loads(result.stdout)}
     assert scores == {"alice": 6.0, "bob": 0.0}

@@ -7,6 +7,7 @@
 - A jail that cannot start stops `course grade` (also `--demo`) with bubblewrap's own words and a non-zero
   exit before anyone is scored; a jail whose Python would import other helpers than the grader's stops it too.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from autograder.course_manifest import REPO_ROOT, manifest
 LAB = "lab-1.1-first-kernels"
 STAGE = manifest().stage.id
 FLOOD = "from IPython.display import display\nfor i in range(10):\n    display({'text/plain': 'x' * 99_000}, raw=True)"
-CELLS = 120          # 119 MB of outputs in all; the bounds below do not depend on it
+CELLS = 120  # 119 MB of outputs in all; the bounds below do not depend on it
 
 # Runs in a fresh process (its peak RSS is its own): grade the untouched stub, then the flood, and report.
 GRADE_TWICE = """
@@ -68,8 +69,14 @@ def test_many_small_floods_leave_the_grader_bounded_and_no_temp_files(tmp_path: 
     out.mkdir()
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}
-    done = subprocess.run([sys.executable, "-c", GRADE_TWICE, str(stub), str(folder / f"{LAB}.ipynb"), str(out)],
-                          capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", GRADE_TWICE, str(stub), str(folder / f"{LAB}.ipynb"), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # The cut, named where the instructor and the student read it
@@ -98,8 +105,12 @@ def test_a_jail_that_cannot_start_is_each_submissions_result_never_the_batchs_en
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert len(results) == 3
     for r in results:
-        assert r["failed"].startswith("the grader failed on this submission, not the notebook (the jail could not "
-                                      "start the grading agent") and "execvp /tmp/nowhere/bin/python" in r["failed"]
+        assert (
+            r["failed"].startswith(
+                "the grader failed on this submission, not the notebook (the jail could not start the grading agent"
+            )
+            and "execvp /tmp/nowhere/bin/python" in r["failed"]
+        )
         assert r["failed"].endswith("a re-run grades it again")
 
 
@@ -140,7 +151,7 @@ def test_helpers_other_than_the_graders_stop_the_grader(monkeypatch) -> None:
     from autograder.jail import agent_env
     from autograder.session import session as student
 
-    for module in (agent_env, student):   # where the helpers are bound, and where the session expects them
+    for module in (agent_env, student):  # where the helpers are bound, and where the session expects them
         monkeypatch.setattr(module, "JAIL_HELPERS", "/opt/elsewhere/pallas_course")
     with pytest.raises(SetupFailed, match="not the grader's own helpers"):
         with student.Session(limits=jail.JailLimits(), cell_timeout_s=60, deadline=time.monotonic() + 120):
@@ -167,10 +178,14 @@ def test_a_forged_frame_nested_100000_deep_is_a_zero_with_a_reason() -> None:
     lab = manifest().lab(LAB)
     nb = filled_in(LAB)
     nb.cells.insert(3, nbformat.v4.new_code_cell(FORGE_DEEP))
-    restore(nb, nbformat.read(REPO_ROOT / lab.source, as_version=4), nbformat.read(REPO_ROOT / lab.notebook,
-                                                                                  as_version=4))
+    restore(
+        nb, nbformat.read(REPO_ROOT / lab.source, as_version=4), nbformat.read(REPO_ROOT / lab.notebook, as_version=4)
+    )
     run = execute(nb, lab, limits=Limits(wall_s=300))
     assert run.stopped and "malformed answer" in run.stopped and "not JSON" in run.stopped, run.stopped
-    tests = [c for c in run.notebook.cells if c.cell_type == "code"
-             and c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    tests = [
+        c
+        for c in run.notebook.cells
+        if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade")
+    ]
     assert tests and all(c.outputs and c.outputs[0].output_type == "error" for c in tests)

@@ -1,4 +1,5 @@
 """Feedback pages, nbgrader's CSV columns, and the merge into an nbgrader gradebook (what the formgrader reads)."""
+
 from __future__ import annotations
 
 import csv
@@ -34,12 +35,17 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     # Plants, never graded as the student their folders name: a stub deep in demo-solution's folder under
     # demo-wrong-transpose's name, and a stub in a folder of its own under demo-solution's name.
     stub = root / "submitted" / "demo-stub" / STAGE / f"{LAB}.ipynb"
-    for planted in (f"demo-solution/{STAGE}/demo-wrong-transpose/{STAGE}", f"aa-planter/{STAGE}/x/demo-solution/{STAGE}"):
+    for planted in (
+        f"demo-solution/{STAGE}/demo-wrong-transpose/{STAGE}",
+        f"aa-planter/{STAGE}/x/demo-solution/{STAGE}",
+    ):
         (root / "submitted" / planted).mkdir(parents=True)
         shutil.copyfile(stub, root / "submitted" / planted / f"{LAB}.ipynb")
     out = tmp_path_factory.mktemp("grades")
-    result = runner.invoke(app, ["grade", str(root / "submitted"), "--out", str(out), "--jobs", "2",
-                                 "--gradebook", str(root / "gradebook.db")])
+    result = runner.invoke(
+        app,
+        ["grade", str(root / "submitted"), "--out", str(out), "--jobs", "2", "--gradebook", str(root / "gradebook.db")],
+    )
     assert result.exit_code == 0, result.output
     return root, out
 
@@ -73,8 +79,9 @@ def test_formgrader_finds_the_executed_notebooks(course) -> None:
         # each student's own notebook, not one planted in (or under the name of) another's folder
         own = nbformat.read(root / "submitted" / student / STAGE / f"{LAB}.ipynb", as_version=4)
         answers = [c.source for c in own.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
-        assert answers and answers == [c.source for c in nb.cells
-                                       if c.get("metadata", {}).get("nbgrader", {}).get("solution")], student
+        assert answers and answers == [
+            c.source for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+        ], student
     assert sorted(p.name for p in (root / "autograded").iterdir()) == sorted(EXPECTED)
 
 
@@ -120,9 +127,14 @@ def test_feedback_pages(course) -> None:
 
 def test_feedback_escapes_html() -> None:
     """A message is text, never markup."""
-    r = SubmissionResult(submission="s.ipynb", lab=LAB, score=0, max_score=1,
-                         tests=[TestResult(name="t", points=0, max_points=1, passed=False, message="<script>x</script>")],
-                         written=[WrittenResult(name="w", max_points=1, status="not answered")])
+    r = SubmissionResult(
+        submission="s.ipynb",
+        lab=LAB,
+        score=0,
+        max_score=1,
+        tests=[TestResult(name="t", points=0, max_points=1, passed=False, message="<script>x</script>")],
+        written=[WrittenResult(name="w", max_points=1, status="not answered")],
+    )
     assert "<script>" not in to_html(r) and "&lt;script&gt;" in to_html(r)
     assert "<script>" not in to_markdown(r) and "\\<script\\>x\\</script\\>" in to_markdown(r)
 
@@ -138,14 +150,20 @@ def test_partial_credit_is_partial_everywhere() -> None:
 
 def test_sanitize_strips_hidden_tests_and_tracebacks() -> None:
     """The hidden region goes, the header stays, an error keeps its one-line message, the student's prints stay."""
-    cell = nbformat.v4.new_code_cell("# Hidden test · t · 1 point\n### BEGIN HIDDEN TESTS\nsecret_check(f)\n"
-                                     "### END HIDDEN TESTS")
+    cell = nbformat.v4.new_code_cell(
+        "# Hidden test · t · 1 point\n### BEGIN HIDDEN TESTS\nsecret_check(f)\n### END HIDDEN TESTS"
+    )
     cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1}
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="student print\n"),
-                    nbformat.v4.new_output("stream", name="stderr",
-                                           text="/x/lab.py:3: UserWarning: careful\n  secret_line()\n"),
-                    nbformat.v4.new_output("error", ename="TestFailure", evalue="t: wrong",
-                                           traceback=["Traceback", "  File lab.py, in secret_check", "    secret_line()"])]
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="student print\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="/x/lab.py:3: UserWarning: careful\n  secret_line()\n"),
+        nbformat.v4.new_output(
+            "error",
+            ename="TestFailure",
+            evalue="t: wrong",
+            traceback=["Traceback", "  File lab.py, in secret_check", "    secret_line()"],
+        ),
+    ]
     nb = nbformat.v4.new_notebook(cells=[cell])
     clean = sanitize(nb).cells[0]
     assert clean.source == f"# Hidden test · t · 1 point\n{REMOVED}"
@@ -170,13 +188,25 @@ def test_no_output_of_a_cell_run_after_a_hidden_test_is_handed_back() -> None:
         return cell
 
     said = nbformat.v4.new_output("stream", name="stdout", text="seen: [(256, 256), (128, 512)]\n")
-    stopped = nbformat.v4.new_output("error", ename="KernelStopped", evalue="the run stopped during this cell",
-                                     traceback=["KernelStopped: the run stopped during this cell"])
-    nb = nbformat.v4.new_notebook(cells=[
-        code("before", nbformat.v4.new_output("stream", name="stdout", text="mine\n")),
-        code("t1", nbformat.v4.new_output("error", ename="TestFailure", evalue="t1: wrong", traceback=[]), test=True),
-        nbformat.v4.new_markdown_cell("text"),
-        code("print(seen)", said), code("quiet"), code("t2", test=True), code("print(seen) again", said, stopped)])
+    stopped = nbformat.v4.new_output(
+        "error",
+        ename="KernelStopped",
+        evalue="the run stopped during this cell",
+        traceback=["KernelStopped: the run stopped during this cell"],
+    )
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            code("before", nbformat.v4.new_output("stream", name="stdout", text="mine\n")),
+            code(
+                "t1", nbformat.v4.new_output("error", ename="TestFailure", evalue="t1: wrong", traceback=[]), test=True
+            ),
+            nbformat.v4.new_markdown_cell("text"),
+            code("print(seen)", said),
+            code("quiet"),
+            code("t2", test=True),
+            code("print(seen) again", said, stopped),
+        ]
+    )
     clean = sanitize(nb).cells
     assert clean[0].outputs[0].text == "mine\n" and clean[0].execution_count == 7
     assert clean[1].outputs[0].evalue == "t1: wrong"
@@ -195,13 +225,20 @@ def test_lab_1_5_feedback_shows_the_counts_per_category() -> None:
     lab = manifest().lab("lab-1.5-reading-tokamax")
     nb = nbformat.read(REPO_ROOT / lab.source, as_version=4)
     (cell,) = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "margin_marks"]
-    tally = ("margin_marks: algorithm lines marked algorithm 40/45 (5 marked the other way, 0 not marked); schedule "
-             "lines marked schedule 90/92 (2 marked the other way, 0 not marked); credit = 3 x the smaller share = "
-             "2.66 of 3")
+    tally = (
+        "margin_marks: algorithm lines marked algorithm 40/45 (5 marked the other way, 0 not marked); schedule "
+        "lines marked schedule 90/92 (2 marked the other way, 0 not marked); credit = 3 x the smaller share = "
+        "2.66 of 3"
+    )
     cell.execution_count = 1
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=tally + "\nwhich lines disagree is shown "
-                                           "from 2026-12-21 (the lab's reveal date)\n"),
-                    nbformat.v4.new_output("execute_result", data={"text/plain": "2.66"}, execution_count=1)]
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "stream",
+            name="stdout",
+            text=tally + "\nwhich lines disagree is shown from 2026-12-21 (the lab's reveal date)\n",
+        ),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "2.66"}, execution_count=1),
+    ]
     (t,) = [r for r in score_tests(nb, lab) if r.name == "margin_marks"]
     assert t.status == "partial" and t.points == 2.66
     assert t.message == "partial credit: 2.66 of 3 points · " + tally.removeprefix("margin_marks: ")

@@ -2,6 +2,7 @@
 `course grade --jobs 2`, and the same points test by test through `nbgrader autograde` (in CI the cases where
 nbgrader's own path differs, NBGRADER_CI; the rest under -m slow and in `make configurations`); the batch and the
 other students' results are untouched; nothing leaves the jail; nothing hidden reaches a student."""
+
 from __future__ import annotations
 
 import json
@@ -129,8 +130,20 @@ def graded(submissions: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
 # per-cell limit, output volume). The attacks on the engine behind both doors (forged descriptions and values,
 # primitives of its own, probes, network, processes, memory, start-up files) go through nbgrader under -m slow
 # here and in `make configurations`' nbgrader row (tests/test_configurations.py), the whole corpus each.
-NBGRADER_CI = {"ok-solution", "hang-in-cell", "hang-in-kernel", "crash-exit", "corrupt-truncated", "corrupt-binary",
-               "other-lab", "deleted-cells", "renamed", "rewrite-tests", "skip-execution", "huge-output"}
+NBGRADER_CI = {
+    "ok-solution",
+    "hang-in-cell",
+    "hang-in-kernel",
+    "crash-exit",
+    "corrupt-truncated",
+    "corrupt-binary",
+    "other-lab",
+    "deleted-cells",
+    "renamed",
+    "rewrite-tests",
+    "skip-execution",
+    "huge-output",
+}
 
 
 def _autograde(submissions: Path, course: Path, students: list[str]) -> dict[str, dict[str, float]]:
@@ -234,7 +247,7 @@ def test_planted_files_and_processes_die_with_the_jail(graded) -> None:
     """A startup file planted in one jail's HOME forges nothing in the next; a fork bomb forges nothing."""
     _, out = graded
     planted = _cell_output(out, "startup-file", "00-forge.py")
-    assert "planted" in planted          # inside its own tmpfs: allowed, and gone with the jail
+    assert "planted" in planted  # inside its own tmpfs: allowed, and gone with the jail
     records, _ = graded
     assert records["zz-stub-after-startup"]["score"] == 0 and records["processes"]["score"] == 0
 
@@ -255,7 +268,9 @@ def _hidden_source_lines() -> list[str]:
     for module in ("autograder/labs/lab_1_1.py", "autograder/labs/harness.py"):
         for line in (REPO_ROOT / module).read_text().splitlines():
             line = line.strip()
-            if len(line) > 30 and not line.startswith(("#", '"', "f\"", "from ", "import ", "def ", "raise TestFailure")):
+            if len(line) > 30 and not line.startswith(
+                ("#", '"', "f\"", "from ", "import ", "def ", "raise TestFailure")
+            ):
                 lines.append(line)
     return lines
 
@@ -264,8 +279,11 @@ def test_nothing_hidden_reaches_a_student(graded) -> None:
     """Executed notebooks handed back and feedback pages hold no hidden-test code, no solution text and none
     of the grader's environment."""
     _, out = graded
-    student_files = [*(out / "executed").rglob("*.ipynb"), *(out / "feedback").rglob("*.md"),
-                     *(out / "feedback").rglob("*.html")]
+    student_files = [
+        *(out / "executed").rglob("*.ipynb"),
+        *(out / "feedback").rglob("*.md"),
+        *(out / "feedback").rglob("*.html"),
+    ]
     assert len(student_files) >= 3 * 20
     secret = HIDDEN + _hidden_source_lines() + ["s3cret-of-the-grader"]
     for f in student_files:
@@ -298,8 +316,11 @@ def test_wall_clock_limit_stops_the_run() -> None:
     run = execute(nb, lab, limits=Limits(wall_s=12, cell_s=60), cell_timeout_s=60)
     assert run.stopped and "12 s wall-clock limit" in run.stopped, run.stopped
     assert not any("never" in str(c.get("outputs")) for c in run.notebook.cells)
-    tests = [c for c in run.notebook.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade") and
-             c.cell_type == "code"]
+    tests = [
+        c
+        for c in run.notebook.cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade") and c.cell_type == "code"
+    ]
     assert all(c.outputs and c.outputs[0].output_type == "error" for c in tests)
 
 
@@ -334,23 +355,55 @@ def test_scheduler_workers_in_separate_processes(submissions: Path, tmp_path: Pa
         port = s.getsockname()[1]
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                               "--port", str(port), "--no-dashboard"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-dashboard",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     _until_listening(port)
-    procs += [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                "--no-dashboard", "--name", f"w{i}"], env=env, cwd=REPO_ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
+    procs += [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                address,
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--name",
+                f"w{i}",
+            ],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(2)
+    ]
     try:
         picked = tmp_path / "in"
         for student in ("ok-solution", "probe-outside", "processes"):
             shutil.copytree(submissions / student, picked / student)
         from distributed import Client
 
-        with Client(address, timeout=60) as client:    # both workers up (their start, not a fixed sleep)
+        with Client(address, timeout=60) as client:  # both workers up (their start, not a fixed sleep)
             client.wait_for_workers(2, timeout=120)
-        result = runner.invoke(app, ["grade", str(picked), "--out", str(tmp_path / "out"), "--scheduler", address,
-                                     "--json", *LIMITS])
+        result = runner.invoke(
+            app, ["grade", str(picked), "--out", str(tmp_path / "out"), "--scheduler", address, "--json", *LIMITS]
+        )
         assert result.exit_code == 0, result.output
         records = {r["submission"].split("/")[0]: r for r in json.loads(result.stdout)}
         assert records["ok-solution"]["score"] == 6

@@ -5,6 +5,7 @@ Grading is stubbed at `autograder.doors.batch.grade_payload` (the task a worker 
 "notebooks" here are small JSON files saying which points and messages the stub returns, so 30 submissions
 take seconds, not 30 kernels. Real grading is covered by test_grade_cli.py and test_grader_export.py.
 """
+
 from __future__ import annotations
 
 import csv
@@ -32,11 +33,16 @@ FILE = f"{LAB}.ipynb"
 STAGE = manifest().stage.id
 ORDINARY = [f"student{i:02d}" for i in range(25)]
 BIG = "=HYPERLINK(\"http://x\")\x1b[31m[bold]red[/]" + "x" * 5_000_000
-NOT_UTF8 = os.fsdecode(b"ren\xe9e\x1b")   # Latin-1 e-acute and an ESC: shown as ren\ufffde\ufffd
+NOT_UTF8 = os.fsdecode(b"ren\xe9e\x1b")  # Latin-1 e-acute and an ESC: shown as ren\ufffde\ufffd
 # aaron has a lab of his own beside his plants; mallory has only plants (so they are results of their own)
-PLANTED = [f"aaron/{STAGE}/bob/{STAGE}/{FILE}", f"aaron/{STAGE}/x/carl/{STAGE}/{FILE}",
-           f"mallory/{STAGE}/bob/{STAGE}/{FILE}", f"mallory/x/y/carl/{STAGE}/{FILE}",
-           f"mallory/{STAGE}/a/b/bob/{STAGE}/bob/{STAGE}/{FILE}", f"mallory/{FILE}"]
+PLANTED = [
+    f"aaron/{STAGE}/bob/{STAGE}/{FILE}",
+    f"aaron/{STAGE}/x/carl/{STAGE}/{FILE}",
+    f"mallory/{STAGE}/bob/{STAGE}/{FILE}",
+    f"mallory/x/y/carl/{STAGE}/{FILE}",
+    f"mallory/{STAGE}/a/b/bob/{STAGE}/bob/{STAGE}/{FILE}",
+    f"mallory/{FILE}",
+]
 
 
 def stub_payload(submission: Submission, limits: Any, engine: str = "jail") -> dict[str, Any]:
@@ -44,13 +50,24 @@ def stub_payload(submission: Submission, limits: Any, engine: str = "jail") -> d
     spec, label = json.loads(submission.data or b"{}"), submission.label
     lab = manifest().lab(LAB)
     points = spec.get("points", [t.points for t in lab.tests])
-    tests = [TestResult(name=t.id, points=p, max_points=t.points, passed=p >= t.points,
-                        message="passed" if p >= t.points else "no credit" if p > 0 else spec.get("message", "wrong"))
-             for t, p in zip(lab.tests, points)]
-    result = SubmissionResult(submission=label, lab=LAB, score=sum(points), max_score=lab.autograded_max,
-                              tests=tests)
-    return {"result": result.model_dump(mode="json"), "seconds": 0.01, "grader": grader_fingerprint(LAB),
-            "executed": None, "full": None}
+    tests = [
+        TestResult(
+            name=t.id,
+            points=p,
+            max_points=t.points,
+            passed=p >= t.points,
+            message="passed" if p >= t.points else "no credit" if p > 0 else spec.get("message", "wrong"),
+        )
+        for t, p in zip(lab.tests, points)
+    ]
+    result = SubmissionResult(submission=label, lab=LAB, score=sum(points), max_score=lab.autograded_max, tests=tests)
+    return {
+        "result": result.model_dump(mode="json"),
+        "seconds": 0.01,
+        "grader": grader_fingerprint(LAB),
+        "executed": None,
+        "full": None,
+    }
 
 
 def _notebook(path: Path, **spec: Any) -> Path:
@@ -93,13 +110,19 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     mp = pytest.MonkeyPatch()
     mp.setattr(autograder.doors.batch, "grade_payload", stub_payload)
     try:
-        run = CliRunner().invoke(app, ["grade", str(sub), "--out", str(out), "--gradebook",
-                                       str(course / "gradebook.db")])
+        run = CliRunner().invoke(
+            app, ["grade", str(sub), "--out", str(out), "--gradebook", str(course / "gradebook.db")]
+        )
     finally:
         mp.undo()
     records = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    return {"run": run, "out": out, "course": course, "by": {r["submission"].split("/")[0]: r for r in records},
-            "records": records}
+    return {
+        "run": run,
+        "out": out,
+        "course": course,
+        "by": {r["submission"].split("/")[0]: r for r in records},
+        "records": records,
+    }
 
 
 def test_ordinary_ones_graded_hostile_ones_each_with_a_reason(batch) -> None:
@@ -108,13 +131,19 @@ def test_ordinary_ones_graded_hostile_ones_each_with_a_reason(batch) -> None:
     assert "2 submission(s) could not be handled" in run.output
     for student in ORDINARY:
         r = by[student]
-        assert (r["score"], r["error"], r["failed"], r["timestamp"]) == (6, None, None,
-                                                                         "2026-11-29 10:00:00.000000 UTC"), r
+        assert (r["score"], r["error"], r["failed"], r["timestamp"]) == (
+            6,
+            None,
+            None,
+            "2026-11-29 10:00:00.000000 UTC",
+        ), r
     assert "symbolic link: never followed" in by["linda"]["failed"] and by["linda"]["score"] == 0
     assert "not a regular file" in by["fifi"]["failed"]
     assert by["dan"]["score"] == 6 and by["dan"]["submission"] == f"dan/{STAGE}/{FILE}"
-    assert sorted(i["name"] for i in by["dan"]["ignored"]) == [f"dan/{STAGE}/lab-1.1 copy.ipynb",
-                                                                f"dan/{STAGE}/old/{FILE}"]
+    assert sorted(i["name"] for i in by["dan"]["ignored"]) == [
+        f"dan/{STAGE}/lab-1.1 copy.ipynb",
+        f"dan/{STAGE}/old/{FILE}",
+    ]
     assert all("is the file named as the lab" in i["reason"] for i in by["dan"]["ignored"])
     eve = by["eve["]
     assert eve["score"] == 2.5 and eve["timestamp"] is None
@@ -123,7 +152,7 @@ def test_ordinary_ones_graded_hostile_ones_each_with_a_reason(batch) -> None:
     assert {t["name"]: t["message"] for t in eve["tests"]}["transpose_schedule"] == "partial credit: 0.5 of 1 points"
     renee = by["ren\ufffde\ufffd"]
     assert renee["failed"] is None and renee["score"] == 0
-    assert len(batch["records"]) == 25 + 5 + 3 + 4   # bob, carl, aaron; mallory's 4 plants, each a 0 of its own
+    assert len(batch["records"]) == 25 + 5 + 3 + 4  # bob, carl, aaron; mallory's 4 plants, each a 0 of its own
 
 
 def test_messages_are_capped_and_plain(batch) -> None:
@@ -175,8 +204,9 @@ def test_a_student_is_who_the_top_folder_says(batch) -> None:
         assert (r["score"], r["failed"]) == (0, None) and r["error"].startswith("not graded: "), r
         assert "mallory's folder" in r["error"] or "not in a student's folder" in r["error"], r["error"]
         assert not r["tests"]
-    csv_rows = {r["student_id"]: float(r["raw_score"])
-                for r in csv.DictReader((batch["out"] / "nbgrader-grades.csv").open())}
+    csv_rows = {
+        r["student_id"]: float(r["raw_score"]) for r in csv.DictReader((batch["out"] / "nbgrader-grades.csv").open())
+    }
     assert (csv_rows["bob"], csv_rows["carl"], csv_rows["aaron"]) == (6, 6, 6)
     assert "mallory" not in csv_rows and FILE[:-6] not in csv_rows
     with Gradebook(f"sqlite:///{batch['course'] / 'gradebook.db'}") as gb:
@@ -192,8 +222,15 @@ def test_nbgrader_place_counts_from_the_top() -> None:
     from autograder.steps.export import student_of
 
     assert nbgrader_place(f"bob/{STAGE}/{FILE}") == ("bob", FILE)
-    for label in (f"aaron/{STAGE}/bob/{STAGE}/{FILE}", f"x/bob/{STAGE}/{FILE}", f"{STAGE}/{FILE}", FILE,
-                  f"bob/other/{FILE}", f"bob/{STAGE}/notes.txt", "/".join(["a", STAGE] * 20 + [FILE])):
+    for label in (
+        f"aaron/{STAGE}/bob/{STAGE}/{FILE}",
+        f"x/bob/{STAGE}/{FILE}",
+        f"{STAGE}/{FILE}",
+        FILE,
+        f"bob/other/{FILE}",
+        f"bob/{STAGE}/notes.txt",
+        "/".join(["a", STAGE] * 20 + [FILE]),
+    ):
         assert nbgrader_place(label) is None and student_of(label) is None, label
 
 
@@ -220,8 +257,10 @@ def test_discovery_rules(tmp_path: Path) -> None:
     (tmp_path / "given").symlink_to(real, target_is_directory=True)
     found = find_submissions([tmp_path / "given"])
     assert [found.label(p) for p in found.notebooks] == [f"amy/{STAGE}/{FILE}", f"z\ufffd/{STAGE}/{FILE}"]
-    assert [(s.label, s.refused) for s in found.skipped] == [(f"amy/{STAGE}/peek", True),
-                                                            (f"z\ufffd/{STAGE}/{FILE}", True)]
+    assert [(s.label, s.refused) for s in found.skipped] == [
+        (f"amy/{STAGE}/peek", True),
+        (f"z\ufffd/{STAGE}/{FILE}", True),
+    ]
     assert "shows the same as" in found.skipped[1].reason
     with pytest.raises(SubmissionNotFound, match="nope: no such file or folder"):
         find_submissions([tmp_path / "nope"])

@@ -2,6 +2,7 @@
 merge. Nothing crashes, nothing is lost, the exports agree with results.json, and no output holds a
 student's string unescaped (no markup in the terminal, Markdown or HTML, no formula in a CSV cell, no
 control character anywhere). No kernels: records are built directly."""
+
 from __future__ import annotations
 
 import csv
@@ -31,36 +32,80 @@ from tests.small_gradebook import small_gradebook
 LAB = "lab-1.1-first-kernels"
 STAGE = manifest().stage.id
 SPEC = manifest().lab(LAB)
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                           HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
-HOSTILE = ["[/]", "[bold red]x[/bold red]", "[link=file:///etc/passwd]a[/link]", ":smile:", "=1+1", "+SUM(A1)",
-           "-2", "@cmd", "\tx", "\rx", "\x1b[2J\x1b[31mred", "\x1b]8;;http://evil\x07link\x1b]8;;\x07", "\x9b31m",
-           "<script>alert(1)</script>", "**bold** _it_ `code` [a](http://x) ![i](x.png)", "| a | b |", "# h",
-           "&amp; &lt;", "\u202eevil\u202c", "\udcff\udcfe", "a\x00b", "line\nbreak", "\\", "x" * 5000, ""]
-text = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=80),
-                 st.text(st.characters(codec=None, exclude_categories=()), max_size=40),
-                 st.lists(st.sampled_from(HOSTILE), max_size=4).map("".join))
-name_part = st.one_of(st.sampled_from(["alice", "bob", "[/]", "=x", "\x1b[1m", "-rf", "\udcff", "a b"]),
-                      st.text(st.characters(blacklist_characters="/\x00"), min_size=1, max_size=12)).filter(
-                          lambda s: s not in (".", ".."))
-submission = st.builds(lambda student, file: f"{student}/{STAGE}/{file}", name_part,
-                       st.one_of(st.just(f"{LAB}.ipynb"), name_part.map(lambda s: s + ".ipynb")))
+HOSTILE = [
+    "[/]",
+    "[bold red]x[/bold red]",
+    "[link=file:///etc/passwd]a[/link]",
+    ":smile:",
+    "=1+1",
+    "+SUM(A1)",
+    "-2",
+    "@cmd",
+    "\tx",
+    "\rx",
+    "\x1b[2J\x1b[31mred",
+    "\x1b]8;;http://evil\x07link\x1b]8;;\x07",
+    "\x9b31m",
+    "<script>alert(1)</script>",
+    "**bold** _it_ `code` [a](http://x) ![i](x.png)",
+    "| a | b |",
+    "# h",
+    "&amp; &lt;",
+    "\u202eevil\u202c",
+    "\udcff\udcfe",
+    "a\x00b",
+    "line\nbreak",
+    "\\",
+    "x" * 5000,
+    "",
+]
+text = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.text(max_size=80),
+    st.text(st.characters(codec=None, exclude_categories=()), max_size=40),
+    st.lists(st.sampled_from(HOSTILE), max_size=4).map("".join),
+)
+name_part = st.one_of(
+    st.sampled_from(["alice", "bob", "[/]", "=x", "\x1b[1m", "-rf", "\udcff", "a b"]),
+    st.text(st.characters(blacklist_characters="/\x00"), min_size=1, max_size=12),
+).filter(lambda s: s not in (".", ".."))
+submission = st.builds(
+    lambda student, file: f"{student}/{STAGE}/{file}",
+    name_part,
+    st.one_of(st.just(f"{LAB}.ipynb"), name_part.map(lambda s: s + ".ipynb")),
+)
 
 
 @st.composite
 def results(draw: st.DrawFn) -> SubmissionResult:
-    tests = [TestResult(name=t.id, points=(p := draw(st.sampled_from([0.0, t.points / 2, t.points]))),
-                        max_points=t.points, passed=p >= t.points, message=draw(text)) for t in SPEC.tests]
+    tests = [
+        TestResult(
+            name=t.id,
+            points=(p := draw(st.sampled_from([0.0, t.points / 2, t.points]))),
+            max_points=t.points,
+            passed=p >= t.points,
+            message=draw(text),
+        )
+        for t in SPEC.tests
+    ]
     labbed = draw(st.booleans())
     return SubmissionResult(
-        submission=draw(submission), lab=LAB if labbed else None,
-        score=sum(t.points for t in tests) if labbed else 0, max_score=SPEC.autograded_max if labbed else 0,
-        tests=tests if labbed else [], written=[WrittenResult(name=w.id, max_points=w.points, status=draw(text))
-                                                for w in SPEC.written],
-        notes=draw(st.lists(text, max_size=2)), error=draw(st.none() | text), failed=draw(st.none() | text),
-        timestamp=draw(st.none() | text), ignored=[IgnoredFile(name=draw(submission), reason=draw(text))
-                                                   for _ in range(draw(st.integers(0, 2)))])
+        submission=draw(submission),
+        lab=LAB if labbed else None,
+        score=sum(t.points for t in tests) if labbed else 0,
+        max_score=SPEC.autograded_max if labbed else 0,
+        tests=tests if labbed else [],
+        written=[WrittenResult(name=w.id, max_points=w.points, status=draw(text)) for w in SPEC.written],
+        notes=draw(st.lists(text, max_size=2)),
+        error=draw(st.none() | text),
+        failed=draw(st.none() | text),
+        timestamp=draw(st.none() | text),
+        ignored=[IgnoredFile(name=draw(submission), reason=draw(text)) for _ in range(draw(st.integers(0, 2)))],
+    )
 
 
 batches = st.lists(results(), max_size=6)
@@ -69,9 +114,12 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud
 
 def strings_of(r: SubmissionResult) -> list[str]:
     """Every student-controlled string of a record."""
-    return ([r.submission, r.error or "", r.failed or "", r.timestamp or "", *r.notes]
-            + [t.message for t in r.tests] + [w.status for w in r.written]
-            + [s for i in r.ignored for s in (i.name, i.reason)])
+    return (
+        [r.submission, r.error or "", r.failed or "", r.timestamp or "", *r.notes]
+        + [t.message for t in r.tests]
+        + [w.status for w in r.written]
+        + [s for i in r.ignored for s in (i.name, i.reason)]
+    )
 
 
 @SETTINGS
@@ -82,8 +130,9 @@ def test_plain_is_plain_capped_and_stable(s: str, cap: int) -> None:
     assert len(p) <= cap + len(untrusted.CUT.format(n=len(s)))
     assert untrusted.plain(p, cap) == p
     assert not untrusted.for_csv(s).startswith(("=", "+", "-", "@", "\t", "\r"))
-    assert "\n" not in untrusted.for_markdown(s) and not re.search(r"(?<!\\)[\[\]<>`*_|]",
-                                                                   untrusted.for_markdown(s).replace("\\\\", ""))
+    assert "\n" not in untrusted.for_markdown(s) and not re.search(
+        r"(?<!\\)[\[\]<>`*_|]", untrusted.for_markdown(s).replace("\\\\", "")
+    )
     assert not re.search(r"[<>\"]", untrusted.for_html(s))
 
 
@@ -127,8 +176,27 @@ def test_nbgrader_csv_counts_one_result_per_student_and_lab(rs: list[SubmissionR
     assert all(float(row["raw_score"]) <= SPEC.autograded_max for row in rows)
 
 
-ALLOWED_HTML = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "strong", "table", "thead",
-                "tbody", "tr", "th", "td", "ul", "li", "blockquote"}
+ALLOWED_HTML = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "h1",
+    "h2",
+    "p",
+    "strong",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "ul",
+    "li",
+    "blockquote",
+}
 
 
 class Tags(HTMLParser):
@@ -179,7 +247,7 @@ def test_terminal_shows_text_never_markup(rs: list[SubmissionResult]) -> None:
     assert not failures.by_submission
     shown = buffer.getvalue()
     assert "\x1b" not in shown
-    for r in rs:   # a markup-like message is printed as its own characters
+    for r in rs:  # a markup-like message is printed as its own characters
         for t in r.tests:
             if t.status != "passed" and "[bold red]" in t.message and len(t.message) < 40:
                 assert "[bold red]" in shown
@@ -197,8 +265,9 @@ def test_timestamps_never_raise(s: str) -> None:
 def test_timestamp_in_nbgraders_format() -> None:
     assert parse_timestamp("2026-11-29 10:00:00.000000 UTC").value == "2026-11-29 10:00:00.000000 UTC"
     assert parse_timestamp("2026-11-29T11:00:00+01:00").value == "2026-11-29 10:00:00.000000 UTC"
-    assert parse_timestamp("yesterday").problem == ("timestamp.txt is not a date nbgrader reads ('yesterday'); "
-                                                    "the submission has no time and is not marked late")
+    assert parse_timestamp("yesterday").problem == (
+        "timestamp.txt is not a date nbgrader reads ('yesterday'); the submission has no time and is not marked late"
+    )
     assert parse_timestamp("").value is None and parse_timestamp("").problem is None
 
 
@@ -207,8 +276,9 @@ def gradebook(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return small_gradebook(tmp_path_factory.mktemp("course") / "gradebook.db")
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                 HealthCheck.too_slow])
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(rs=batches)
 def test_gradebook_merge_agrees_with_the_csv(rs: list[SubmissionResult], gradebook: Path, tmp_path_factory) -> None:
     """Random students, messages and timestamps: the merge never stops, and each merged student's autograded
@@ -219,8 +289,10 @@ def test_gradebook_merge_agrees_with_the_csv(rs: list[SubmissionResult], gradebo
     failures = Failures()
     merge_into_gradebook(rs, gradebook, instructor_dir=out / "instructor", failures=failures)
     assert not failures.by_submission, failures.by_submission
-    rows = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(
-        write_nbgrader_csv(rs, out / "n.csv").open(encoding="utf-8", newline=""))}
+    rows = {
+        r["student_id"]: float(r["raw_score"])
+        for r in csv.DictReader(write_nbgrader_csv(rs, out / "n.csv").open(encoding="utf-8", newline=""))
+    }
     with Gradebook(f"sqlite:///{gradebook}") as gb:
         for r in one_per_student_lab(rs)[0]:
             student = student_of(r.submission)

@@ -4,6 +4,7 @@ and the doors' declared lists (autograder.steps.pipeline) run by the one runner.
 The engine is a stand-in registered as "fake" (autograder.steps.engines) everywhere but one end-to-end test, so
 these run in seconds; real jails are covered there, in test_grade_cli.py and test_grader_batch.py.
 """
+
 from __future__ import annotations
 
 import copy
@@ -64,8 +65,9 @@ def fake_engine(failing: set[str] = frozenset(), calls: list[dict] | None = None
             cell.execution_count = i + 1
             gid = cells.grade_id(cell)
             if cells.is_test(cell) and gid in failing:
-                cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue=f"{gid} is wrong",
-                                                       traceback=[])]
+                cell.outputs = [
+                    nbformat.v4.new_output("error", ename="AssertionError", evalue=f"{gid} is wrong", traceback=[])
+                ]
         return Execution(nb, None, frozenset(range(len(nb.cells))))
 
     engines.register("fake", execute)
@@ -76,10 +78,15 @@ def _identified(nb: NotebookNode | str, **kwargs: Any) -> Grading:
     return pipeline.identify(Grading(_submission(nb, **kwargs)))
 
 
-def _prepared(nb: NotebookNode | str, failing: set[str] = frozenset(), calls: list[dict] | None = None,   # type: ignore[assignment]
-              limits: Limits | None = None) -> Grading:
-    return pipeline.restore(dataclasses.replace(_identified(nb), engine=fake_engine(failing, calls),
-                                                limits=limits or Limits()))
+def _prepared(
+    nb: NotebookNode | str,
+    failing: set[str] = frozenset(),
+    calls: list[dict] | None = None,  # type: ignore[assignment]
+    limits: Limits | None = None,
+) -> Grading:
+    return pipeline.restore(
+        dataclasses.replace(_identified(nb), engine=fake_engine(failing, calls), limits=limits or Limits())
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +95,7 @@ def solved() -> NotebookNode:
 
 
 # read
+
 
 def test_read_hashes_the_whole_file_and_keeps_a_bounded_prefix(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / NAME
@@ -99,11 +107,12 @@ def test_read_hashes_the_whole_file_and_keeps_a_bounded_prefix(tmp_path: Path, m
 
 
 def test_read_of_an_unreadable_file_says_why(tmp_path: Path) -> None:
-    sub = read_submission(tmp_path, LABEL)          # a folder: cannot be read as a file
+    sub = read_submission(tmp_path, LABEL)  # a folder: cannot be read as a file
     assert sub.data == b"" and sub.problem and "IsADirectoryError" in sub.problem
 
 
 # identify
+
 
 def test_identify_names_the_lab(solved: NotebookNode) -> None:
     found = _identified(solved)
@@ -120,11 +129,17 @@ def test_the_identify_step_records_a_zero_with_why() -> None:
     assert g.result.error.startswith("could not read the notebook (NotJSONError")
 
 
-@pytest.mark.parametrize("text, why, lab", [
-    ('{"cells": [', "could not read the notebook (NotJSONError", LAB),
-    ('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5, "x": 1}', "could not read the notebook (",
-     LAB),
-])
+@pytest.mark.parametrize(
+    "text, why, lab",
+    [
+        ('{"cells": [', "could not read the notebook (NotJSONError", LAB),
+        (
+            '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5, "x": 1}',
+            "could not read the notebook (",
+            LAB,
+        ),
+    ],
+)
 def test_identify_refuses_a_broken_notebook_with_why(text: str, why: str, lab: str) -> None:
     with pytest.raises(Ungradable) as e:
         identify(_submission(text))
@@ -152,6 +167,7 @@ def test_identify_a_notebook_of_another_lab() -> None:
 
 # restore
 
+
 def test_restore_brings_back_the_hidden_tests_and_leaves_its_input_alone() -> None:
     stub = nbformat.read(REPO_ROOT / manifest().lab(LAB).notebook, as_version=4)
     found = _identified(stub)
@@ -173,6 +189,7 @@ def test_restore_notes_what_was_changed(solved: NotebookNode) -> None:
 
 # execute
 
+
 def test_execute_hands_the_engine_a_copy_and_the_limits(solved: NotebookNode) -> None:
     calls: list[dict] = []
     limits = Limits(cell_s=7)
@@ -191,6 +208,7 @@ def test_engines_by_name() -> None:
 
 
 # score
+
 
 def test_score_counts_nbgrader_points_and_hides_the_tests(solved: NotebookNode) -> None:
     graded = pipeline.score(pipeline.execute(_prepared(solved, {"add_bf16"})))
@@ -212,10 +230,11 @@ def test_score_of_a_run_that_stopped(solved: NotebookNode) -> None:
 
 # the doors (the steps declared once each, one runner) and the worker's task
 
+
 def test_the_doors_are_declared_step_lists() -> None:
     names = [step.__name__ for step in pipeline.COURSE_GRADE]
     assert names == ["identify", "restore", "execute", "score"]
-    assert [step.__name__ for step in pipeline.NBGRADER] == names     # nbgrader's door identifies too
+    assert [step.__name__ for step in pipeline.NBGRADER] == names  # nbgrader's door identifies too
 
 
 def test_the_runner_visits_each_step_once_in_order(solved: NotebookNode, monkeypatch) -> None:
@@ -225,6 +244,7 @@ def test_the_runner_visits_each_step_once_in_order(solved: NotebookNode, monkeyp
         def s(g: Grading) -> Grading:
             seen.append(name)
             return dataclasses.replace(g, result=pipeline.zero(None, g.label, "stop") if name == "b" else None)
+
         s.__name__ = name
         return s
 
@@ -249,8 +269,9 @@ def test_course_grade_walks_the_class_steps_once_in_order(tmp_path: Path) -> Non
     path = tmp_path / "in" / "amy" / "stage-1" / NAME
     path.parent.mkdir(parents=True)
     nbformat.write(filled_in(LAB), path)
-    c = pipeline.run(COURSE_GRADE, ClassGrading((tmp_path / "in",), GradeOptions(out=tmp_path / "out",
-                                                                                 engine=fake_engine())))
+    c = pipeline.run(
+        COURSE_GRADE, ClassGrading((tmp_path / "in",), GradeOptions(out=tmp_path / "out", engine=fake_engine()))
+    )
     assert c.done == ("discover", "read", "grade", "report")
     assert [s.label for s in c.submissions] == [LABEL] and c.submissions[0].data == path.read_bytes()
     assert [o.result.score for o in c.outcomes] == [6.0] and c.run is not None
@@ -279,6 +300,7 @@ def test_the_task_returns_plain_data(solved: NotebookNode) -> None:
 
 
 # record and plan
+
 
 def _graded(score_: float = 6.0) -> Graded:
     from autograder.steps.pipeline import zero
@@ -325,6 +347,7 @@ def test_a_save_failure_is_that_submissions_only(tmp_path: Path) -> None:
 
 # schedule
 
+
 def test_the_batch_schedules_in_the_order_given_and_survives_a_failing_task(tmp_path: Path, monkeypatch) -> None:
     paths = []
     for student in ("cy", "al", "bo"):
@@ -343,8 +366,12 @@ def test_the_batch_schedules_in_the_order_given_and_survives_a_failing_task(tmp_
 
     monkeypatch.setattr(batch, "grade_payload", task)
     planned: list[tuple[int, int]] = []
-    outcomes = batch.grade_each(_read(paths, tmp_path / "in"), out_dir=tmp_path / "out", engine="no-jail",
-                               on_plan=lambda todo, reused: planned.append((todo, reused)))
+    outcomes = batch.grade_each(
+        _read(paths, tmp_path / "in"),
+        out_dir=tmp_path / "out",
+        engine="no-jail",
+        on_plan=lambda todo, reused: planned.append((todo, reused)),
+    )
     assert [o.label for o in outcomes] == [f"{s}/{NAME}" for s in ("cy", "al", "bo")] and planned == [(3, 0)]
     assert [o.result.score for o in outcomes] == [6.0, 0, 6.0]
     assert "grader bug" in outcomes[1].result.error
@@ -353,6 +380,7 @@ def test_the_batch_schedules_in_the_order_given_and_survives_a_failing_task(tmp_
 
 
 # report
+
 
 def test_report_writes_every_output_from_outcomes_alone(tmp_path: Path) -> None:
     result = _graded().result
@@ -364,6 +392,7 @@ def test_report_writes_every_output_from_outcomes_alone(tmp_path: Path) -> None:
 
 
 # one submission end to end, through the real jail
+
 
 def test_end_to_end_through_the_jail(solved: NotebookNode) -> None:
     graded = grade_submission(_submission(solved), Limits())
@@ -398,7 +427,7 @@ def test_a_notebook_past_its_timeout_in_the_judge_is_the_notebook_s_result(solve
 
     def check(test: Any, session: Any) -> list:
         if test.function != "add_bf16":
-            return []                                     # passes
+            return []  # passes
         time.sleep(wall_s + 0.2)
         raise Overrun(f"ran past the notebook's {wall_s:g} s wall-clock limit (--timeout)")
 

@@ -1,5 +1,6 @@
 """Imports point one way: course_tools -> autograder -> pallas_course. A student's wheel holds pallas_course
 alone, so it must import nothing else of ours; the grader must not reach up into the instructor tools."""
+
 from __future__ import annotations
 
 import ast
@@ -34,7 +35,7 @@ def _import_aliases(path: Path, root: Path) -> list[tuple[int, str, ast.alias, b
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name, alias, False) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join([*base, node.module] if node.module else base)
             found += [(node.lineno, module, alias, True) for alias in node.names]
     return found
@@ -52,8 +53,10 @@ def back_edges(parts: dict[str, set[str]] = ALLOWED, root: Path = ROOT) -> list[
             for line, module in _imports(path, root):
                 top = module.split(".")[0]
                 if top in parts and top not in allowed:
-                    edges.append(f"{path.relative_to(root)}:{line} imports {module} ({part} may import "
-                                 f"{', '.join(sorted(allowed))})")
+                    edges.append(
+                        f"{path.relative_to(root)}:{line} imports {module} ({part} may import "
+                        f"{', '.join(sorted(allowed))})"
+                    )
     return edges
 
 
@@ -67,7 +70,8 @@ def test_the_walk_finds_a_back_edge(tmp_path: Path) -> None:
     (tmp_path / "pallas_course" / "__init__.py").write_text("")
     (tmp_path / "pallas_course" / "x.py").write_text("def f():\n    from autograder.grade import grade\n")
     assert back_edges(ALLOWED, tmp_path) == [
-        "pallas_course/x.py:2 imports autograder.grade (pallas_course may import pallas_course)"]
+        "pallas_course/x.py:2 imports autograder.grade (pallas_course may import pallas_course)"
+    ]
 
 
 @pytest.mark.parametrize("part", sorted(ALLOWED))
@@ -85,23 +89,41 @@ def _modules(part: str) -> dict[Path, list[tuple[int, str]]]:
 
 
 def test_the_student_wheel_knows_nothing_of_nbgrader() -> None:
-    imports = [f"{p.relative_to(ROOT)}:{line} {m}" for p, found in _modules("pallas_course").items()
-               for line, m in found if m.split(".")[0] == "nbgrader"]
-    reads = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in sorted((ROOT / "pallas_course").rglob("*.py"))
-             for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Constant) and node.value == "nbgrader"]
+    imports = [
+        f"{p.relative_to(ROOT)}:{line} {m}"
+        for p, found in _modules("pallas_course").items()
+        for line, m in found
+        if m.split(".")[0] == "nbgrader"
+    ]
+    reads = [
+        f"{p.relative_to(ROOT)}:{node.lineno}"
+        for p in sorted((ROOT / "pallas_course").rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Constant) and node.value == "nbgrader"
+    ]
     assert imports == [], f"the wheel imports nbgrader: {imports}; nbgrader is the grader's (autograder.cells)"
-    assert reads == [], (f"the wheel reads nbgrader cell metadata: {reads}; move the reading to autograder/cells.py, "
-                         "the grader's one reader of it")
+    assert reads == [], (
+        f"the wheel reads nbgrader cell metadata: {reads}; move the reading to autograder/cells.py, "
+        "the grader's one reader of it"
+    )
 
 
 def _code_strings(path: Path) -> list[tuple[int, str]]:
     """(line, text) of every string constant in `path` but its docstrings (prose may name other parts)."""
     tree = ast.parse(path.read_text())
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-    return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs]
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+    ]
 
 
 # Folders of the repository that the wheel, installed alone, does not have; and git (the command, a `.git` folder).
@@ -113,23 +135,45 @@ def test_the_student_wheel_knows_nothing_of_the_repository() -> None:
     """Installed from its wheel, pallas_course has no repository around it: it names no repository root, no
     folder of the other parts, no git, and never reaches above its own folder."""
     wheel = sorted((ROOT / "pallas_course").rglob("*.py"))
-    roots = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in wheel for node in ast.walk(ast.parse(p.read_text()))
-             if (isinstance(node, ast.Name) and node.id == "REPO_ROOT")
-             or (isinstance(node, ast.Attribute) and node.attr == "REPO_ROOT")
-             or (isinstance(node, ast.alias) and node.name == "REPO_ROOT")]
-    assert roots == [], (f"the wheel uses REPO_ROOT: {roots}; the repository root lives in "
-                         "autograder.course_manifest, and what needs it belongs to the grader or course_tools")
-    paths = [f"{p.relative_to(ROOT)}:{line} {text!r}" for p in wheel for line, text in _code_strings(p)
-             if any(r in text for r in REPOSITORY_PATHS) or GIT.search(text)]
-    assert paths == [], (f"the wheel's code names repository paths or git: {paths}; reading the repository belongs "
-                         "to course_tools (solution notebooks: course_tools.walks; bench/ and the commit: "
-                         "course_tools.bench_records) or the grader (autograder.course_manifest)")
-    prose = [f"{p.relative_to(ROOT)}:{n}" for p in wheel for n, line in enumerate(p.read_text().splitlines(), 1)
-             if any(r in line for r in REPOSITORY_PATHS)]
-    assert prose == [], (f"the wheel's comments or docstrings point into the repository's folders: {prose}; "
-                         "name a module (autograder.labs.lab_1_4), never a path a student does not have")
-    above = [f"{p.relative_to(ROOT)}:{n}" for p in wheel for n, line in enumerate(p.read_text().splitlines(), 1)
-             if "__file__" in line and (".parent.parent" in line or ".parents[" in line)]
+    roots = [
+        f"{p.relative_to(ROOT)}:{node.lineno}"
+        for p in wheel
+        for node in ast.walk(ast.parse(p.read_text()))
+        if (isinstance(node, ast.Name) and node.id == "REPO_ROOT")
+        or (isinstance(node, ast.Attribute) and node.attr == "REPO_ROOT")
+        or (isinstance(node, ast.alias) and node.name == "REPO_ROOT")
+    ]
+    assert roots == [], (
+        f"the wheel uses REPO_ROOT: {roots}; the repository root lives in "
+        "autograder.course_manifest, and what needs it belongs to the grader or course_tools"
+    )
+    paths = [
+        f"{p.relative_to(ROOT)}:{line} {text!r}"
+        for p in wheel
+        for line, text in _code_strings(p)
+        if any(r in text for r in REPOSITORY_PATHS) or GIT.search(text)
+    ]
+    assert paths == [], (
+        f"the wheel's code names repository paths or git: {paths}; reading the repository belongs "
+        "to course_tools (solution notebooks: course_tools.walks; bench/ and the commit: "
+        "course_tools.bench_records) or the grader (autograder.course_manifest)"
+    )
+    prose = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in wheel
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if any(r in line for r in REPOSITORY_PATHS)
+    ]
+    assert prose == [], (
+        f"the wheel's comments or docstrings point into the repository's folders: {prose}; "
+        "name a module (autograder.labs.lab_1_4), never a path a student does not have"
+    )
+    above = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in wheel
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "__file__" in line and (".parent.parent" in line or ".parents[" in line)
+    ]
     assert above == [], f"the wheel reaches above its own folder: {above}; it has only itself (and its data files)"
 
 
@@ -145,17 +189,25 @@ def test_the_student_wheel_s_manifest_has_no_grader_fields() -> None:
 
     from pallas_course import manifest
 
-    models = [m for m in vars(manifest).values()
-              if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == manifest.__name__]
+    models = [
+        m
+        for m in vars(manifest).values()
+        if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == manifest.__name__
+    ]
     found = sorted(f"{m.__name__}.{f}" for m in models for f in m.model_fields if f in GRADER_FIELDS)
-    assert models and found == [], (f"the wheel's course.yml schema has grader fields: {found}; move them to "
-                                     "autograder/course_manifest.py")
+    assert models and found == [], (
+        f"the wheel's course.yml schema has grader fields: {found}; move them to autograder/course_manifest.py"
+    )
     assert "compile" in manifest.LabSpec.model_fields and manifest.Manifest.compile_rule
 
 
 def test_presentation_and_benchmarks_are_not_the_graders() -> None:
-    shown = [f"{p.relative_to(ROOT)}:{line} {m}" for p, found in _modules("autograder").items()
-             for line, m in found if m.startswith(PRESENTATION)]
+    shown = [
+        f"{p.relative_to(ROOT)}:{line} {m}"
+        for p, found in _modules("autograder").items()
+        for line, m in found
+        if m.startswith(PRESENTATION)
+    ]
     assert shown == []
     assert not [p.name for p in (ROOT / "autograder").glob("*.py") if p.name.startswith(("bench", "demo"))]
 
@@ -163,21 +215,32 @@ def test_presentation_and_benchmarks_are_not_the_graders() -> None:
 def test_one_reader_of_nbgrader_metadata_in_the_grader() -> None:
     """Only autograder/cells.py reads or writes a cell's `nbgrader` metadata (the other mentions: nbgrader's
     resources in its door, the package's version in the fingerprint)."""
-    readers = sorted({str(p.relative_to(ROOT)) for p in sorted((ROOT / "autograder").rglob("*.py"))
-                      for node in ast.walk(ast.parse(p.read_text()))
-                      if isinstance(node, ast.Constant) and node.value == "nbgrader"})
+    readers = sorted(
+        {
+            str(p.relative_to(ROOT))
+            for p in sorted((ROOT / "autograder").rglob("*.py"))
+            for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, ast.Constant) and node.value == "nbgrader"
+        }
+    )
     assert readers == ["autograder/cells.py", "autograder/doors/nbgrader_engine.py", "autograder/fingerprint.py"]
 
 
 # What the grader or the tools do, by name, and where it lives.
 NOT_THE_WHEELS = {
-    "with_key": "autograder/labs/walk_key.py", "public_manifest": "autograder/public_manifest.py",
-    "apply_edits": "autograder (the notebooks' edits)", "definition_cells": "autograder (cells)",
-    "grade_id": "autograder/cells.py", "is_test_cell": "autograder/cells.py",
+    "with_key": "autograder/labs/walk_key.py",
+    "public_manifest": "autograder/public_manifest.py",
+    "apply_edits": "autograder (the notebooks' edits)",
+    "definition_cells": "autograder (cells)",
+    "grade_id": "autograder/cells.py",
+    "is_test_cell": "autograder/cells.py",
     "from_data": "autograder/judge/parse.py (the grader parses the jail's description itself)",
-    "MalformedTrace": "autograder/judge/parse.py (Refused)", "to_data": "autograder/judge/structure.py (structure_data)",
-    "notebook_lines": "course_tools/walks.py", "course_commit": "course_tools/bench_records.py",
-    "append_records": "course_tools/bench_records.py", "read_records": "course_tools/bench_records.py",
+    "MalformedTrace": "autograder/judge/parse.py (Refused)",
+    "to_data": "autograder/judge/structure.py (structure_data)",
+    "notebook_lines": "course_tools/walks.py",
+    "course_commit": "course_tools/bench_records.py",
+    "append_records": "course_tools/bench_records.py",
+    "read_records": "course_tools/bench_records.py",
     "default_out_dir": "course_tools/bench_records.py",
 }
 
@@ -185,9 +248,12 @@ NOT_THE_WHEELS = {
 def test_the_grader_s_own_helpers_live_in_the_grader() -> None:
     """The key's overlay on a walk, the public cut of course.yml, the validation of what the jail sends, reading
     the solution notebooks and keeping bench records are the grader's or the tools', not the wheel's."""
-    defined = {f"{node.name} (pallas_course/{p.relative_to(ROOT / 'pallas_course')}:{node.lineno})": node.name
-               for p in sorted((ROOT / "pallas_course").rglob("*.py")) for node in ast.walk(ast.parse(p.read_text()))
-               if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in NOT_THE_WHEELS}
+    defined = {
+        f"{node.name} (pallas_course/{p.relative_to(ROOT / 'pallas_course')}:{node.lineno})": node.name
+        for p in sorted((ROOT / "pallas_course").rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in NOT_THE_WHEELS
+    }
     assert not defined, "; ".join(f"{where} belongs in {NOT_THE_WHEELS[name]}" for where, name in defined.items())
 
 
@@ -196,14 +262,14 @@ def test_the_grader_s_own_helpers_live_in_the_grader() -> None:
 # ("top": the modules directly in autograder/, which every folder may use; pallas_course is open to all but the
 # wheel's rules above). Each folder's __init__.py says the same in words.
 GRADER_FOLDERS: dict[str, set[str]] = {
-    "jail_agent": set(),                                        # inside the jail, bound alone: nothing of ours
-    "top": {"top"},                                             # failures, held, course_manifest, cells, fingerprint...
-    "confine": {"top"},                                         # what any child is held to: no jail, no judge
-    "jail": {"top", "jail_agent", "confine"},                   # the jail never knows a judge exists
-    "judge": {"top", "jail_agent", "confine"},                  # nor the judge a jail: siblings on confine/
-    "session": {"top", "jail_agent", "confine", "jail", "judge"},   # one submission's jail and judge, together
-    "labs": {"top", "jail_agent", "judge", "session"},          # the checks call through the session, compile
-    "steps": {"top", "jail_agent", "jail", "judge", "session", "labs"},   # execute runs the checks
+    "jail_agent": set(),  # inside the jail, bound alone: nothing of ours
+    "top": {"top"},  # failures, held, course_manifest, cells, fingerprint...
+    "confine": {"top"},  # what any child is held to: no jail, no judge
+    "jail": {"top", "jail_agent", "confine"},  # the jail never knows a judge exists
+    "judge": {"top", "jail_agent", "confine"},  # nor the judge a jail: siblings on confine/
+    "session": {"top", "jail_agent", "confine", "jail", "judge"},  # one submission's jail and judge, together
+    "labs": {"top", "jail_agent", "judge", "session"},  # the checks call through the session, compile
+    "steps": {"top", "jail_agent", "jail", "judge", "session", "labs"},  # execute runs the checks
     "doors": {"top", "jail_agent", "confine", "jail", "judge", "session", "labs", "steps", "doors"},
 }
 MAX_TOP_MODULES = 15
@@ -228,8 +294,10 @@ def grader_back_edges(root: Path = ROOT) -> list[str]:
                 continue
             it = _grader_folder(module)
             if it != me and it not in GRADER_FOLDERS[me]:
-                edges.append(f"{path.relative_to(root)}:{line} imports {module} (autograder/{me} may import "
-                             f"{', '.join(sorted(GRADER_FOLDERS[me])) or 'nothing of autograder'})")
+                edges.append(
+                    f"{path.relative_to(root)}:{line} imports {module} (autograder/{me} may import "
+                    f"{', '.join(sorted(GRADER_FOLDERS[me])) or 'nothing of autograder'})"
+                )
     return edges
 
 
@@ -247,13 +315,22 @@ def test_the_agent_imports_only_itself() -> None:
     """The agent runs inside the jail from its bound folder, as the top-level package `jail_agent`, with no
     autograder around it: its imports of ours are relative (into itself) or pallas_course (bound beside it)."""
     agent = ROOT / "autograder" / "jail" / "jail_agent"
-    found = [f"{p.relative_to(ROOT)}:{node.lineno}" for p in sorted(agent.rglob("*.py"))
-             for node in ast.walk(ast.parse(p.read_text()))
-             if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                 and node.module.split(".")[0] in ("autograder", "jail_agent", "course_tools"))
-             or (isinstance(node, ast.ImportFrom) and node.level > 1)
-             or (isinstance(node, ast.Import)
-                 and any(a.name.split(".")[0] in ("autograder", "jail_agent", "course_tools") for a in node.names))]
+    found = [
+        f"{p.relative_to(ROOT)}:{node.lineno}"
+        for p in sorted(agent.rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text()))
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] in ("autograder", "jail_agent", "course_tools")
+        )
+        or (isinstance(node, ast.ImportFrom) and node.level > 1)
+        or (
+            isinstance(node, ast.Import)
+            and any(a.name.split(".")[0] in ("autograder", "jail_agent", "course_tools") for a in node.names)
+        )
+    ]
     assert found == [], f"the agent imports outside its folder: {found} (inside the jail only it is there)"
 
 
@@ -262,8 +339,12 @@ def test_the_grader_keeps_few_modules_at_its_top() -> None:
     assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules directly in autograder/: {top}; give them a folder"
 
 
-@pytest.mark.parametrize("folder", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "autograder").rglob("*")
-                                          if p.is_dir() and any(p.glob("*.py"))))
+@pytest.mark.parametrize(
+    "folder",
+    sorted(
+        p.relative_to(ROOT).as_posix() for p in (ROOT / "autograder").rglob("*") if p.is_dir() and any(p.glob("*.py"))
+    ),
+)
 def test_each_grader_folder_says_what_lives_there(folder: str) -> None:
     init = ROOT / folder / "__init__.py"
     assert init.is_file(), f"{folder} has no __init__.py"
@@ -273,8 +354,13 @@ def test_each_grader_folder_says_what_lives_there(folder: str) -> None:
 
 def test_the_folder_check_finds_a_back_edge(tmp_path: Path) -> None:
     """The check itself: a step reaching up into a door, and the agent into the grader, are caught."""
-    for folder in ("autograder", "autograder/steps", "autograder/doors", "autograder/jail",
-                   "autograder/jail/jail_agent"):
+    for folder in (
+        "autograder",
+        "autograder/steps",
+        "autograder/doors",
+        "autograder/jail",
+        "autograder/jail/jail_agent",
+    ):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "autograder/steps/x.py").write_text("def f():\n    from autograder.doors import batch\n")
@@ -283,7 +369,8 @@ def test_the_folder_check_finds_a_back_edge(tmp_path: Path) -> None:
         "autograder/jail/jail_agent/y.py:1 imports autograder.cells (autograder/jail_agent may import nothing of "
         "autograder)",
         "autograder/steps/x.py:2 imports autograder.doors (autograder/steps may import jail, jail_agent, judge, "
-        "labs, session, top)"]
+        "labs, session, top)",
+    ]
 
 
 def test_every_parse_of_python_source_is_one_at_a_time(monkeypatch) -> None:
@@ -294,10 +381,14 @@ def test_every_parse_of_python_source_is_one_at_a_time(monkeypatch) -> None:
 
     from pallas_course import pyparse
 
-    direct = [f"{p.relative_to(ROOT)}:{n}" for pkg in ("autograder", "pallas_course", "course_tools")
-              for p in sorted((ROOT / pkg).rglob("*.py")) if p.name != "pyparse.py"
-              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-              if re.search(r"\bast\.parse\(", line)]
+    direct = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for pkg in ("autograder", "pallas_course", "course_tools")
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+        if p.name != "pyparse.py"
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bast\.parse\(", line)
+    ]
     assert not direct, direct
 
     inside, overlaps, real = [0], [], ast.parse
@@ -326,8 +417,13 @@ NOT_OURS = ("pallas_course/vendored/",)
 
 
 def _first_party_modules(root: Path = ROOT) -> dict[str, Path]:
-    return {_module_name(p, root): p for part in FIRST_PARTY if (root / part).is_dir()
-            for p in sorted((root / part).rglob("*.py")) if not p.relative_to(root).as_posix().startswith(NOT_OURS)}
+    return {
+        _module_name(p, root): p
+        for part in FIRST_PARTY
+        if (root / part).is_dir()
+        for p in sorted((root / part).rglob("*.py"))
+        if not p.relative_to(root).as_posix().startswith(NOT_OURS)
+    }
 
 
 def module_edges(root: Path = ROOT) -> dict[str, dict[str, int]]:
@@ -376,8 +472,10 @@ def import_cycles(root: Path = ROOT) -> list[str]:
     for v in sorted(edges):
         if v not in index:
             visit(v)
-    return ["; ".join(f"{m} -> {t} (line {edges[m][t]})" for m in cycle for t in sorted(edges[m]) if t in cycle)
-            for cycle in sorted(cycles)]
+    return [
+        "; ".join(f"{m} -> {t} (line {edges[m][t]})" for m in cycle for t in sorted(edges[m]) if t in cycle)
+        for cycle in sorted(cycles)
+    ]
 
 
 def _private(name: str) -> bool:
@@ -401,7 +499,7 @@ def private_reads(root: Path = ROOT) -> list[str]:
     found = []
     for m, path in modules.items():
         where = path.relative_to(root)
-        bound: dict[str, str] = {}       # a name in this module -> the first-party module it is bound to
+        bound: dict[str, str] = {}  # a name in this module -> the first-party module it is bound to
         for line, module, alias, from_import in _import_aliases(path, root):
             if from_import and f"{module}.{alias.name}" in modules:
                 bound[alias.asname or alias.name] = f"{module}.{alias.name}"
@@ -436,27 +534,64 @@ def test_no_private_name_crosses_a_module() -> None:
 # pallas_course's order (no file moves: the notebooks import these paths). A module imports only its own layer or
 # a lower one, lazy imports included; R1 keeps each layer acyclic. A new module gets its line here.
 PALLAS_COURSE_LAYERS: dict[int, set[str]] = {
-    0: {"__init__", "manifest", "tiling", "kernel_trace", "step_work", "errors", "rules", "pyparse", "xla_flags",
-        "vendored", "notebooks"},                                  # facts and formats
-    1: {"chips", "legality", "cost_model", "schedule", "kernel_lines", "tpu_compile", "compile_verdict",
-        "graded_compile", "compare"},                               # models of the TPU, the compiler, comparison
-    2: {"lab_1_3_rules", "lab_1_4_rules", "walks"},                 # the labs' rules and cases (the grader's too)
-    3: {"runtime", "check", "lab_checks", "lab_1_4_checks", "lab_1_4_demos", "bench", "tokamax_reading",
-        "schedule_svg", "trace_svg", "tensorcore_svg"},             # what notebook cells call, and the figures
+    0: {
+        "__init__",
+        "manifest",
+        "tiling",
+        "kernel_trace",
+        "step_work",
+        "errors",
+        "rules",
+        "pyparse",
+        "xla_flags",
+        "vendored",
+        "notebooks",
+    },  # facts and formats
+    1: {
+        "chips",
+        "legality",
+        "cost_model",
+        "schedule",
+        "kernel_lines",
+        "tpu_compile",
+        "compile_verdict",
+        "graded_compile",
+        "compare",
+    },  # models of the TPU, the compiler, comparison
+    2: {"lab_1_3_rules", "lab_1_4_rules", "walks"},  # the labs' rules and cases (the grader's too)
+    3: {
+        "runtime",
+        "check",
+        "lab_checks",
+        "lab_1_4_checks",
+        "lab_1_4_demos",
+        "bench",
+        "tokamax_reading",
+        "schedule_svg",
+        "trace_svg",
+        "tensorcore_svg",
+    },  # what notebook cells call, and the figures
 }
 
 
 def _pallas_course_layer_of(layers: dict[int, set[str]]) -> dict[str, int]:
-    return {"pallas_course" if name == "__init__" else f"pallas_course.{name}": n
-            for n, names in layers.items() for name in names}
+    return {
+        "pallas_course" if name == "__init__" else f"pallas_course.{name}": n
+        for n, names in layers.items()
+        for name in names
+    }
 
 
 def layer_violations(root: Path = ROOT, layers: dict[int, set[str]] = PALLAS_COURSE_LAYERS) -> list[str]:
     layer_of = _pallas_course_layer_of(layers)
     modules = _first_party_modules(root)
-    return [f"{modules[m].relative_to(root)}:{line} imports {t} (layer {layer_of[t]}) from layer {layer_of[m]}"
-            for m, targets in sorted(module_edges(root).items()) if m in layer_of
-            for t, line in sorted(targets.items()) if layer_of.get(t, -1) > layer_of[m]]
+    return [
+        f"{modules[m].relative_to(root)}:{line} imports {t} (layer {layer_of[t]}) from layer {layer_of[m]}"
+        for m, targets in sorted(module_edges(root).items())
+        if m in layer_of
+        for t, line in sorted(targets.items())
+        if layer_of.get(t, -1) > layer_of[m]
+    ]
 
 
 def unplaced_modules(root: Path = ROOT, layers: dict[int, set[str]] = PALLAS_COURSE_LAYERS) -> list[str]:
@@ -483,26 +618,32 @@ def test_the_graph_checks_find_a_planted_violation(tmp_path: Path) -> None:
         "pallas_course/__init__.py": "",
         "pallas_course/rules.py": "_secret = 1\n",
         "pallas_course/compare.py": "def f():\n    from pallas_course import check\n",
-        "pallas_course/check.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                   "    from pallas_course.compare import f\n"),
+        "pallas_course/check.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pallas_course.compare import f\n"
+        ),
         "pallas_course/new.py": "from pallas_course.rules import _secret\n",
         "autograder/__init__.py": "",
-        "autograder/x.py": ("import pallas_course.rules as r\nfrom pallas_course import rules\n"
-                            "import pallas_course.rules\nfrom pallas_course import __version__\n"
-                            "a, b, c, d = r._secret, rules._secret, pallas_course.rules._secret, rules.__name__\n"),
+        "autograder/x.py": (
+            "import pallas_course.rules as r\nfrom pallas_course import rules\n"
+            "import pallas_course.rules\nfrom pallas_course import __version__\n"
+            "a, b, c, d = r._secret, rules._secret, pallas_course.rules._secret, rules.__name__\n"
+        ),
         "tests/test_x.py": "from pallas_course.rules import _secret\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert import_cycles(tmp_path) == [
-        "pallas_course.check -> pallas_course.compare (line 3); "
-        "pallas_course.compare -> pallas_course.check (line 2)"]
+        "pallas_course.check -> pallas_course.compare (line 3); pallas_course.compare -> pallas_course.check (line 2)"
+    ]
     assert private_reads(tmp_path) == [
-        "autograder/x.py:5 reads pallas_course.rules._secret", "autograder/x.py:5 reads pallas_course.rules._secret",
-        "autograder/x.py:5 reads pallas_course.rules._secret", "pallas_course/new.py:1 imports _secret from "
-        "pallas_course.rules"]
+        "autograder/x.py:5 reads pallas_course.rules._secret",
+        "autograder/x.py:5 reads pallas_course.rules._secret",
+        "autograder/x.py:5 reads pallas_course.rules._secret",
+        "pallas_course/new.py:1 imports _secret from pallas_course.rules",
+    ]
     layers = {0: {"__init__", "rules"}, 1: {"compare"}, 3: {"check"}}
     assert layer_violations(tmp_path, layers) == [
-        "pallas_course/compare.py:2 imports pallas_course.check (layer 3) from layer 1"]
+        "pallas_course/compare.py:2 imports pallas_course.check (layer 3) from layer 1"
+    ]
     assert unplaced_modules(tmp_path, layers) == ["pallas_course.new"]

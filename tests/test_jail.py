@@ -2,6 +2,7 @@
 
 Each test runs a tiny Python script inside a fresh jail. Without bwrap or user namespaces the tests skip
 and say why; under CI (CI=true) they fail instead, since CI must prove the jail."""
+
 from __future__ import annotations
 
 import os
@@ -31,9 +32,11 @@ def _need(problem: str | None) -> None:
     pytest.skip(problem)
 
 
-NO_JAIL_NEEDED = {"test_no_jail_runs_a_plain_process_with_the_given_environment_and_limits",
-                  "test_without_bwrap_jail_problem_says_so_and_start_refuses",
-                  "test_python_binds_are_the_environment_folders_never_the_repository_or_root"}
+NO_JAIL_NEEDED = {
+    "test_no_jail_runs_a_plain_process_with_the_given_environment_and_limits",
+    "test_without_bwrap_jail_problem_says_so_and_start_refuses",
+    "test_python_binds_are_the_environment_folders_never_the_repository_or_root",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -47,11 +50,24 @@ def cgroups() -> None:
     _need(None if confine_cgroups.writable() else "no permission to make cgroups here (memory and pids limits)")
 
 
-def run(script: str, *, limits: JailLimits = SMALL, binds: list | None = None, env: dict | None = None,
-        jailed: bool = True, timeout: float = 30, stdin: bytes = b"") -> tuple[str, str, str]:
+def run(
+    script: str,
+    *,
+    limits: JailLimits = SMALL,
+    binds: list | None = None,
+    env: dict | None = None,
+    jailed: bool = True,
+    timeout: float = 30,
+    stdin: bytes = b"",
+) -> tuple[str, str, str]:
     """(stdout, stderr, ended) of `python -c script` in a fresh jail."""
-    with jail.start([sys.executable, "-c", script], binds=python_binds() if binds is None else binds,
-                    env=env or {}, limits=limits, jailed=jailed) as j:
+    with jail.start(
+        [sys.executable, "-c", script],
+        binds=python_binds() if binds is None else binds,
+        env=env or {},
+        limits=limits,
+        jailed=jailed,
+    ) as j:
         out, err = j.process.communicate(stdin, timeout=timeout)
         j.wait()
         return out.decode(), err.decode(), j.ended() or ""
@@ -75,7 +91,7 @@ print("hunter2" in repr(dict(os.environ)), sorted(os.environ))
     assert (ended, err) == ("exit 0", "")
     reads, listing, env_line = out.splitlines()[:-2], out.splitlines()[-2], out.splitlines()[-1]
     assert reads == []
-    assert listing == "['.pyenv'] ['versions']"   # /root is only the path down to the bound Python
+    assert listing == "['.pyenv'] ['versions']"  # /root is only the path down to the bound Python
     assert env_line.startswith("False ") and "'GIVEN'" in env_line and "COURSE_SECRET" not in env_line
 
 
@@ -102,7 +118,7 @@ print(open("/proc/net/unix").read().count("\\n"), "grader.sock" in open("/proc/n
     finally:
         server.close()
     assert ended == "exit 0", err
-    assert out.splitlines() == ["['1', '2'] 2", "False False", "1 False"]   # pid 1 is bwrap's reaper
+    assert out.splitlines() == ["['1', '2'] 2", "False False", "1 False"]  # pid 1 is bwrap's reaper
 
 
 def test_no_network_tcp_udp_or_host_unix_sockets(tmp_path):
@@ -112,7 +128,7 @@ def test_no_network_tcp_udp_or_host_unix_sockets(tmp_path):
     unix = socket.socket(socket.AF_UNIX)
     unix.bind(str(tmp_path / "s"))
     unix.listen()
-    abstract = socket.socket(socket.AF_UNIX)   # abstract names belong to the network namespace
+    abstract = socket.socket(socket.AF_UNIX)  # abstract names belong to the network namespace
     abstract.bind(f"\0course-jail-test-{os.getpid()}")
     abstract.listen()
     script = f"""
@@ -153,8 +169,10 @@ sys.stdin.read()
 """
     with jail.start([sys.executable, "-c", script], binds=python_binds(), env={}, limits=SMALL) as j:
         line = j.process.stdout.readline().decode()
-        host_uids = {int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
-                     for pid in ([j.process.pid] + (j.cgroups.pids() if j.cgroups else []))}
+        host_uids = {
+            int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+            for pid in ([j.process.pid] + (j.cgroups.pids() if j.cgroups else []))
+        }
         j.process.stdin.close()
         assert j.wait(10) == 0
     assert line.split() == ["65534", "65534", "[]", "0000000000000000", "0000000000000000"]
@@ -170,7 +188,7 @@ print(libc.shmget({key}, 4096, 0o1000 | 0o600) >= 0)   # IPC_CREAT
 print(open("/proc/sysvipc/shm").read().count("\\n"))
 """
     out, err, ended = run(script)
-    assert (ended, out.split()) == ("exit 0", ["True", "2"]), err   # header + its own segment only
+    assert (ended, out.split()) == ("exit 0", ["True", "2"]), err  # header + its own segment only
     host = Path("/proc/sysvipc/shm").read_text().split("\n")[1:]
     assert not any(line.split() and line.split()[0] == str(key) for line in host)
 
@@ -192,8 +210,8 @@ except OSError as e:
     out, err, ended = run(script, limits=JailLimits(pids=24, memory_mb=512, cpu_s=30, file_mb=4, tmpfs_mb=4))
     n, error = out.split()
     assert (ended, error) == ("exit 0", "BlockingIOError"), err
-    assert 10 < int(n) < 24   # bwrap, its reaper and the script's own threads count too
-    assert time.monotonic() - t < 10   # the sleeping children died with the jail's main process
+    assert 10 < int(n) < 24  # bwrap, its reaper and the script's own threads count too
+    assert time.monotonic() - t < 10  # the sleeping children died with the jail's main process
     assert subprocess.run(["true"]).returncode == 0
 
 
@@ -304,19 +322,24 @@ y = pl.pallas_call(double_plus_one, out_shape=jax.ShapeDtypeStruct(x.shape, x.dt
                    interpret=pltpu.InterpretParams())(x)
 print(bool(jnp.array_equal(y, x * 2 + 1)), jax.default_backend())
 """
-    out, err, ended = run(script, env={"JAX_PLATFORMS": "cpu"}, timeout=120,
-                          limits=JailLimits(memory_mb=2048, pids=256, cpu_s=120, file_mb=16, tmpfs_mb=64))
+    out, err, ended = run(
+        script,
+        env={"JAX_PLATFORMS": "cpu"},
+        timeout=120,
+        limits=JailLimits(memory_mb=2048, pids=256, cpu_s=120, file_mb=16, tmpfs_mb=64),
+    )
     assert (ended, out.split()) == ("exit 0", ["True", "cpu"]), err[-2000:]
 
 
 def test_how_it_ended_in_words():
     assert run("raise SystemExit(3)")[2] == "exit 3"
     assert run("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")[2] == "signal SIGSEGV"
-    with jail.start([sys.executable, "-c", "import time; time.sleep(60)"], binds=python_binds(), env={},
-                    limits=SMALL) as j:
+    with jail.start(
+        [sys.executable, "-c", "import time; time.sleep(60)"], binds=python_binds(), env={}, limits=SMALL
+    ) as j:
         assert j.wait(0.2) is None and j.ended() is None
         j.kill()
-        j.kill()   # idempotent
+        j.kill()  # idempotent
         assert j.ended() == "killed by the grader"
         assert all(not d.exists() for d in (j.cgroups.dirs.values() if j.cgroups else []))
 
@@ -325,8 +348,9 @@ def test_no_jail_runs_a_plain_process_with_the_given_environment_and_limits(monk
     monkeypatch.setenv("COURSE_SECRET_FOR_TEST", "hunter2")
     # PWD (the shell's) and LC_CTYPE (Python's locale coercion) describe the process itself
     script = "import os; print(sorted(set(os.environ) - {'PWD', 'LC_CTYPE'}), os.getcwd()); raise SystemExit(4)"
-    with jail.start([sys.executable, "-c", script], binds=[], env={"GIVEN": "1"}, limits=SMALL, jailed=False,
-                    cwd=str(tmp_path)) as j:
+    with jail.start(
+        [sys.executable, "-c", script], binds=[], env={"GIVEN": "1"}, limits=SMALL, jailed=False, cwd=str(tmp_path)
+    ) as j:
         out, err = j.process.communicate(timeout=30)
         assert (j.wait(), j.ended()) == (4, "exit 4"), err
     assert out.decode().split() == ["['GIVEN']", str(tmp_path)]
@@ -342,7 +366,8 @@ def test_without_bwrap_jail_problem_says_so_and_start_refuses(monkeypatch):
     assert str(e.value) == (
         "cannot jail student code: bubblewrap is not installed (`apt-get install bubblewrap`); `--no-jail` runs "
         "student code as a plain process with the same limits but no namespaces: it can then read what the "
-        "grading user can, see its processes and use the network")
+        "grading user can, see its processes and use the network"
+    )
 
 
 def test_the_jail_dies_with_the_grader():
@@ -365,19 +390,19 @@ time.sleep(60)
     try:
         # the jailed Python runs (bwrap's own processes carry the marker in their arguments too)
         assert _wait_for(lambda: len(_marked(marker)) == 3), "the jailed process never started"
-        proc.kill()   # the grader dies without cleaning up
+        proc.kill()  # the grader dies without cleaning up
         proc.wait()
         assert _wait_for(lambda: not _marked(marker)), "the jail outlived the grader"
     finally:
         proc.kill()
-        jail.kill_orphans()   # what a killed grader cannot remove: its jail's cgroups
+        jail.kill_orphans()  # what a killed grader cannot remove: its jail's cgroups
         for d in leftovers:
-            _wait_for(lambda: _rmdir(d))   # the staging folder (an empty folder in /tmp)
+            _wait_for(lambda: _rmdir(d))  # the staging folder (an empty folder in /tmp)
     assert not any(Path(d).exists() for d in leftovers if d.startswith("/sys/"))
 
 
 def test_kill_orphans_kills_the_jails_of_dead_graders_and_removes_their_cgroups(cgroups):
-    group = confine_cgroups.cgroup_dir("pids") / f"{jail.CGROUP_PREFIX}{2**22 + 1}-0-test"   # no such grader pid
+    group = confine_cgroups.cgroup_dir("pids") / f"{jail.CGROUP_PREFIX}{2**22 + 1}-0-test"  # no such grader pid
     group.mkdir()
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
@@ -413,7 +438,7 @@ def _rmdir(path: str) -> bool:
 
 
 def test_binds_are_read_only_and_reach_folders_uid_65534_could_not_enter(tmp_path):
-    hidden = tmp_path / "hidden"   # pytest's temp folders are 0700, like /root
+    hidden = tmp_path / "hidden"  # pytest's temp folders are 0700, like /root
     (hidden / "pkg").mkdir(parents=True)
     (hidden / "pkg" / "helper.py").write_text("VALUE = 42\n")
     (hidden / "data.txt").write_text("course data")
@@ -432,11 +457,14 @@ for path in ["/opt/course/x", "/opt/data.txt"]:
 """
     binds = [*python_binds(), (str(hidden / "pkg"), "/opt/course"), (str(hidden / "data.txt"), "/opt/data.txt")]
     out, err, ended = run(script, binds=binds)
-    assert (ended, out.splitlines()) == ("exit 0", ["42 course data", "Read-only file system",
-                                                     "Read-only file system"]), err
+    assert (ended, out.splitlines()) == (
+        "exit 0",
+        ["42 course data", "Read-only file system", "Read-only file system"],
+    ), err
 
 
 # ------------------------------------------------------------------- between jails, and Python anywhere
+
 
 def test_the_kernel_keyring_is_denied():
     """Linux has no keyring namespace: jails of uid 65534 would share the user keyring. keyctl, add_key and
@@ -464,8 +492,9 @@ def test_a_python_or_checkout_under_tmp_is_not_hidden_by_the_jails_tmp():
     venv (here: this one, bound at /tmp/course-venv) or a checkout under /tmp is still there."""
     inside = "/tmp/course-venv"
     binds = [*python_binds(), (sys.prefix, inside)]
-    with jail.start([f"{inside}/bin/python", "-c", "import sys, numpy; print(sys.prefix)"], binds=binds,
-                    env={}, limits=SMALL) as j:
+    with jail.start(
+        [f"{inside}/bin/python", "-c", "import sys, numpy; print(sys.prefix)"], binds=binds, env={}, limits=SMALL
+    ) as j:
         out, err = j.process.communicate(timeout=60)
         assert (j.wait(), out.decode().strip()) == (0, inside), err.decode()
 
@@ -475,8 +504,12 @@ def test_each_jail_gets_an_equal_cpu_share_and_at_most_one_cpu(cgroups):
     of JailLimits.cpus (cfs quota), so one jail's spinners cannot push a neighbour past its cell timeout."""
     if not confine_cgroups.cpu_writable():
         _need("no permission to make cpu cgroups here")
-    with jail.start([sys.executable, "-c", "import sys; sys.stdin.read()"], binds=python_binds(), env={},
-                    limits=JailLimits(cpus=0.5)) as j:
+    with jail.start(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        binds=python_binds(),
+        env={},
+        limits=JailLimits(cpus=0.5),
+    ) as j:
         cpu = j.cgroups.dirs["cpu"]
         assert (cpu / "cpu.shares").read_text().strip() == "1024"
         period = int((cpu / "cpu.cfs_period_us").read_text())
@@ -511,9 +544,10 @@ def test_a_jail_of_spinners_does_not_starve_its_neighbour(cgroups):
     without it 12 s (2 cores, a busy machine), enough to push a neighbour past its cell timeout."""
     if not confine_cgroups.cpu_writable():
         _need("no permission to make cpu cgroups here")
-    with jail.start([sys.executable, "-c", SPINNERS], binds=python_binds(), env={},
-                    limits=JailLimits(pids=64, cpu_s=60)) as spinners:
-        time.sleep(1.0)   # the spinners are running
+    with jail.start(
+        [sys.executable, "-c", SPINNERS], binds=python_binds(), env={}, limits=JailLimits(pids=64, cpu_s=60)
+    ) as spinners:
+        time.sleep(1.0)  # the spinners are running
         out, err, _ = run(HONEST, timeout=120)
         assert spinners.process.poll() is None
     assert float(out) < 0.5 * 8, (out, err)
@@ -536,9 +570,10 @@ def test_the_jail_imports_the_graders_helpers_whatever_the_venv_says(tmp_path):
     files = {**agent_files(), str(finders[0]): patched.encode()}
     probe = "import os, pallas_course; print(os.path.realpath(pallas_course.__file__))"
     seen = []
-    for env in (jail_env(), {**jail_env(), "PYTHONPATH": ""}):   # the grader's, and a control without it
-        with jail.start([sys.executable, "-c", probe], binds=[*agent_binds(), str(other)], env=env,
-                        limits=SMALL, files=files) as j:
+    for env in (jail_env(), {**jail_env(), "PYTHONPATH": ""}):  # the grader's, and a control without it
+        with jail.start(
+            [sys.executable, "-c", probe], binds=[*agent_binds(), str(other)], env=env, limits=SMALL, files=files
+        ) as j:
             out, err = j.process.communicate(timeout=60)
             seen.append(out.decode().strip() or err.decode()[-300:])
     assert seen == [f"{JAIL_HELPERS}/__init__.py", str(other / "pallas_course" / "__init__.py")]

@@ -2,6 +2,7 @@
 what they only reserve does not. Without a memory cgroup (COURSE_JAIL_NO_CGROUPS=1: the platforms' containers),
 the jail's watch stops a real hog with the same words as the cgroup, and lets address space alone through (JAX
 reserves it by the core count)."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """The jail without namespaces' parts that need no grading: its seccomp filter (what it denies, what Python, JAX's
 threads and the agent still need), the stand-in of Docker's profile, and its refusals (the grader's files
 readable to other users, a Python they cannot read). End to end: tests/test_platforms.py."""
+
 from __future__ import annotations
 
 import os
@@ -49,23 +50,38 @@ print(out)
 
 
 def _run(program: bytes, code: str) -> dict:
-    done = subprocess.run(loader_argv(sys.executable, program, [sys.executable, "-c", code]), capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        loader_argv(sys.executable, program, [sys.executable, "-c", code]), capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return eval(done.stdout)  # noqa: S307 - our own probe's dict
 
 
 def test_the_fallback_filter_denies_sockets_namespaces_and_ptrace_but_not_threads_or_children() -> None:
     got = _run(fallback_filter(), PROBE)
-    assert got == {"inet": 1, "inet6": 1, "unix": 1, "socketpair": 0, "unshare_user": 1, "ptrace": 1,
-                   "thread": 0, "child": 0}, got
+    assert got == {
+        "inet": 1,
+        "inet6": 1,
+        "unix": 1,
+        "socketpair": 0,
+        "unshare_user": 1,
+        "ptrace": 1,
+        "thread": 0,
+        "child": 0,
+    }, got
 
 
 def test_dockers_profile_stand_in_stops_bubblewrap_and_leaves_sockets() -> None:
     got = _run(no_namespaces_filter(), PROBE)
     assert got["inet"] == 0 and got["unshare_user"] == 1 and got["thread"] == 0
-    bwrap = subprocess.run(no_namespaces.argv([shutil.which("bwrap") or "/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "/bin/true"]),
-                           capture_output=True, text=True, timeout=60)
+    bwrap = subprocess.run(
+        no_namespaces.argv(
+            [shutil.which("bwrap") or "/usr/bin/bwrap", "--unshare-all", "--ro-bind", "/", "/", "/bin/true"]
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bwrap.returncode != 0 and "namespace" in bwrap.stderr, bwrap.stderr
 
 
@@ -91,7 +107,7 @@ def _other_can_read_cases(tmp_path: Path) -> None:
     os.chmod(tmp_path / "a", 0o750)
     assert not paths.other_can_read(tmp_path / "a" / "f") and not paths.other_can_read(tmp_path / "a")
     os.chmod(tmp_path / "a", 0o701)
-    assert paths.other_can_read(tmp_path / "a")   # enter and open a known name: readable
+    assert paths.other_can_read(tmp_path / "a")  # enter and open a known name: readable
 
 
 def test_a_path_is_reached_through_the_folders_above_it_and_above_where_its_links_lead() -> None:
@@ -110,8 +126,8 @@ def test_a_path_is_reached_through_the_folders_above_it_and_above_where_its_link
         (opened / "link").symlink_to(closed / "target")
         (closed / "back").symlink_to(opened)
         assert paths.other_can_reach(opened / "f")
-        assert not paths.other_can_reach(opened / "link" / "f")   # it leads below a closed folder
-        assert not paths.other_can_reach(closed / "back" / "f")   # written through a closed folder
+        assert not paths.other_can_reach(opened / "link" / "f")  # it leads below a closed folder
+        assert not paths.other_can_reach(closed / "back" / "f")  # written through a closed folder
         assert not paths.other_can_reach(closed / "target")
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -138,21 +154,27 @@ def test_the_jail_without_namespaces_refuses_while_the_graders_files_are_readabl
 
 # ------------------------------------------------------- where it runs, and what of the jail's the grader reads
 
+
 def test_course_grade_never_falls_back_to_it_unasked(monkeypatch) -> None:
     """Where bubblewrap cannot start, the jail without namespaces serves only when asked (COURSE_JAIL=auto: the
     platform doors, `course grade --jail-without-namespaces`); unasked, the refusal says why and names the flag."""
-    monkeypatch.setattr(bwrap, "bwrap_problem", lambda: "bwrap cannot make a jail here: No permissions to create a new namespace")
+    monkeypatch.setattr(
+        bwrap, "bwrap_problem", lambda: "bwrap cannot make a jail here: No permissions to create a new namespace"
+    )
     monkeypatch.setattr(jail_uid, "problem", lambda: None)
     monkeypatch.delenv(jail.KIND_ENV, raising=False)
     assert jail.jail_kind() is None
     problem = jail.jail_problem()
-    assert problem.startswith("bwrap cannot make a jail here: No permissions") and "`course grade --jail-without-namespaces`" in problem
+    assert (
+        problem.startswith("bwrap cannot make a jail here: No permissions")
+        and "`course grade --jail-without-namespaces`" in problem
+    )
     with pytest.raises(jail.JailUnavailable, match="--jail-without-namespaces"):
         jail.require_jail()
     monkeypatch.setenv(jail.KIND_ENV, jail.AUTO)
     assert jail.jail_kind() == jail.UID and jail.jail_problem() is None
     monkeypatch.setattr(bwrap, "bwrap_problem", lambda: None)
-    assert jail.jail_kind() == jail.BWRAP   # auto: bubblewrap wherever it works
+    assert jail.jail_kind() == jail.BWRAP  # auto: bubblewrap wherever it works
 
 
 def _need_root() -> None:
@@ -172,11 +194,11 @@ def test_kill_uid_signals_that_uids_processes_one_by_one_and_nothing_else() -> N
     try:
         deadline = time.monotonic() + 30
         while len(uids.uid_processes(uid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)   # setpriv has switched to the uid (a loaded machine takes its time)
+            time.sleep(0.01)  # setpriv has switched to the uid (a loaded machine takes its time)
         uids.kill_uid(uid)
         assert [p.wait(timeout=5) for p in jailed] == [-9, -9]
         assert neighbour.poll() is None and uids.uid_processes(uid) == []
-        for wrong in (0, 1000, 65534):   # never a uid the grader did not allot, never kill(-1)
+        for wrong in (0, 1000, 65534):  # never a uid the grader did not allot, never kill(-1)
             with pytest.raises(ValueError):
                 uids.kill_uid(wrong)
     finally:
@@ -192,16 +214,16 @@ def test_the_orphan_sweep_takes_no_uid_from_a_name_in_tmp() -> None:
     _need_root()
     planted = Path(uids.STAGE_ROOT) / f"{uids.STAGE_PREFIX}0"
     ours = Path(uids.STAGE_ROOT) / f"{uids.STAGE_PREFIX}{64991}"
-    bystander = subprocess.Popen(["sleep", "60"])   # a root process the old sweep's kill(-1) as root would reach
+    bystander = subprocess.Popen(["sleep", "60"])  # a root process the old sweep's kill(-1) as root would reach
     try:
         planted.mkdir()
         (planted / uids.RECORD).write_text("1 0 0\n")
         os.chown(planted / uids.RECORD, 64992, 64992)
         os.chown(planted, 64992, 64992)
         ours.mkdir(mode=0o711)
-        (ours / uids.RECORD).write_text("1 0 0\n")   # a record of ours naming uid 0: refused all the same
+        (ours / uids.RECORD).write_text("1 0 0\n")  # a record of ours naming uid 0: refused all the same
         os.chmod(ours / uids.RECORD, 0o600)
-        judge = Path(uids.STAGE_ROOT) / "course-judge-1-0-x"   # a dead grader's judge folder, by its name
+        judge = Path(uids.STAGE_ROOT) / "course-judge-1-0-x"  # a dead grader's judge folder, by its name
         judge.mkdir()
         os.chown(judge, 64992, 64992)
         assert orphans.kill_orphans() == 0
@@ -223,7 +245,13 @@ def test_exposed_walks_the_checkout_git_included_and_spares_only_the_jails_pytho
         checkout = root / "course"
         for d in (".git/objects/ab", ".venv/bin", "solutions", "pallas_course"):
             (checkout / d).mkdir(parents=True)
-        for f in (".git/objects/ab/cdef", ".venv/bin/python", "solutions/lab.ipynb", "notes.txt", "pallas_course/__init__.py"):
+        for f in (
+            ".git/objects/ab/cdef",
+            ".venv/bin/python",
+            "solutions/lab.ipynb",
+            "notes.txt",
+            "pallas_course/__init__.py",
+        ):
             (checkout / f).write_text("x")
         for p in [checkout, *checkout.rglob("*")]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
@@ -236,9 +264,9 @@ def test_exposed_walks_the_checkout_git_included_and_spares_only_the_jails_pytho
             subprocess.run(["chmod", "-R", "o=", str(checkout / p)], check=True)
         os.chmod(checkout, 0o711)
         assert jail_uid.exposed() == []
-        os.chmod(checkout / ".git" / "objects" / "ab" / "cdef", 0o644)   # below a closed folder: unreachable
+        os.chmod(checkout / ".git" / "objects" / "ab" / "cdef", 0o644)  # below a closed folder: unreachable
         assert jail_uid.exposed() == []
-        os.chmod(checkout / ".git", 0o755)   # the folder opened again: .git is listed once, its insides with it
+        os.chmod(checkout / ".git", 0o755)  # the folder opened again: .git is listed once, its insides with it
         assert jail_uid.exposed() == [str(checkout / ".git")]
     finally:
         shutil.rmtree(root)

@@ -6,6 +6,7 @@ The attacks are ordinary notebook code, described as the jail describes it (jail
 limit here fires by what is done (bytes, FLOPs, trips, CPU seconds, work far past a wall clock), never by how
 loaded the machine is: each attack needs many times its limit.
 """
+
 from __future__ import annotations
 
 import copy
@@ -64,9 +65,14 @@ def add(x, y):
 
 def add_with_scratch(n: int, side: int = 4096):
     """A correct add holding `n` unused (side, side) f32 VMEM scratch buffers (64 MiB each at 4096)."""
+
     def f(x, y):
-        return pl.pallas_call(_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                              scratch_shapes=[pltpu.VMEM((side, side), F32) for _ in range(n)])(x, y)
+        return pl.pallas_call(
+            _kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            scratch_shapes=[pltpu.VMEM((side, side), F32) for _ in range(n)],
+        )(x, y)
+
     return f
 
 
@@ -82,26 +88,39 @@ def add_fori_matmuls(side: int = 1024, trips: int = 4096):
     def f(x, y):
         m = lax.fori_loop(0, trips, lambda i, m: (m @ m) * 0.5, jnp.full((side, side), 0.5, F32))
         return add(x, y) + jnp.sum(m) * 0
+
     return f
 
 
 def add_many_steps(x, y):
     """A correct add whose grid revisits the one block 65,537 times (a fori_loop of 8 in each of 8,193 steps)."""
+
     def kernel(x_ref, y_ref, o_ref):
         o_ref[...] = lax.fori_loop(0, 8, lambda i, v: v * 1.0, x_ref[...] + y_ref[...])
-    return pl.pallas_call(kernel, grid=(8_193,), in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
-                          out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
-                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(8_193,),
+        in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
+        out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+    )(x, y)
 
 
 def add_big_kernel_dots(x, y):
     """A correct add whose kernel also multiplies two 512^2 blocks at each of 512 grid steps (1.4e11 FLOPs)."""
+
     def kernel(a_ref, o_ref):
         o_ref[...] = a_ref[...] @ a_ref[...]
+
     big = jnp.full((512, 512), 1.0, F32)
-    pl.pallas_call(kernel, grid=(8, 8, 8), in_specs=[pl.BlockSpec((512, 512), lambda i, j, k: (0, 0))],
-                   out_specs=pl.BlockSpec((512, 512), lambda i, j, k: (0, 0)),
-                   out_shape=jax.ShapeDtypeStruct((512, 512), F32))(big)
+    pl.pallas_call(
+        kernel,
+        grid=(8, 8, 8),
+        in_specs=[pl.BlockSpec((512, 512), lambda i, j, k: (0, 0))],
+        out_specs=pl.BlockSpec((512, 512), lambda i, j, k: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct((512, 512), F32),
+    )(big)
     return add(x, y)
 
 
@@ -116,12 +135,19 @@ def add_many_intermediates(x, y):
 def add_index_map_matmul(x, y):
     """A correct add whose index maps each compute a 2048^2 matmul from an iota at every grid step (its result times
     0): 1.7e10 FLOPs per evaluation, that the kernel's body does not show (issue 33)."""
+
     def index(i):
         a = lax.broadcasted_iota(F32, (2048, 2048), 0)
         return (i + (a @ a)[0, 0].astype(jnp.int32) * 0, 0)
+
     spec = pl.BlockSpec((8, 128), index)
-    return pl.pallas_call(_kernel, grid=(x.shape[0] // 8,), in_specs=[spec, spec], out_specs=spec,
-                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+    return pl.pallas_call(
+        _kernel,
+        grid=(x.shape[0] // 8,),
+        in_specs=[spec, spec],
+        out_specs=spec,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+    )(x, y)
 
 
 def _described(fn: Any, avals: tuple = AVALS) -> tuple[dict[str, Any], list[bytes]]:
@@ -140,7 +166,11 @@ def _refused(fn: Any, b: Budgets = budgets.BUDGETS) -> str:
 
 # attack -> (the budget it is over, the words of the refusal)
 ATTACKS = {
-    "200 unused 64 MiB scratch buffers": (add_with_scratch(200), "max_scratch_bytes", "of scratch, more than the 128 MB"),
+    "200 unused 64 MiB scratch buffers": (
+        add_with_scratch(200),
+        "max_scratch_bytes",
+        "of scratch, more than the 128 MB",
+    ),
     "3 unused 64 MiB scratch buffers": (add_with_scratch(3), "max_scratch_bytes", "of VMEM any course chip has"),
     "20 passes over a 4096^2 array": (add_many_intermediates, "max_bytes", "of arrays (operands, constants"),
     "8 XLA matmuls of 4096^2": (add_beside_matmuls, "max_flops_outside", "FLOPs outside its kernels"),
@@ -163,7 +193,7 @@ def test_each_bound_is_what_refuses_its_attack(attack: str) -> None:
     fn, bound, words = ATTACKS[attack]
     header, blobs = _described(fn)
     lifted = dataclasses.replace(budgets.BUDGETS, **{bound: 10**18})
-    if bound == "max_scratch_bytes" and "200" in attack:    # 12.5 GB of scratch is also over the bytes budget
+    if bound == "max_scratch_bytes" and "200" in attack:  # 12.5 GB of scratch is also over the bytes budget
         lifted = dataclasses.replace(lifted, max_bytes=10**18)
     try:
         budgets.check(header["description"], sum(map(len, blobs)), 2 * X.nbytes, lifted)
@@ -186,13 +216,16 @@ def _jaxprs(node: Any, path: tuple = ()) -> Iterator[tuple]:
 def everywhere(x, y):
     """Every place a description holds a jaxpr: a jit, a fori_loop, a while loop, a cond, a kernel, its pl.when,
     its index maps."""
+
     def kernel(x_ref, y_ref, o_ref):
         @pl.when(pl.program_id(0) >= 0)
         def _():
             o_ref[...] = lax.fori_loop(0, 2, lambda i, v: v + 0.0, x_ref[...] + y_ref[...])
+
     spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
-    out = pl.pallas_call(kernel, grid=(2,), in_specs=[spec, spec], out_specs=spec,
-                         out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+    out = pl.pallas_call(
+        kernel, grid=(2,), in_specs=[spec, spec], out_specs=spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype)
+    )(x, y)
     out = jax.jit(lambda o: lax.while_loop(lambda c: c[0] < 1, lambda c: (c[0] + 1, c[1]), (0, o))[1])(out)
     return lax.cond(out[0, 0] > 0, lambda o: o, lambda o: o * 1.0, out)
 
@@ -204,9 +237,16 @@ def test_the_budgets_walk_every_jaxpr_the_description_carries() -> None:
     desc = header["description"]
     budgets.check(desc, sum(map(len, blobs)), 2 * X.nbytes)
     big = {"shape": [4096, 4096], "dtype": "float32", "weak": False}
-    dot = {"p": "dot_general", "in": [{"lit": 0, "aval": big}] * 2, "out": [big],
-           "params": {"dimension_numbers": {"tuple": [{"tuple": [{"tuple": [1]}, {"tuple": [0]}]},
-                                                      {"tuple": [{"tuple": []}, {"tuple": []}]}]}}}
+    dot = {
+        "p": "dot_general",
+        "in": [{"lit": 0, "aval": big}] * 2,
+        "out": [big],
+        "params": {
+            "dimension_numbers": {
+                "tuple": [{"tuple": [{"tuple": [1]}, {"tuple": [0]}]}, {"tuple": [{"tuple": []}, {"tuple": []}]}]
+            }
+        },
+    }
     paths = list(_jaxprs(desc))
     kinds = {"index_map", "kernel", "branches", "body_jaxpr", "cond_jaxpr", "jaxpr"}
     assert kinds <= {str(k) for p in paths for k in p}, paths
@@ -222,16 +262,25 @@ def test_the_budgets_walk_every_jaxpr_the_description_carries() -> None:
 
 def test_the_lab_kernels_are_far_inside_every_budget() -> None:
     """The honest side: a 1024^3 matmul kernel (the labs' largest) with 512 grid steps costs a few % of each."""
+
     def matmul(a, b):
         def kernel(a_ref, b_ref, o_ref):
             @pl.when(pl.program_id(2) == 0)
             def _():
                 o_ref[...] = jnp.zeros_like(o_ref)
+
             o_ref[...] += a_ref[...] @ b_ref[...]
-        return pl.pallas_call(kernel, grid=(8, 8, 8), out_shape=jax.ShapeDtypeStruct((1024, 1024), F32),
-                              in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
-                                        pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
-                              out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)))(a, b)
+
+        return pl.pallas_call(
+            kernel,
+            grid=(8, 8, 8),
+            out_shape=jax.ShapeDtypeStruct((1024, 1024), F32),
+            in_specs=[
+                pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
+                pl.BlockSpec((128, 128), lambda i, j, k: (k, j)),
+            ],
+            out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+        )(a, b)
 
     header, _ = _described(matmul, (jax.ShapeDtypeStruct((1024, 1024), F32),) * 2)
     c = budgets.cost(header["description"])
@@ -244,12 +293,16 @@ def test_an_over_budget_kernel_loses_its_test_with_the_reason() -> None:
     from autograder.labs.harness import TestFailure, call
     from autograder.session.testing import LocalFunction
 
-    with pytest.raises(TestFailure, match=r"add_f32: the grader could not rebuild what add\(x, y\) traced to: a "
-                                          r"pallas_call asks for 12\.5 GB of scratch"):
+    with pytest.raises(
+        TestFailure,
+        match=r"add_f32: the grader could not rebuild what add\(x, y\) traced to: a "
+        r"pallas_call asks for 12\.5 GB of scratch",
+    ):
         call("add_f32", "add(x, y)", LocalFunction(add_with_scratch(200)), X, X)
 
 
 # ------------------------------------------------------------------------------------------------ the box
+
 
 @pytest.fixture
 def no_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,8 +313,9 @@ def no_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
 def _judge(**kw: Any) -> BoxedJudge:
     limits = BoxLimits(**{k: kw.pop(k) for k in list(kw) if k in {f.name for f in dataclasses.fields(BoxLimits)}})
     wall = kw.pop("wall_s", 600.0)
-    return BoxedJudge(limits=limits, deadline=time.monotonic() + wall, cell_timeout_s=kw.pop("cell_timeout_s", 300.0),
-                      wall_s=wall)
+    return BoxedJudge(
+        limits=limits, deadline=time.monotonic() + wall, cell_timeout_s=kw.pop("cell_timeout_s", 300.0), wall_s=wall
+    )
 
 
 def _trace(judge: BoxedJudge, fn: Any) -> client.Traced:
@@ -318,10 +372,12 @@ def _replies_are_held_within_the_cap(judge: BoxedJudge) -> None:
     assert held.bytes == 0
     out, error = judge.run(_trace(judge, add_with_extras), [X, X])
     assert out is None and error.phase == "judge", error
-    assert error.text == ("the grader's run of your kernel returned 250 MB of arrays, over the 64 MB the grader keeps "
-                          "of one notebook's results at once (the lab's tests compare a few MB): return only what the "
-                          "function is asked for"), error.text
-    assert held.peak < 2**20                     # nothing of it was decoded
+    assert error.text == (
+        "the grader's run of your kernel returned 250 MB of arrays, over the 64 MB the grader keeps "
+        "of one notebook's results at once (the lab's tests compare a few MB): return only what the "
+        "function is asked for"
+    ), error.text
+    assert held.peak < 2**20  # nothing of it was decoded
     # the cap is on what is held at once: with room for two results, a third waits for one to be dropped
     held.limit = 2 * X.nbytes
     first, second = (judge.run(traced, [X, X])[0] for _ in range(2))
@@ -336,12 +392,14 @@ def _replies_are_held_within_the_cap(judge: BoxedJudge) -> None:
 def test_memory_past_the_box_costs_only_that_run() -> None:
     judge = _judge(memory_mb=1024)
     try:
-        traced = _trace(judge, add_with_scratch(24))      # 1.5 GB of scratch, allocated by the run
+        traced = _trace(judge, add_with_scratch(24))  # 1.5 GB of scratch, allocated by the run
         assert traced.error is None
         child = judge.box
         out, error = judge.run(traced, [X, X])
         assert out is None and error.phase == "judge"
-        assert error.text == "the grader's run of your kernel needed more than 1024 MB (the grader's memory limit for it)"
+        assert (
+            error.text == "the grader's run of your kernel needed more than 1024 MB (the grader's memory limit for it)"
+        )
         _no_leftovers(child)
         _still_serves(judge)
     finally:
@@ -350,12 +408,13 @@ def test_memory_past_the_box_costs_only_that_run() -> None:
 
 @pytest.mark.usefixtures("no_budgets")
 def test_cpu_time_past_the_box_costs_only_that_run() -> None:
-    judge = _judge(cpu_s=10)    # the child's own start-up takes ~3 CPU s; the loop would take hours
+    judge = _judge(cpu_s=10)  # the child's own start-up takes ~3 CPU s; the loop would take hours
     try:
         traced = _trace(judge, add_fori_matmuls())
         out, error = judge.run(traced, [X, X])
-        assert out is None and error.text == ("the grader's run of your kernel used more than 10 s of CPU time "
-                                              "(the grader's limit for it)")
+        assert out is None and error.text == (
+            "the grader's run of your kernel used more than 10 s of CPU time (the grader's limit for it)"
+        )
         _still_serves(judge)
     finally:
         judge.close()
@@ -363,7 +422,7 @@ def test_cpu_time_past_the_box_costs_only_that_run() -> None:
 
 @pytest.mark.usefixtures("no_budgets")
 def test_a_run_past_its_wall_clock_costs_only_that_run() -> None:
-    judge = _judge(cell_timeout_s=4)      # the run needs hours; 4 s is only a backstop
+    judge = _judge(cell_timeout_s=4)  # the run needs hours; 4 s is only a backstop
     try:
         traced = _trace(judge, add_fori_matmuls())
         out, error = judge.run(traced, [X, X])
@@ -388,6 +447,7 @@ def test_the_notebook_s_timeout_bounds_the_judge_too() -> None:
 def stalling_add(x, y):
     """A correct add with a pl.when branch that never runs but does two read-modify-writes of a 4096^2 f32
     scratch, vmem_limit_bytes raised: libtpu takes minutes on it (2048^2 took 4.8 s on a quiet machine)."""
+
     def kernel(x_ref, y_ref, o_ref, s_ref):
         o_ref[...] = x_ref[...] + y_ref[...]
 
@@ -395,21 +455,26 @@ def stalling_add(x, y):
         def _():
             s_ref[...] = s_ref[...] * 2.0 + 1.0
             s_ref[...] = jnp.sin(s_ref[...]) @ s_ref[...]
-    return pl.pallas_call(kernel, grid=(1,), out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
-                          in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
-                          out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
-                          scratch_shapes=[pltpu.VMEM((4096, 4096), F32)],
-                          compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20))(x, y)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(1,),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
+        out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
+        scratch_shapes=[pltpu.VMEM((4096, 4096), F32)],
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 * 2**20),
+    )(x, y)
 
 
-@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+@pytest.mark.usefixtures("no_budgets")  # its dead branch's 4096^3 matmul is over the FLOPs budget
 def test_a_compile_past_its_limit_is_the_kernel_s_and_the_next_chip_is_not_tried(libtpu) -> None:
     from autograder.judge import compile_rule
 
     judge = _judge()
     try:
         traced = _trace(judge, stalling_add)
-        v5e, v6e = traced.computation.verdicts(["v5e", "v6e"], 1)   # it takes minutes: past 1 s on any machine
+        v5e, v6e = traced.computation.verdicts(["v5e", "v6e"], 1)  # it takes minutes: past 1 s on any machine
         assert v5e.rejected and v5e.error_kind == "tpu-timeout" and v6e.skipped
         text = compile_rule.rejection_message("add(x, y)", ["v5e", "v6e"], v5e)
         assert "the TPU compiler did not finish within 1 s for v5e" in text
@@ -420,7 +485,7 @@ def test_a_compile_past_its_limit_is_the_kernel_s_and_the_next_chip_is_not_tried
         judge.close()
 
 
-@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+@pytest.mark.usefixtures("no_budgets")  # its dead branch's 4096^3 matmul is over the FLOPs budget
 def test_a_never_taken_branch_that_stalls_the_compiler_is_stopped(libtpu) -> None:
     """stalling_add (at 2048^2, 4.8 s on a quiet machine, within the 5 s limit: a verdict by speed): the limit
     stops it."""
@@ -444,7 +509,7 @@ def test_one_compile_per_computation_and_chip_across_submissions(libtpu, monkeyp
     asked: list[str] = []
     first, second = _judge(), _judge()
     try:
-        for judge in (first, second):          # two submissions graded by one worker, the same kernel
+        for judge in (first, second):  # two submissions graded by one worker, the same kernel
             real = judge._request
 
             def spy(header, blobs, *, real=real, **kw):
@@ -464,8 +529,13 @@ def test_one_compile_per_computation_and_chip_across_submissions(libtpu, monkeyp
 def add_one_row_blocks(x, y):
     """A right add on (1, 128) f32 blocks: interpret mode runs it, the TPU compiler refuses the 1-row block."""
     spec = pl.BlockSpec((1, x.shape[1]), lambda i: (i, 0))
-    return pl.pallas_call(_kernel, grid=(x.shape[0],), in_specs=[spec, spec], out_specs=spec,
-                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+    return pl.pallas_call(
+        _kernel,
+        grid=(x.shape[0],),
+        in_specs=[spec, spec],
+        out_specs=spec,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+    )(x, y)
 
 
 def _verdicts_by_request(fn: Any) -> list[tuple[bool, str | None, str]]:
@@ -493,7 +563,7 @@ def test_compiles_started_ahead_give_the_verdicts_of_compiles_on_request(libtpu,
     assert [ok for ok, *_ in ahead] == ([True, True] if fn is add else [False, False])
 
 
-@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+@pytest.mark.usefixtures("no_budgets")  # its dead branch's 4096^3 matmul is over the FLOPs budget
 def test_a_compile_started_ahead_is_held_to_the_limit_of_its_request(libtpu) -> None:
     judge = _judge()
     try:
@@ -502,12 +572,13 @@ def test_a_compile_started_ahead_is_held_to_the_limit_of_its_request(libtpu) -> 
         v5e, v6e = traced.computation.verdicts(["v5e", "v6e"], 1)
         assert v5e.error_kind == "tpu-timeout" and "did not finish within 1 s for v5e" in v5e.message, v5e
         assert v6e.skipped
-        _still_serves(judge)    # a fresh child: nothing of the stalled compile is left in it
+        _still_serves(judge)  # a fresh child: nothing of the stalled compile is left in it
     finally:
         judge.close()
 
 
 # ------------------------------------------------------------------- a verdict depends on its submission alone
+
 
 @dataclasses.dataclass(frozen=True)
 class _Judged:
@@ -530,14 +601,16 @@ def test_only_verdicts_of_the_computation_are_kept_for_another_submission(monkey
 
     monkeypatch.setattr(compile_rule, "_CACHE", compile_rule._Cache())
     ok = [CompileResult("v5e", "t", True), CompileResult("v6e", "t", True)]
-    stopped = [CompileResult("v5e", "t", False, error_kind="tpu-timeout", message="did not finish within 60 s"),
-               CompileResult("v6e", "t", False, skipped=True, error_kind="cannot-judge", message="not tried")]
+    stopped = [
+        CompileResult("v5e", "t", False, error_kind="tpu-timeout", message="did not finish within 60 s"),
+        CompileResult("v6e", "t", False, skipped=True, error_kind="cannot-judge", message="not tried"),
+    ]
     refused = [CompileResult("v5e", "t", False, error_kind="tpu-tiling", message="1-row block")] * 2
     answers = [stopped, ok]
     first, second, third = (_Judged("model", answers) for _ in range(3))
     assert compile_rule._CACHE.verdict(first, ["v5e", "v6e"]).rejection.error_kind == "tpu-timeout"
-    assert compile_rule._CACHE.verdict(second, ["v5e", "v6e"]).compiled == ("v5e", "v6e")   # compiled again
-    assert compile_rule._CACHE.verdict(third, ["v5e", "v6e"]).compiled == ("v5e", "v6e")    # kept: not asked
+    assert compile_rule._CACHE.verdict(second, ["v5e", "v6e"]).compiled == ("v5e", "v6e")  # compiled again
+    assert compile_rule._CACHE.verdict(third, ["v5e", "v6e"]).compiled == ("v5e", "v6e")  # kept: not asked
     assert answers == []
     answers += [refused]
     assert compile_rule._CACHE.verdict(_Judged("one-row", answers), ["v5e", "v6e"]).rejection.message == "1-row block"
@@ -558,7 +631,7 @@ def _threads_beyond(before: set[str]) -> set[str]:
     return left()
 
 
-@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+@pytest.mark.usefixtures("no_budgets")  # its dead branch's 4096^3 matmul is over the FLOPs budget
 def test_a_slow_compile_started_ahead_changes_no_other_verdict(libtpu, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 33's attack, in the judge: one submission's `add` traces, on one case, to a kernel the compiler takes
     minutes on (by what it is given: stalling_add), started ahead and never asked for. Its other kernel (the
@@ -578,7 +651,7 @@ def test_a_slow_compile_started_ahead_changes_no_other_verdict(libtpu, monkeypat
         assert compile_rule._CACHE.verdict(honest.computation, ["v5e", "v6e"], 60).rejection is None
         child = attack.box
     finally:
-        attack.close()          # the submission ends while its stalled compile runs
+        attack.close()  # the submission ends while its stalled compile runs
     assert wait_gone(child.process.pid) and not Path(child.tmp).exists()
     _no_leftovers(child)
     assert not _threads_beyond(before)
@@ -592,6 +665,7 @@ def test_a_slow_compile_started_ahead_changes_no_other_verdict(libtpu, monkeypat
 
 # ----------------------------------------------------------------------------- a fresh judge from a warm parent
 
+
 def _proc(pid: int, name: str) -> str:
     return Path(f"/proc/{pid}/{name}").read_text()
 
@@ -604,7 +678,7 @@ def test_each_judge_is_a_fresh_fork_of_a_stateless_zygote_with_the_box_s_chain()
     try:
         judges = []
         for judge in (first, second):
-            traced = _trace(judge, add)                  # each answers: it started, warmed up and serves
+            traced = _trace(judge, add)  # each answers: it started, warmed up and serves
             assert traced.error is None
             judges.append(judge.box)
         zygote = box._ZYGOTE
@@ -612,11 +686,14 @@ def test_each_judge_is_a_fresh_fork_of_a_stateless_zygote_with_the_box_s_chain()
         assert len(set(pids)) == 2 and os.getpid() not in pids
         for b, pid in zip(judges, pids):
             stat = _proc(pid, "stat").rsplit(")", 1)[1].split()
-            assert int(stat[1]) == zygote.process.pid and int(stat[2]) == pid == int(stat[3])   # ppid, own group and session
+            assert int(stat[1]) == zygote.process.pid and int(stat[2]) == pid == int(
+                stat[3]
+            )  # ppid, own group and session
             assert os.readlink(f"/proc/{pid}/cwd") == b.tmp
             assert all(d.name in _proc(pid, "cgroup") for d in b.cgroups.dirs.values())
-        cpu = [next(line for line in _proc(pid, "limits").splitlines() if line.startswith("Max cpu time"))
-               for pid in pids]
+        cpu = [
+            next(line for line in _proc(pid, "limits").splitlines() if line.startswith("Max cpu time")) for pid in pids
+        ]
         assert cpu[0].split()[3:5] == ["77", "79"] and cpu[1].split()[3:5] == ["900", "902"]
         assert len(os.listdir(f"/proc/{zygote.process.pid}/task")) == 1
     finally:
@@ -668,12 +745,17 @@ judge.run(traced, [X, X])   # hours: the grader is killed first
 
 
 def test_a_killed_grader_leaves_no_judge_cgroup_or_temp_folder() -> None:
-    grader = subprocess.Popen([sys.executable, "-c", GRADER], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    grader = subprocess.Popen(
+        [sys.executable, "-c", GRADER],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     try:
         line = grader.stdout.readline()
         left = json.loads(line)
-        time.sleep(1.0)                      # the run under way
+        time.sleep(1.0)  # the run under way
         grader.send_signal(signal.SIGKILL)
         grader.wait(timeout=30)
     finally:
@@ -688,13 +770,16 @@ def test_a_killed_grader_leaves_no_judge_cgroup_or_temp_folder() -> None:
 
 # ------------------------------------------------------------------------------------ the grader never rebuilds
 
+
 def test_the_grading_process_never_rebuilds_or_compiles_itself() -> None:
     """Everything the doors import to grade, and not the rebuild nor the TPU compiler: those are the judge's."""
-    code = ("import sys, importlib\n"
-            "import autograder.steps.pipeline, autograder.steps.execute, autograder.labs.harness, autograder.doors.nbgrader_engine\n"
-            "from autograder.course_manifest import manifest\n"
-            "for lab in manifest().labs: importlib.import_module(lab.grader)\n"
-            "print(sorted(m for m in sys.modules if m in ('autograder.judge.rebuild', 'libtpu', 'autograder.judge.server')))")
+    code = (
+        "import sys, importlib\n"
+        "import autograder.steps.pipeline, autograder.steps.execute, autograder.labs.harness, autograder.doors.nbgrader_engine\n"
+        "from autograder.course_manifest import manifest\n"
+        "for lab in manifest().labs: importlib.import_module(lab.grader)\n"
+        "print(sorted(m for m in sys.modules if m in ('autograder.judge.rebuild', 'libtpu', 'autograder.judge.server')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
@@ -705,25 +790,29 @@ def test_the_grading_process_never_rebuilds_or_compiles_itself() -> None:
 ADD_CELL = "def add(x, y):\n    return pl.pallas_call(\n"
 DOOR_ATTACKS = {
     # student -> (their add, words in add_f32's reason)
-    "scratch-200": ("def add(x, y):\n"
-                    "    from jax.experimental.pallas import tpu as pltpu\n"
-                    "    def kernel(x_ref, y_ref, o_ref, *scratch):\n"
-                    "        o_ref[...] = x_ref[...] + y_ref[...]\n"
-                    "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP,\n"
-                    "        scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32) for _ in range(200)])(x, y)\n",
-                    "of scratch, more than the 128 MB of VMEM any course chip has"),
-    "matmuls-8": ("def add(x, y):\n"
-                  "    m = jnp.full((4096, 4096), 0.5, jnp.float32)\n"
-                  "    for _ in range(8):\n"
-                  "        m = m @ m\n"
-                  "    return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
-                  "                          interpret=INTERP)(x, y)\n",
-                  "FLOPs outside its kernels"),
+    "scratch-200": (
+        "def add(x, y):\n"
+        "    from jax.experimental.pallas import tpu as pltpu\n"
+        "    def kernel(x_ref, y_ref, o_ref, *scratch):\n"
+        "        o_ref[...] = x_ref[...] + y_ref[...]\n"
+        "    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP,\n"
+        "        scratch_shapes=[pltpu.VMEM((4096, 4096), jnp.float32) for _ in range(200)])(x, y)\n",
+        "of scratch, more than the 128 MB of VMEM any course chip has",
+    ),
+    "matmuls-8": (
+        "def add(x, y):\n"
+        "    m = jnp.full((4096, 4096), 0.5, jnp.float32)\n"
+        "    for _ in range(8):\n"
+        "        m = m @ m\n"
+        "    return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n"
+        "                          interpret=INTERP)(x, y)\n",
+        "FLOPs outside its kernels",
+    ),
     # (No door attack aims at the box's wall clock: within the static budgets (65,536 grid steps, 3.4e10 FLOPs) a
     # run takes ~0.5-1 ms a step, so a slow grid's verdict would depend on the machine's speed and load; the wall
     # clock's own tests above give it hours of work against seconds.)
 }
-CELL_S = 30      # per hidden test and cell
+CELL_S = 30  # per hidden test and cell
 
 
 def _door_class(submitted: Path) -> None:
@@ -738,7 +827,7 @@ def _door_class(submitted: Path) -> None:
         if source:
             (cell,) = [c for c in nb.cells if c.cell_type == "code" and ADD_CELL in c.source]
             cell.source = source
-            for c in nb.cells:    # the notebook's own check of add (it would run the attack in the jail too)
+            for c in nb.cells:  # the notebook's own check of add (it would run the attack in the jail too)
                 if c.cell_type == "code" and 'check("add"' in c.source:
                     c.source = ""
         path = submitted / student / stage / f"{lab}.ipynb"
@@ -784,7 +873,7 @@ def test_course_grade_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None
 # outside the kernel), so the compile started ahead for it is never asked for; the bf16 case is the model's add.
 
 
-@pytest.mark.slow      # ~1 min; test_a_slow_compile_started_ahead_changes_no_other_verdict proves it in the judge
+@pytest.mark.slow  # ~1 min; test_a_slow_compile_started_ahead_changes_no_other_verdict proves it in the judge
 def test_a_slow_compile_submission_leaves_the_model_solution_full_marks(libtpu, tmp_path: Path) -> None:
     """The attack, then the model solution, graded by one process (`course grade`'s door, as a batch worker
     does): the model gets 6/6 (5/6 before: its add_bf16 compile queued behind the attack's, timed out, and
@@ -800,7 +889,7 @@ def test_a_slow_compile_submission_leaves_the_model_solution_full_marks(libtpu, 
     attack = filled_in(lab)
     (cell,) = [c for c in attack.cells if c.cell_type == "code" and ADD_CELL in c.source]
     cell.source = STALLING_ADD
-    for c in attack.cells:     # the notebook's own check of add would compile nothing (no compile in the jail)
+    for c in attack.cells:  # the notebook's own check of add would compile nothing (no compile in the jail)
         if c.cell_type == "code" and 'check("add"' in c.source:
             c.source = ""
     tests = {}
@@ -815,7 +904,7 @@ def test_a_slow_compile_submission_leaves_the_model_solution_full_marks(libtpu, 
     assert tests["attacker"]["add_bf16"][0] == 1, tests["attacker"]
 
 
-@pytest.mark.slow   # CI: the same engine through `course grade` (above); nbgrader's door on budgets: make configurations
+@pytest.mark.slow  # CI: the same engine through `course grade` (above); nbgrader's door on budgets: make configurations
 def test_nbgrader_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
     import nbformat
     from nbgrader.api import Gradebook
@@ -833,11 +922,16 @@ def test_nbgrader_door_judges_the_attacks_in_the_box(tmp_path: Path) -> None:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in [*DOOR_ATTACKS, "honest"]:
             nb = nbformat.read(course / "autograded" / student / stage / "lab-1.1-first-kernels.ipynb", as_version=4)
-            said = {cells.grade_id(c): " ".join(o.get("evalue", "") for o in c.outputs) for c in nb.cells
-                    if cells.grade_id(c) in ids}
-            tests[student] = {g.name: (g.score, said.get(g.name, "")) for g in
-                              gb.find_submission_notebook("lab-1.1-first-kernels", stage, student).grades
-                              if g.name in ids}
+            said = {
+                cells.grade_id(c): " ".join(o.get("evalue", "") for o in c.outputs)
+                for c in nb.cells
+                if cells.grade_id(c) in ids
+            }
+            tests[student] = {
+                g.name: (g.score, said.get(g.name, ""))
+                for g in gb.find_submission_notebook("lab-1.1-first-kernels", stage, student).grades
+                if g.name in ids
+            }
     _door_scores(tests)
 
 
@@ -853,9 +947,11 @@ def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
 
     from autograder.failures import BadAnswer
 
-    junk = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=8),
-                        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
-                                                                                    max_size=4), max_leaves=12)
+    junk = st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=8),
+        lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
+        max_leaves=12,
+    )
     header, blobs = _described(add_with_scratch(1, 128))
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -877,10 +973,8 @@ def test_a_description_damaged_anywhere_is_costed_rebuilt_or_refused() -> None:
     damaged()
 
 
-
-
 @pytest.mark.slow
-@pytest.mark.usefixtures("no_budgets")     # its dead branch's 4096^3 matmul is over the FLOPs budget
+@pytest.mark.usefixtures("no_budgets")  # its dead branch's 4096^3 matmul is over the FLOPs budget
 def test_a_stall_past_timeout_is_the_notebook_s_result(libtpu, tmp_path: Path) -> None:
     """Issue 33, end to end (`course grade --timeout 60`): transpose's compile stalls libtpu for minutes, cut by the
     notebook's deadline before its own 60 s limit. The result is the notebook's and final: each test reached is
@@ -899,12 +993,13 @@ def test_a_stall_past_timeout_is_the_notebook_s_result(libtpu, tmp_path: Path) -
         if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "transpose":
             c.source = STALLING_TRANSPOSE
         elif c.cell_type == "code" and 'check_kernel("transpose"' in c.source:
-            c.source = ""    # the notebook's own check would compile it in the jail too
+            c.source = ""  # the notebook's own check would compile it in the jail too
     path = tmp_path / "in" / "staller" / stage / f"{lab}.ipynb"
     path.parent.mkdir(parents=True)
     nbformat.write(nb, path)
-    run = CliRunner().invoke(app, ["grade", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--json",
-                                   "--timeout", "60", "--jobs", "1"])
+    run = CliRunner().invoke(
+        app, ["grade", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--json", "--timeout", "60", "--jobs", "1"]
+    )
     assert run.exit_code == 0, run.output[-3000:]
     (record,) = json.loads(run.stdout)
     why = "the notebook ran past the 60 s wall-clock limit and was stopped"

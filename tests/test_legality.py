@@ -1,4 +1,5 @@
 """BlockSpec legality and VMEM budget: the seed's EX·09 numbers, agreement with JAX's TPU lowering, messages."""
+
 from __future__ import annotations
 
 import jax
@@ -27,7 +28,7 @@ def test_seed_ex09_bf16_256_blocks_on_v5e():
     assert v.grid == (8, 8) and v.num_blocks == 64
     assert v.block_bytes == 131_072 and fmt_bytes(v.block_bytes) == "131 KB"
     rules = {c.rule: c for c in v.checks}
-    assert rules["native tile"].expression.startswith("bm % 16 == 0")     # the seed's "sublane rule bm % 16"
+    assert rules["native tile"].expression.startswith("bm % 16 == 0")  # the seed's "sublane rule bm % 16"
     assert rules["lane rule"].expression.startswith("bn % 128 == 0")
     budget = sandbox_budget(v)
     assert budget.working_set_bytes == 524_288 and fmt_bytes(budget.working_set_bytes) == "524 KB"
@@ -40,23 +41,23 @@ def test_seed_ex09_bf16_256_blocks_on_v5e():
 AGREEMENT = [
     ((2048, 2048), (256, 256), jnp.bfloat16),
     ((256, 256), (8, 128), jnp.float32),
-    ((256, 256), (8, 128), jnp.bfloat16),       # legal; half a native bf16 tile (a note, not an error)
-    ((256, 256), (8, 128), jnp.int8),           # lowers; Mosaic rejects at compile time
+    ((256, 256), (8, 128), jnp.bfloat16),  # legal; half a native bf16 tile (a note, not an error)
+    ((256, 256), (8, 128), jnp.int8),  # lowers; Mosaic rejects at compile time
     ((256, 256), (100, 128), jnp.float32),
     ((256, 256), (128, 100), jnp.float32),
-    ((256, 100), (128, 100), jnp.float32),      # minor dim equal to the array's: legal
-    ((100, 256), (100, 128), jnp.float32),      # second-minor equal to the array's: legal
+    ((256, 100), (128, 100), jnp.float32),  # minor dim equal to the array's: legal
+    ((100, 256), (100, 128), jnp.float32),  # second-minor equal to the array's: legal
     ((256, 256), (4, 128), jnp.int8),
-    ((256, 256), (8, None), jnp.float32),       # squeezed minor dim is size 1
+    ((256, 256), (8, None), jnp.float32),  # squeezed minor dim is size 1
     ((4, 256, 256), (None, 8, 128), jnp.float32),
     ((4, 256, 256), (3, 8, 128), jnp.float32),  # leading dims are unrestricted
-    ((250, 256), (8, 128), jnp.float32),        # partial last block: legal
-    ((1024,), (128,), jnp.float32),             # rank 1: power of 2 >= 128
-    ((1024,), (128,), jnp.bfloat16),            # rank 1: bf16 needs >= 256
+    ((250, 256), (8, 128), jnp.float32),  # partial last block: legal
+    ((1024,), (128,), jnp.float32),  # rank 1: power of 2 >= 128
+    ((1024,), (128,), jnp.bfloat16),  # rank 1: bf16 needs >= 256
     ((4096,), (256,), jnp.bfloat16),
-    ((3072,), (1536,), jnp.float32),            # rank 1: not a power of 2, not a multiple of 1024
+    ((3072,), (1536,), jnp.float32),  # rank 1: not a power of 2, not a multiple of 1024
     ((3072,), (2048,), jnp.float32),
-    ((1000,), (1000,), jnp.float32),            # rank 1: full array
+    ((1000,), (1000,), jnp.float32),  # rank 1: full array
     ((1000,), (200,), jnp.float32),
 ]
 
@@ -153,8 +154,9 @@ def test_budget_agrees_with_deviceless_compile(chip, monkeypatch, libtpu):
 
     monkeypatch.setattr(reference_kernels, "INTERP", False)
     a = jax.ShapeDtypeStruct((2048, 2048), jnp.float32)
-    result = tpu_compile.compile_for(lambda x, y: reference_kernels.matmul(x, y, bm=1024, bn=1024, bk=1024),
-                                     a, a, chip=chip)
+    result = tpu_compile.compile_for(
+        lambda x, y: reference_kernels.matmul(x, y, bm=1024, bn=1024, bk=1024), a, a, chip=chip
+    )
     info = trace_reference("matmul", m=2048, n=2048, k=2048, bm=1024, bn=1024, bk=1024)
     assert not result.skipped, result.message
     assert result.ok == check_pallas_call(info, chip).budget.fits_limit, result.message

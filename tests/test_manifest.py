@@ -1,4 +1,5 @@
 """course.yml agrees with the notebooks and the grader: one manifest, nothing written twice differently."""
+
 from __future__ import annotations
 
 import importlib
@@ -10,16 +11,23 @@ import pytest
 from autograder.course_manifest import REPO_ROOT, ManifestError, load, manifest
 
 LABS = manifest().labs
-SEED_NOTEBOOKS = ["lab-1.1-first-kernels", "lab-1.2-tiled-matmul", "lab-1.3-fused-softmax-layernorm",
-                  "lab-1.4-pipelining-profile"]
+SEED_NOTEBOOKS = [
+    "lab-1.1-first-kernels",
+    "lab-1.2-tiled-matmul",
+    "lab-1.3-fused-softmax-layernorm",
+    "lab-1.4-pipelining-profile",
+]
 # After the seed's four: week 3's Tokamax reading, in its own notebook (issue 7), same path convention.
 LATER_NOTEBOOKS = ["lab-1.5-reading-tokamax"]
 
 
 def _graded_cells(path: Path) -> dict[str, dict]:
     nb = nbformat.read(path, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: dict(c.metadata["nbgrader"], cell_type=c.cell_type)
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    return {
+        c.metadata["nbgrader"]["grade_id"]: dict(c.metadata["nbgrader"], cell_type=c.cell_type)
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
+    }
 
 
 def test_labs_with_the_seed_paths() -> None:
@@ -89,7 +97,11 @@ def test_the_wheel_reads_what_the_release_writes_and_the_grader_reads_the_rest()
 
 def test_the_grader_s_schema_refuses_a_misspelt_field(tmp_path: Path) -> None:
     bad = tmp_path / "course.yml"
-    bad.write_text((REPO_ROOT / "course.yml").read_text().replace("    checks:", "    chekcs:", 1)
-                   .replace(", checks: ", ", chekcs: ", 1))
+    bad.write_text(
+        (REPO_ROOT / "course.yml")
+        .read_text()
+        .replace("    checks:", "    chekcs:", 1)
+        .replace(", checks: ", ", chekcs: ", 1)
+    )
     with pytest.raises(ManifestError, match=r"labs\.0\.tests\.0\.chekcs: Extra inputs are not permitted"):
         load(bad)

@@ -1,5 +1,6 @@
 """The mistake corpus (tests/mistakes/corpus.py): for each typical mistake, the first five lines a student
 reads from the visible checks name it, and the visible checks and the hidden checks agree."""
+
 from __future__ import annotations
 
 import importlib

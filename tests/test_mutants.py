@@ -3,6 +3,7 @@
 Checks are called in-process on the notebooks' own definitions (fast); tests/test_grade_cli.py runs the
 same notebooks through papermill and nbgrader end to end.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -48,8 +49,12 @@ def _params(kind: str) -> list[Any]:
         elif kind == "others":
             out += [pytest.param(lab, m, t, id=f"{m.name}:{t}") for m in module.MUTANTS for t in m.others_pass]
         elif kind == "alternatives":
-            out += [pytest.param(lab, a, t.id, id=f"{a.name}:{t.id}") for a in module.ALTERNATIVES for t in lab.tests
-                    if any(t.kernel in old or t.kernel in new for old, new in a.edits.items())]
+            out += [
+                pytest.param(lab, a, t.id, id=f"{a.name}:{t.id}")
+                for a in module.ALTERNATIVES
+                for t in lab.tests
+                if any(t.kernel in old or t.kernel in new for old, new in a.edits.items())
+            ]
     return out
 
 
@@ -63,7 +68,7 @@ def stubs() -> dict[str, dict[str, Any]]:
     return {m.LAB: load(REPO_ROOT / _lab(m).notebook) for m in _corpus()}
 
 
-@pytest.mark.slow   # CI: tests/test_solutions_both_doors.py grades every solution to full marks through both doors
+@pytest.mark.slow  # CI: tests/test_solutions_both_doors.py grades every solution to full marks through both doors
 @pytest.mark.parametrize("lab,test_id", _params("tests"))
 def test_solution_passes(lab: LabSpec, test_id: str, solutions: dict) -> None:
     """The instructor's solution earns every point."""
@@ -86,7 +91,7 @@ def test_mutant_loses_targeted_test(lab: LabSpec, mutant: Mutant, test_id: str) 
         _run(lab, namespace, test_id)
     message = str(failure.value)
     assert message.startswith(f"{test_id}: "), message
-    assert not instructor_only(message), message     # autograder.labs.disclosure: what feedback never says
+    assert not instructor_only(message), message  # autograder.labs.disclosure: what feedback never says
     assert re.search(mutant.targets[test_id], message), f"{mutant.name} ({mutant.why}): {message}"
 
 
@@ -141,7 +146,7 @@ def test_race_is_caught_by_the_shuffled_order_not_by_the_race_detector() -> None
     (racing,) = [m for m in lab_1_4.MUTANTS if m.name == "pipeline_off_k_parallel"]
     kernel = load(REPO_ROOT / _lab(lab_1_4).source, racing.edits)["matmul_pipeline_off"]
     rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((128, 512), (512, 128)))   # one C block, K in 4
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((128, 512), (512, 128)))  # one C block, K in 4
     want = a.astype(np.float64) @ b.astype(np.float64)
 
     def run(params: pltpu.InterpretParams) -> tuple[float, bool]:
@@ -169,6 +174,9 @@ def test_the_visible_checks_run_every_case_the_grade_runs_lab_1_4() -> None:
 
     (square_only,) = [m for m in lab_1_4.MUTANTS if m.name == "choice_square_only"]
     namespace = load(REPO_ROOT / _lab(lab_1_4).source, square_only.edits)
-    with pytest.raises(CheckFailure, match=r"choose_blocks\(2048, 8192, 1024, bfloat16, 'v4'\) chose .* does not "
-                                          r"divide m=2048"):
+    with pytest.raises(
+        CheckFailure,
+        match=r"choose_blocks\(2048, 8192, 1024, bfloat16, 'v4'\) chose .* does not "
+        r"divide m=2048",
+    ):
         check_block_choice(namespace["choose_blocks"], namespace["matmul"])

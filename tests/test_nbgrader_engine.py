@@ -3,6 +3,7 @@ before nbgrader reads or copies anything (a symbolic link, a special file), and 
 and steps (autograder.steps.pipeline.NBGRADER, each once): a notebook valid as JSON but not against nbformat's
 schema, one with over 20 MB of saved outputs, one with a test cell twice, one that is not JSON, another lab's
 notebook under this lab's name and one with another lab's cell added get the same score on both doors."""
+
 from __future__ import annotations
 
 import copy
@@ -42,7 +43,7 @@ def _place(root: Path, student: str) -> Path:
 
 def _hook(path: Path) -> list[str]:
     notebooks = [str(path)]
-    read_submissions(assignment=STAGE, student="*", notebooks=notebooks)   # nbgrader passes its globs
+    read_submissions(assignment=STAGE, student="*", notebooks=notebooks)  # nbgrader passes its globs
     return notebooks
 
 
@@ -60,19 +61,20 @@ def _test_outputs(nb: nbformat.NotebookNode) -> list[str]:
 def test_a_symlinked_notebook_is_refused_before_nbgrader_reads_it(tmp_path: Path) -> None:
     """Never opened: nbgrader gets the released notebook, and every test fails with course grade's reason."""
     lab = manifest().lab(LAB)
-    _place(tmp_path, "linker").symlink_to(REPO_ROOT / lab.source)   # the model answers, one link away
+    _place(tmp_path, "linker").symlink_to(REPO_ROOT / lab.source)  # the model answers, one link away
     path = tmp_path / "linker" / STAGE / NAME
     assert _hook(path) == [str(path)]
     nb = _exported(path, "linker")
-    assert not any("BEGIN SOLUTION" in c.source for c in nb.cells)   # the release, not what the link points at
+    assert not any("BEGIN SOLUTION" in c.source for c in nb.cells)  # the release, not what the link points at
     out, _ = JailedExecute().preprocess(nb, _resources("linker", Path(NAME).stem))
-    assert set(_test_outputs(out)) == {"not graded: a symbolic link: never followed (it could point at "
-                                       "solutions/ or at another student's work)"}
-    assert [s.reason for s in find_submissions([tmp_path]).skipped] == [LINK]   # course grade's reason
+    assert set(_test_outputs(out)) == {
+        "not graded: a symbolic link: never followed (it could point at solutions/ or at another student's work)"
+    }
+    assert [s.reason for s in find_submissions([tmp_path]).skipped] == [LINK]  # course grade's reason
 
 
 def test_a_special_file_is_refused_with_course_grades_reason(tmp_path: Path) -> None:
-    os.mkfifo(_place(tmp_path, "fifo"))                             # opening it would block nbgrader
+    os.mkfifo(_place(tmp_path, "fifo"))  # opening it would block nbgrader
     path = tmp_path / "fifo" / STAGE / NAME
     _hook(path)
     out, _ = JailedExecute().preprocess(_exported(path, "fifo"), _resources("fifo", Path(NAME).stem))
@@ -92,10 +94,10 @@ def test_the_door_runs_each_step_once(tmp_path: Path) -> None:
     resources = _resources("walker", Path(NAME).stem)
     path.write_text("changed after the hook read it")
     text, _ = nbgrader_engine.SubmittedNotebook().from_filename(str(path), resources)
-    assert nbformat.reads(text, as_version=4).cells          # the bytes read, restored
+    assert nbformat.reads(text, as_version=4).cells  # the bytes read, restored
     key = ("walker", STAGE, Path(NAME).stem)
     assert nbgrader_engine._found[key].done == ("identify", "restore")
-    nbformat.write(nbformat.v4.new_notebook(), path)    # what the sanitizing pass wrote: read back as it is
+    nbformat.write(nbformat.v4.new_notebook(), path)  # what the sanitizing pass wrote: read back as it is
     again, _ = nbgrader_engine.SubmittedNotebook().from_filename(str(path), resources)
     assert nbformat.reads(again, as_version=4).cells == []
     seen = []
@@ -145,7 +147,7 @@ def test_an_off_schema_notebook_scores_zero_from_the_bytes_read(tmp_path: Path) 
     path = _place(tmp_path, "editor")
     path.write_text(_off_schema(filled_in(LAB)))
     assert _hook(path) == [str(path)]
-    nb = nbformat.read(path, as_version=4)                # nbgrader reads it without validating
+    nb = nbformat.read(path, as_version=4)  # nbgrader reads it without validating
     out, _ = JailedExecute().preprocess(nb, _resources("editor", Path(NAME).stem))
     tests = [c for c in out.cells if cells.grade_id(c) in {t.id for t in manifest().lab(LAB).tests}]
     assert tests and all(c.outputs[0]["evalue"].startswith("could not read the notebook") for c in tests)
@@ -167,9 +169,14 @@ def test_both_doors_give_the_same_scores(tmp_path: Path) -> None:
 
     course = generated_course(tmp_path / "course")
     solution = filled_in(LAB)
-    texts = {"off-schema": _off_schema(solution), "big-outputs": _big(solution), "test-twice": _twice(solution),
-             "not-json": "{not json", "other-lab": nbformat.writes(filled_in("lab-1.2-tiled-matmul")),
-             "foreign-cell": _foreign_cell(solution)}
+    texts = {
+        "off-schema": _off_schema(solution),
+        "big-outputs": _big(solution),
+        "test-twice": _twice(solution),
+        "not-json": "{not json",
+        "other-lab": nbformat.writes(filled_in("lab-1.2-tiled-matmul")),
+        "foreign-cell": _foreign_cell(solution),
+    }
     submitted = course / "submitted"
     for student, text in texts.items():
         (submitted / student / STAGE).mkdir(parents=True)
@@ -179,20 +186,31 @@ def test_both_doors_give_the_same_scores(tmp_path: Path) -> None:
     run = nbgrader(course, "autograde", STAGE, "--force")
     assert f"linker/{STAGE}/{NAME}: not graded: a symbolic link: never followed" in run.stderr
     linked = nbformat.read(course / "autograded" / "linker" / STAGE / NAME, as_version=4)
-    assert not any("BEGIN SOLUTION" in c.source for c in linked.cells)     # the release, scored 0
+    assert not any("BEGIN SOLUTION" in c.source for c in linked.cells)  # the release, scored 0
     tests = [t.id for t in manifest().lab(LAB).tests]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        theirs = {s: {g.name: g.score for g in gb.find_submission_notebook(Path(NAME).stem, STAGE, s).grades
-                      if g.name in tests} for s in [*texts, "linker"]}
+        theirs = {
+            s: {
+                g.name: g.score
+                for g in gb.find_submission_notebook(Path(NAME).stem, STAGE, s).grades
+                if g.name in tests
+            }
+            for s in [*texts, "linker"]
+        }
     assert sum(theirs.pop("linker").values()) == 0
-    ours = {s: {t.name: t.points for t in grade_submission(read_submission(submitted / s / STAGE / NAME, s))
-                .result.tests} for s in texts}
+    ours = {
+        s: {t.name: t.points for t in grade_submission(read_submission(submitted / s / STAGE / NAME, s)).result.tests}
+        for s in texts
+    }
     assert theirs == ours
     assert sum(ours["test-twice"].values()) == 6 and sum(ours["off-schema"].values()) == 0
     assert sum(ours["big-outputs"].values()) == 0 and sum(ours["foreign-cell"].values()) == 6
     assert sum(ours["not-json"].values()) == 0 and sum(ours["other-lab"].values()) == 0
-    for student, why in (("not-json", "could not read the notebook"), ("other-lab", "this notebook holds the cells of LAB·1.2")):
-        assert f"{student}/{STAGE}/{NAME}: {why}" in run.stderr     # the reason, once, in nbgrader's log
+    for student, why in (
+        ("not-json", "could not read the notebook"),
+        ("other-lab", "this notebook holds the cells of LAB·1.2"),
+    ):
+        assert f"{student}/{STAGE}/{NAME}: {why}" in run.stderr  # the reason, once, in nbgrader's log
         assert run.stderr.count(f"{student}/{STAGE}/{NAME}: {why}") == 1
     assert "Traceback" not in run.stderr and run.returncode == 0
     shutil.rmtree(course)

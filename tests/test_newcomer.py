@@ -1,5 +1,6 @@
 """What a newcomer meets first: a README that is a first hour (the two commands near the top, the instructor's and
 the student's steps, every docs page it promises), and no trap on the way (issue 30)."""
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,15 @@ def test_readme_is_a_first_hour() -> None:
     demo, tests = _commands(head)[:2]
     assert demo.endswith("course grade --demo"), demo
     assert "python -m pytest" in tests, tests
-    for step in ("nbgrader generate_assignment", "course release", "nbgrader zip_collect", "course grade submitted/",
-                 "nbgrader generate_feedback", "nbgrader export", "jupyter lab labs/"):
+    for step in (
+        "nbgrader generate_assignment",
+        "course release",
+        "nbgrader zip_collect",
+        "course grade submitted/",
+        "nbgrader generate_feedback",
+        "nbgrader export",
+        "jupyter lab labs/",
+    ):
         assert step in text, f"the README's first hour lost {step!r}"
 
 
@@ -49,6 +57,7 @@ def test_docs_links_point_at_files_that_exist() -> None:
 
 # ------------------------------------------------------------------------------------ traps on the way
 
+
 def test_release_warns_while_release_github_is_the_courses_default(tmp_path: Path) -> None:
     """One line naming course.yml's release.github and what to set it to; none once it is the instructor's."""
     from autograder.course_manifest import manifest
@@ -57,8 +66,10 @@ def test_release_warns_while_release_github_is_the_courses_default(tmp_path: Pat
     m = manifest()
     assert m.release is not None and m.release.github == COURSE_GITHUB
     (line,) = release_warnings(m)
-    assert line.startswith(f"course.yml release.github is still the course's default ({COURSE_GITHUB}): set it to "
-                           "the GitHub repository (owner/name) you push this release to"), line
+    assert line.startswith(
+        f"course.yml release.github is still the course's default ({COURSE_GITHUB}): set it to "
+        "the GitHub repository (owner/name) you push this release to"
+    ), line
     mine = m.model_copy(update={"release": m.release.model_copy(update={"github": "my-school/pallas-2027"})})
     assert release_warnings(mine) == []
 
@@ -72,10 +83,17 @@ def test_course_release_prints_the_warning_last_on_stderr(tmp_path: Path, monkey
 
     built: list[Path] = []
 
-    def fake_build(stage: str, out: Path, *, today=None):   # the real build: tests/test_student_release.py
+    def fake_build(stage: str, out: Path, *, today=None):  # the real build: tests/test_student_release.py
         built.append(out)
-        return release.Release(out, release.dt.date(2026, 12, 2), out / "wheels" / "w.whl", "https://example/w.whl",
-                               [], [], warnings=["course.yml release.github is still the course's default (...)"])
+        return release.Release(
+            out,
+            release.dt.date(2026, 12, 2),
+            out / "wheels" / "w.whl",
+            "https://example/w.whl",
+            [],
+            [],
+            warnings=["course.yml release.github is still the course's default (...)"],
+        )
 
     monkeypatch.setattr(release, "build_release", fake_build)
     result = CliRunner().invoke(app, ["release", "stage-1", "--out", str(tmp_path / "r")])
@@ -89,9 +107,16 @@ def test_what_grading_leaves_in_the_repository_is_ignored_by_git() -> None:
     """nbgrader's working folders, the export's grades/grades.csv and `course grade`'s grades/."""
     import subprocess
 
-    paths = ["grades/grades.csv", "grades/results.json", "gradebook.db", "submitted/a/stage-1/x.ipynb",
-             "autograded/a/stage-1/x.ipynb", "feedback/a/stage-1/x.html", "downloaded/stage-1/archive/class.zip",
-             "grades.csv"]
+    paths = [
+        "grades/grades.csv",
+        "grades/results.json",
+        "gradebook.db",
+        "submitted/a/stage-1/x.ipynb",
+        "autograded/a/stage-1/x.ipynb",
+        "feedback/a/stage-1/x.html",
+        "downloaded/stage-1/archive/class.zip",
+        "grades.csv",
+    ]
     run = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=ROOT, capture_output=True, text=True)
     assert sorted(run.stdout.split()) == sorted(paths), f"not ignored: {sorted(set(paths) - set(run.stdout.split()))}"
 
@@ -110,8 +135,11 @@ def test_remove_all_but_keeps_what_it_is_told_and_follows_no_link(tmp_path: Path
     (folder / "link").symlink_to(outside, target_is_directory=True)
     removed = remove_all_but(folder, {keep})
     assert sorted(p.relative_to(folder).as_posix() for p in removed) == ["demo/stage-1/lab.ipynb", "link"]
-    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == ["alice", "alice/stage-1",
-                                                                                    "alice/stage-1/lab.ipynb"]
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")) == [
+        "alice",
+        "alice/stage-1",
+        "alice/stage-1/lab.ipynb",
+    ]
     assert (outside / "precious.txt").read_text() == "keep"
     assert remove_all_but(tmp_path / "missing", set()) == []
 
@@ -119,10 +147,15 @@ def test_remove_all_but_keeps_what_it_is_told_and_follows_no_link(tmp_path: Path
 # Paths of the machine a file was written on: a checkout or shared folder (/work/), a home (/root/, /home/<user>/,
 # /Users/<user>/), a temporary folder made for one run (mkdtemp's 8 random characters after a prefix, tmp...,
 # pytest's). Paths every Linux has (/tmp, /tmp/home inside the jail, /etc/passwd) are not flagged.
-MACHINE_PATH = re.compile(r"(?<![\w.~/-])(/work/\S*|/root/[^\s'\"`),]*|/home/[a-z_][\w.-]*/\S*|/Users/[A-Za-z_]\S*"
-                          r"|/tmp/(?:pytest-of-[^/\s]+|tmp[a-z0-9_]{6,}|[\w.-]+-[a-z0-9_]{8})/\S*)")
+MACHINE_PATH = re.compile(
+    r"(?<![\w.~/-])(/work/\S*|/root/[^\s'\"`),]*|/home/[a-z_][\w.-]*/\S*|/Users/[A-Za-z_]\S*"
+    r"|/tmp/(?:pytest-of-[^/\s]+|tmp[a-z0-9_]{6,}|[\w.-]+-[a-z0-9_]{8})/\S*)"
+)
 # Named on purpose: what the jail's tests probe and the jail's docstring explains (root's home, where pyenv lives).
-ALLOWED = {"tests/test_jail.py": {"/root/.bashrc", "/root/.pyenv", "/root/x"}, "autograder/jail/bwrap.py": {"/root/.pyenv"}}
+ALLOWED = {
+    "tests/test_jail.py": {"/root/.bashrc", "/root/.pyenv", "/root/x"},
+    "autograder/jail/bwrap.py": {"/root/.pyenv"},
+}
 
 
 def _committed_text_files() -> list[Path]:
@@ -138,19 +171,37 @@ def test_no_committed_file_names_a_path_of_the_authors_machine() -> None:
     for path in _committed_text_files():
         data = path.read_bytes()
         if b"\0" in data or path == Path(__file__).resolve():
-            continue   # binary, or this file's own examples
+            continue  # binary, or this file's own examples
         rel = path.relative_to(ROOT).as_posix()
         for m in MACHINE_PATH.finditer(data.decode("utf-8", "replace")):
             if m.group(0).rstrip(".:;") not in ALLOWED.get(rel, ()):
                 found.append(f"{rel}: {m.group(0)}")
-    assert not found, "paths of one machine in committed files (write them relative, or as a placeholder):\n" + \
-        "\n".join(found)
+    assert not found, (
+        "paths of one machine in committed files (write them relative, or as a placeholder):\n" + "\n".join(found)
+    )
 
 
 def test_the_path_pattern_flags_machine_paths_and_not_the_jails() -> None:
-    flagged = ["/work/shared/FACTS.md", "/root/.cache/pip", "/home/ada/pallas/README.md", "/Users/ada/x",
-               "/tmp/bench-grading-i93a2urv/g1", "/tmp/tmpk2j_x9ab/out", "/tmp/pytest-of-root/pytest-3/x"]
-    fine = ["/tmp", "/tmp/", "/tmp/home/.ipython", "/tmp/ipykernel_123/456.py", "/tmp/nowhere/bin/python",
-            "/etc/passwd", "/opt/course-grader/pallas_course", "https://github.com/x/work/y", "~/work/x", "a/work/b"]
+    flagged = [
+        "/work/shared/FACTS.md",
+        "/root/.cache/pip",
+        "/home/ada/pallas/README.md",
+        "/Users/ada/x",
+        "/tmp/bench-grading-i93a2urv/g1",
+        "/tmp/tmpk2j_x9ab/out",
+        "/tmp/pytest-of-root/pytest-3/x",
+    ]
+    fine = [
+        "/tmp",
+        "/tmp/",
+        "/tmp/home/.ipython",
+        "/tmp/ipykernel_123/456.py",
+        "/tmp/nowhere/bin/python",
+        "/etc/passwd",
+        "/opt/course-grader/pallas_course",
+        "https://github.com/x/work/y",
+        "~/work/x",
+        "a/work/b",
+    ]
     assert [p for p in flagged if not MACHINE_PATH.search(p)] == []
     assert [p for p in fine if MACHINE_PATH.search(p)] == []

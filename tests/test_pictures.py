@@ -1,6 +1,7 @@
 """The course's own pictures: the TensorCore diagram (pallas_course.tensorcore_svg) states the chip's constants and
 the tiling table's tiles; LAB·1.4's recorded trace (pallas_course.trace_svg) draws every event of its record, and
 says it is a CPU trace with the record's provenance."""
+
 from __future__ import annotations
 
 import re

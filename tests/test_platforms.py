@@ -9,6 +9,7 @@ site-packages hard-linked into it (COURSE_SETUP_REUSE_SITE): the same packages, 
 from the registries runs in fresh roots (compat/fresh_root.sh, `make fresh-roots`; compat/fresh-roots.jsonl);
 here, its choice of Python per distribution is checked with apt stubbed (test_setup_sh_installs_...).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,36 +53,75 @@ _VISIBILITY = {"enum": ["hidden", "after_due_date", "after_published", "visible"
 _FORMAT = {"enum": ["text", "html", "simple_format", "md", "ansi"]}
 # gradescope/autograder_samples docs/specs.md ("Output format", "Test case status", "Output String Formatting")
 GRADESCOPE_SCHEMA = {
-    "type": "object", "additionalProperties": False, "required": ["score"],
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["score"],
     "properties": {
-        "score": {"type": "number"}, "execution_time": {"type": "number"}, "output": {"type": "string"},
-        "output_format": _FORMAT, "test_output_format": _FORMAT, "test_name_format": _FORMAT,
-        "visibility": _VISIBILITY, "stdout_visibility": _VISIBILITY, "extra_data": {"type": "object"},
+        "score": {"type": "number"},
+        "execution_time": {"type": "number"},
+        "output": {"type": "string"},
+        "output_format": _FORMAT,
+        "test_output_format": _FORMAT,
+        "test_name_format": _FORMAT,
+        "visibility": _VISIBILITY,
+        "stdout_visibility": _VISIBILITY,
+        "extra_data": {"type": "object"},
         "leaderboard": {"type": "array"},
-        "tests": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False,
-            "properties": {
-                "score": {"type": "number"}, "max_score": {"type": "number"},
-                "status": {"enum": ["passed", "failed"]}, "name": {"type": "string"}, "name_format": _FORMAT,
-                "number": {"type": "string"}, "output": {"type": "string"}, "output_format": _FORMAT,
-                "tags": {"type": "array", "items": {"type": "string"}}, "visibility": _VISIBILITY,
-                "extra_data": {"type": "object"}}}}}}
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "score": {"type": "number"},
+                    "max_score": {"type": "number"},
+                    "status": {"enum": ["passed", "failed"]},
+                    "name": {"type": "string"},
+                    "name_format": _FORMAT,
+                    "number": {"type": "string"},
+                    "output": {"type": "string"},
+                    "output_format": _FORMAT,
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "visibility": _VISIBILITY,
+                    "extra_data": {"type": "object"},
+                },
+            },
+        },
+    },
+}
 # PrairieLearn docs/externalGrading.md ("Grading results"): score in [0, 1] unless gradable is false; any other
 # key is allowed at the top; at most 1 MB.
 PRAIRIELEARN_SCHEMA = {
     "type": "object",
     "properties": {
-        "gradable": {"type": "boolean"}, "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "gradable": {"type": "boolean"},
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
         "format_errors": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-        "message": {"type": "string"}, "output": {"type": "string"}, "images": {"type": "array"},
-        "tests": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False, "required": ["name", "points", "max_points"],
-            "properties": {"name": {"type": "string"}, "description": {"type": "string"},
-                           "points": {"type": "number"}, "max_points": {"type": "number"},
-                           "message": {"type": "string"}, "output": {"type": "string"},
-                           "images": {"type": "array"}}}}},
+        "message": {"type": "string"},
+        "output": {"type": "string"},
+        "images": {"type": "array"},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "points", "max_points"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "description": {"type": "string"},
+                    "points": {"type": "number"},
+                    "max_points": {"type": "number"},
+                    "message": {"type": "string"},
+                    "output": {"type": "string"},
+                    "images": {"type": "array"},
+                },
+            },
+        },
+    },
     "if": {"properties": {"gradable": {"const": False}}, "required": ["gradable"]},
-    "then": {"required": ["format_errors"]}, "else": {"required": ["score"]}}
+    "then": {"required": ["format_errors"]},
+    "else": {"required": ["score"]},
+}
 
 
 def _valid_gradescope(data: dict) -> dict:
@@ -98,13 +138,14 @@ def _valid_prairielearn(path: Path) -> dict:
 
 # ------------------------------------------------------------------------ the Gradescope stand-in
 
+
 def _secret_digests(tree: Path) -> dict[str, str]:
     """SHA-256 of the first MiB of each grader-only file of an installed tree (the checks, keys, solutions,
     the instructor's course.yml; not the agent, the jail's own, nor the public helpers and released labs)."""
     out = {}
     for p in [*(tree / "autograder").rglob("*"), *(tree / "solutions").rglob("*"), tree / "course.yml"]:
         if p.is_file() and "jail_agent" not in p.parts and "__pycache__" not in p.parts and p.stat().st_size > 200:
-            out[hashlib.sha256(p.read_bytes()[:2**20]).hexdigest()] = str(p.relative_to(tree))
+            out[hashlib.sha256(p.read_bytes()[: 2**20]).hexdigest()] = str(p.relative_to(tree))
     return out
 
 
@@ -130,10 +171,16 @@ def gradescope(built: Path) -> Iterator[Path]:
         z.extractall(root / "source")
     for name in ("setup.sh", "run_autograder"):
         os.chmod(root / "source" / name, 0o755)
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "GRADESCOPE_ROOT": str(root), "COURSE_SETUP_OFFLINE": "1",
-           "COURSE_SETUP_PYTHON": DEBIAN_PYTHON, "COURSE_SETUP_REUSE_SITE": site}
-    done = subprocess.run(["bash", "./setup.sh"], cwd=root / "source", env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "GRADESCOPE_ROOT": str(root),
+        "COURSE_SETUP_OFFLINE": "1",
+        "COURSE_SETUP_PYTHON": DEBIAN_PYTHON,
+        "COURSE_SETUP_REUSE_SITE": site,
+    }
+    done = subprocess.run(
+        ["bash", "./setup.sh"], cwd=root / "source", env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "course autograder ready" in done.stdout
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
@@ -150,8 +197,14 @@ def _run_autograder(root: Path, files: dict[str, bytes], *, docker: bool = True)
     for name, data in files.items():
         (root / "submission" / name).write_bytes(data)
     cmd = ["/bin/bash", str(root / "run_autograder")]
-    done = subprocess.run(no_namespaces.argv(cmd) if docker else cmd, cwd=root, capture_output=True, text=True,
-                          env={"GRADESCOPE_ROOT": str(root)}, timeout=400)
+    done = subprocess.run(
+        no_namespaces.argv(cmd) if docker else cmd,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={"GRADESCOPE_ROOT": str(root)},
+        timeout=400,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return _valid_gradescope(json.loads((root / "results" / "results.json").read_text()))
 
@@ -163,8 +216,12 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_tests(built: Pa
     assert {"setup.sh", "run_autograder"} <= set(names)
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert f"course/{manifest().lab(LAB).source}" in names and "course/autograder/doors/gradescope.py" in names
-    assert not [n for n in names if n.startswith(("course/tests/", "course/bench/")) or "__pycache__" in n
-                if n != "course/bench/platform-needs.json"]
+    assert not [
+        n
+        for n in names
+        if n.startswith(("course/tests/", "course/bench/")) or "__pycache__" in n
+        if n != "course/bench/platform-needs.json"
+    ]
     with zipfile.ZipFile(built / "gs" / "autograder.zip") as z:
         pins = z.read("course/requirements.txt").decode()
     assert "jax==0.10.2" in pins and "-e ." not in pins and "pytest" not in pins
@@ -193,22 +250,34 @@ def test_the_installed_tree_starts_bubblewraps_agent(gradescope: Path) -> None:
     and the helpers through the binds the grader makes (issue 33.7: 'No module named jail_agent.agent'), and reads
     the public course.yml, no rubric (-m slow: a whole grading there,
     test_gradescope_grades_the_solution_with_bubblewrap_from_the_same_artefact)."""
-    probe = ("import sys; from autograder.jail import jails as jail; "
-             "from autograder.jail.agent_env import agent_binds, agent_files, jail_env; "
-             "j = jail.start([sys.executable, '-c', 'import os, jail_agent.agent, pallas_course as p; "
-             "print(\"AGENT\", open(os.path.join(os.path.dirname(p.__file__), \"course.yml\")).read().count(\"rubric\"))'], "
-             "binds=agent_binds(), "
-             "env=jail_env(), limits=jail.JailLimits(), cwd='/tmp', files=agent_files()); "
-             "out, err = j.process.communicate(timeout=120); j.kill(); print(out.decode(), err.decode()[-2000:]); "
-             "print(agent_binds())")
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "PYTHONPATH": str(gradescope / "source" / "course")}
-    done = subprocess.run([str(gradescope / "course-env" / "bin" / "python"), "-c", probe], env=env,
-                          cwd=gradescope, capture_output=True, text=True, timeout=180)   # not the checkout's
+    probe = (
+        "import sys; from autograder.jail import jails as jail; "
+        "from autograder.jail.agent_env import agent_binds, agent_files, jail_env; "
+        "j = jail.start([sys.executable, '-c', 'import os, jail_agent.agent, pallas_course as p; "
+        "print(\"AGENT\", open(os.path.join(os.path.dirname(p.__file__), \"course.yml\")).read().count(\"rubric\"))'], "
+        "binds=agent_binds(), "
+        "env=jail_env(), limits=jail.JailLimits(), cwd='/tmp', files=agent_files()); "
+        "out, err = j.process.communicate(timeout=120); j.kill(); print(out.decode(), err.decode()[-2000:]); "
+        "print(agent_binds())"
+    )
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/root",
+        "PYTHONPATH": str(gradescope / "source" / "course"),
+    }
+    done = subprocess.run(
+        [str(gradescope / "course-env" / "bin" / "python"), "-c", probe],
+        env=env,
+        cwd=gradescope,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )  # not the checkout's
     assert "source/course/autograder/jail/jail_agent" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
     assert "AGENT 0" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-PLANS = {   # the system's python3, the pythonX-venv packages apt offers -> what setup.sh installs
+PLANS = {  # the system's python3, the pythonX-venv packages apt offers -> what setup.sh installs
     "ubuntu-22.04": ("3.10", ["3.11"], "python: 3.11 apt", "python3.11 python3.11-venv"),
     "ubuntu-24.04": ("3.12", ["3.12"], "python: 3.12 apt", "python3.12 python3.12-venv"),
     "debian-12": ("3.11", ["3.11"], "python: 3.11 apt", "python3.11 python3.11-venv"),
@@ -227,16 +296,23 @@ def test_setup_sh_installs_the_distributions_own_python(built: Path, tmp_path: P
     for tool in ("sed", "grep", "cat", "env"):
         os.symlink(shutil.which(tool), bin_ / tool)
     (bin_ / "python3").write_text(f"#!/bin/sh\necho {own}\n")
-    (bin_ / "apt-cache").write_text("#!/bin/sh\ncase \"$2\" in\n"
-                                    + "".join(f"  python{v}-venv) echo '  Candidate: {v}.0-1';;\n" for v in offered)
-                                    + "esac\n")
+    (bin_ / "apt-cache").write_text(
+        "#!/bin/sh\ncase \"$2\" in\n"
+        + "".join(f"  python{v}-venv) echo '  Candidate: {v}.0-1';;\n" for v in offered)
+        + "esac\n"
+    )
     for f in bin_.iterdir():
         if not f.is_symlink():
             f.chmod(0o755)
     with zipfile.ZipFile(built / "gs" / "autograder.zip") as z:
         (tmp_path / "setup.sh").write_bytes(z.read("setup.sh"))
-    done = subprocess.run(["/bin/bash", str(tmp_path / "setup.sh")], capture_output=True, text=True, timeout=30,
-                          env={"PATH": str(bin_), "COURSE_SETUP_PLAN": "1", "GRADESCOPE_ROOT": str(tmp_path)})
+    done = subprocess.run(
+        ["/bin/bash", str(tmp_path / "setup.sh")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": str(bin_), "COURSE_SETUP_PLAN": "1", "GRADESCOPE_ROOT": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [python, f"apt: bubblewrap util-linux ca-certificates {packages}"]
 
@@ -265,13 +341,13 @@ print("WALKED", len(seen), "read,", denied, "denied")
 print("DIGESTS", " ".join(sorted(seen)))
 '''
 DIGITS = 24
-SUBSET = ["ok-solution", "probe-outside", "network", "processes"]   # the full set: -m slow
+SUBSET = ["ok-solution", "probe-outside", "network", "processes"]  # the full set: -m slow
 
 
 def _class_run(gradescope: Path, tmp_path_factory: pytest.TempPathFactory, students: list[str]) -> tuple[dict, Path]:
     """`course grade --jobs 2 --jail-without-namespaces`, as the stand-in installed it, under the stand-in of
     Docker's profile and without cgroups, as on the platforms."""
-    work = Path(tempfile.mkdtemp(prefix="course-class-", dir="/tmp"))   # mode 700: nothing for the jails
+    work = Path(tempfile.mkdtemp(prefix="course-class-", dir="/tmp"))  # mode 700: nothing for the jails
     subs, out = work / "submitted", work / "grades"
     tree = gradescope / "source" / "course"
     hostile.build(subs, repo=tree)
@@ -280,15 +356,37 @@ def _class_run(gradescope: Path, tmp_path_factory: pytest.TempPathFactory, stude
             shutil.rmtree(subs / student)
     if "walker" in students:
         stub = nbformat.read(REPO_ROOT / manifest().lab(LAB).notebook, as_version=4)
-        stub.cells.insert(3, nbformat.v4.new_code_cell(WALKER.replace("ROOT", repr(str(gradescope))).replace(
-            "CHECKOUT", repr(str(REPO_ROOT))).replace("DIGITS", str(DIGITS))))
+        stub.cells.insert(
+            3,
+            nbformat.v4.new_code_cell(
+                WALKER.replace("ROOT", repr(str(gradescope)))
+                .replace("CHECKOUT", repr(str(REPO_ROOT)))
+                .replace("DIGITS", str(DIGITS))
+            ),
+        )
         (subs / "walker" / manifest().stage.id).mkdir(parents=True)
         nbformat.write(stub, subs / "walker" / manifest().stage.id / NAME)
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "PYTHONPATH": str(tree),
-           hostile.SECRET_ENV: "s3cret-of-the-grader",
-           "COURSE_JAIL_NO_CGROUPS": "1"}   # the platforms' containers: no cgroup permission (the memory watch)
-    cmd = [str(gradescope / "course-env" / "bin" / "python"), "-c", "from course_tools.cli import main; main()", "grade", str(subs),
-           "--out", str(out), "--jobs", "2", "--json", "--jail-without-namespaces", *LIMITS]
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/root",
+        "PYTHONPATH": str(tree),
+        hostile.SECRET_ENV: "s3cret-of-the-grader",
+        "COURSE_JAIL_NO_CGROUPS": "1",
+    }  # the platforms' containers: no cgroup permission (the memory watch)
+    cmd = [
+        str(gradescope / "course-env" / "bin" / "python"),
+        "-c",
+        "from course_tools.cli import main; main()",
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--jobs",
+        "2",
+        "--json",
+        "--jail-without-namespaces",
+        *LIMITS,
+    ]
     try:
         done = subprocess.run(no_namespaces.argv(cmd), cwd=work, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -323,8 +421,11 @@ def test_without_namespaces_the_probes_reach_no_grader_file_nor_the_network(clas
     with the jail)."""
     _, out = class_run
     text = _cell_output(out, "probe-outside", "def probe")
-    allowed = sorted(line.split(" ", 2)[1] + " " + line.split(" ", 2)[2].split(" ")[0]
-                     for line in text.splitlines() if line.startswith("ALLOWED"))
+    allowed = sorted(
+        line.split(" ", 2)[1] + " " + line.split(" ", 2)[2].split(" ")[0]
+        for line in text.splitlines()
+        if line.startswith("ALLOWED")
+    )
     assert allowed == ["host processes", "host sockets", "write var"], text
     assert text.count("denied") == 10, text
     uid = int(text.split("uid ")[-1].split()[0])
@@ -347,8 +448,9 @@ def test_a_notebook_reading_every_file_it_can_reach_gets_no_grader_file(class_ru
 
 
 @pytest.mark.slow
-def test_every_hostile_case_scores_the_same_without_namespaces(gradescope: Path,
-                                                              tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_every_hostile_case_scores_the_same_without_namespaces(
+    gradescope: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     cases = {h.student: h for h in hostile.build(None)}
     records, out = _class_run(gradescope, tmp_path_factory, list(cases))
     try:
@@ -359,6 +461,7 @@ def test_every_hostile_case_scores_the_same_without_namespaces(gradescope: Path,
 
 
 # ------------------------------------------------------------------------------- the doors' results
+
 
 def test_gradescope_grades_the_solution_as_course_grade_does_without_namespaces(gradescope: Path, class_run) -> None:
     records, _ = class_run
@@ -424,8 +527,9 @@ def test_gradescope_grades_the_solution_with_bubblewrap_from_the_same_artefact(g
 
 
 @pytest.mark.slow
-def test_prairielearn_entrypoint_grades_the_solution_as_course_grade_does(built: Path, class_run,
-                                                                        tmp_path: Path) -> None:
+def test_prairielearn_entrypoint_grades_the_solution_as_course_grade_does(
+    built: Path, class_run, tmp_path: Path
+) -> None:
     records, _ = class_run
     data = _prairielearn_entrypoint(built, tmp_path / "grade", {NAME: nbformat.writes(filled_in(LAB)).encode()})
     ours = records["ok-solution"]
@@ -505,6 +609,7 @@ def test_a_grader_that_cannot_start_still_writes_valid_results(tmp_path: Path, m
 
 # ------------------------------------------------------------- the container's size, written answers, uploads
 
+
 def _fake_machine(tmp_path: Path, *, v2: bool, memory_mb: int, quota: str) -> Path:
     """A stand-in /proc and /sys/fs/cgroup of a container: memory limit and CPU quota on its own group."""
     (tmp_path / "proc/self").mkdir(parents=True)
@@ -541,13 +646,27 @@ def _outcome(small: bool, **kw):
     from autograder.steps.results import SubmissionResult, TestResult, WrittenResult
 
     lab = manifest().lab(LAB)
-    tests = [TestResult(name=t.id, points=0 if i == 0 else t.points, max_points=t.points, passed=i != 0,
-                        message="the kernel died: memory beyond the limit" if i == 0 else "passed")
-             for i, t in enumerate(lab.tests)]
-    written = [WrittenResult(name=w.id, max_points=w.points, status="answered: awaiting manual grading")
-               for w in lab.written]
-    result = SubmissionResult(submission=NAME, lab=LAB, score=sum(t.points for t in tests),
-                              max_score=lab.autograded_max, tests=tests, written=written)
+    tests = [
+        TestResult(
+            name=t.id,
+            points=0 if i == 0 else t.points,
+            max_points=t.points,
+            passed=i != 0,
+            message="the kernel died: memory beyond the limit" if i == 0 else "passed",
+        )
+        for i, t in enumerate(lab.tests)
+    ]
+    written = [
+        WrittenResult(name=w.id, max_points=w.points, status="answered: awaiting manual grading") for w in lab.written
+    ]
+    result = SubmissionResult(
+        submission=NAME,
+        lab=LAB,
+        score=sum(t.points for t in tests),
+        max_score=lab.autograded_max,
+        tests=tests,
+        written=written,
+    )
     have = door.Machine(512 if small else 4096, 0.5, "cgroup memory/memory.limit_in_bytes")
     why = door.fit(lab, have)
     assert (why is not None) == small
@@ -586,10 +705,13 @@ def test_written_answers_are_pending_and_shown_for_the_ta(built: Path) -> None:
     w = manifest().lab(LAB).written[0]
     assert f"- {w.id} (1 point): answered: awaiting manual grading\n    | <b>swap</b> the index map:" in gs["output"]
     pl = prairielearn.results(outcome, "LAB·1.1")
-    assert "awaiting manual grading\n    | <b>swap</b>" in pl["message"]   # escaped by PrairieLearn's element
+    assert "awaiting manual grading\n    | <b>swap</b>" in pl["message"]  # escaped by PrairieLearn's element
     entry = json.loads((built / "pl" / "assessment-question.json").read_text())
-    assert entry == {"id": LAB, "autoPoints": manifest().lab(LAB).autograded_max,
-                     "manualPoints": sum(x.points for x in manifest().lab(LAB).written)}
+    assert entry == {
+        "id": LAB,
+        "autoPoints": manifest().lab(LAB).autograded_max,
+        "manualPoints": sum(x.points for x in manifest().lab(LAB).written),
+    }
 
 
 def _in_memory_group(mb: int, argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -603,10 +725,14 @@ def _in_memory_group(mb: int, argv: list[str], **kw) -> subprocess.CompletedProc
         (group / "memory.limit_in_bytes").write_text(str(mb * 2**20))
         if (group / "memory.memsw.limit_in_bytes").exists():
             (group / "memory.memsw.limit_in_bytes").write_text(str(mb * 2**20))
-        return subprocess.run(["/bin/sh", "-c", 'echo $$ > "$0/tasks" && exec "$@"', str(group), *argv],
-                              capture_output=True, text=True, **kw)
+        return subprocess.run(
+            ["/bin/sh", "-c", 'echo $$ > "$0/tasks" && exec "$@"', str(group), *argv],
+            capture_output=True,
+            text=True,
+            **kw,
+        )
     finally:
-        for _ in range(300):    # what the command left (a jail's last process) ends within moments
+        for _ in range(300):  # what the command left (a jail's last process) ends within moments
             if not (group / "tasks").read_text().strip():
                 break
             time.sleep(0.1)
@@ -617,8 +743,10 @@ def test_a_small_container_is_read_from_the_kernel_and_said(tmp_path: Path) -> N
     """The door in a 512 MB memory group (a stand-in for Gradescope's container, set lower than its 768 MB
     default): it reads the limit from the kernel's own files and its result says so, with both sizes."""
     (tmp_path / "submission").mkdir()
-    code = ("import json, sys; from pathlib import Path; from autograder.doors import gradescope; "
-            "print(json.dumps(gradescope.run(Path(sys.argv[1]), sys.argv[2])))")
+    code = (
+        "import json, sys; from pathlib import Path; from autograder.doors import gradescope; "
+        "print(json.dumps(gradescope.run(Path(sys.argv[1]), sys.argv[2])))"
+    )
     done = _in_memory_group(512, [sys.executable, "-c", code, str(tmp_path), LAB], cwd=REPO_ROOT, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     data = _valid_gradescope(json.loads(done.stdout.splitlines()[-1]))
@@ -635,12 +763,18 @@ def test_a_small_container_blames_no_kernel_for_what_it_lost(gradescope: Path) -
         shutil.rmtree(gradescope / folder, ignore_errors=True)
         (gradescope / folder).mkdir()
     nbformat.write(filled_in(lab), gradescope / "submission" / Path(manifest().lab(lab).notebook).name)
-    cmd = no_namespaces.argv([str(gradescope / "course-env" / "bin" / "python"), "-P", "-m",
-                              "autograder.doors.gradescope", "--lab", lab])
+    cmd = no_namespaces.argv(
+        [str(gradescope / "course-env" / "bin" / "python"), "-P", "-m", "autograder.doors.gradescope", "--lab", lab]
+    )
     # the jail's own cgroups would sit beside the container's group, outside its limit: here, as in a container
     # whose cgroups are read-only, the jail stays in it
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "GRADESCOPE_ROOT": str(gradescope),
-           "PYTHONPATH": str(gradescope / "source" / "course"), "COURSE_JAIL_NO_CGROUPS": "1"}
+    env = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/root",
+        "GRADESCOPE_ROOT": str(gradescope),
+        "PYTHONPATH": str(gradescope / "source" / "course"),
+        "COURSE_JAIL_NO_CGROUPS": "1",
+    }
     _in_memory_group(512, cmd, cwd=gradescope, env=env, timeout=600)
     data = _valid_gradescope(json.loads((gradescope / "results" / "results.json").read_text()))
     assert "The autograder's configuration, not your notebook" in data["output"], data["output"]

@@ -1,6 +1,7 @@
 """LAB·1.5, the Tokamax reading: the source comes from the pinned tokamax, the grader-side key grades with
 partial credit, a stale key says so, and the kernel matches tokamax's reference under TPU interpret mode.
 (That the student-facing package carries no key is tests/test_walks.py's, which needs no tokamax.)"""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -21,8 +22,11 @@ from hypothesis import given, settings, strategies as st
 from pallas_course import tokamax_reading, walks as W
 
 if W.installed_version("tokamax") is None:
-    pytest.skip("tokamax is not installed (pip install tokamax==0.0.12, pinned in requirements.txt): "
-                "the reading reads its source", allow_module_level=True)
+    pytest.skip(
+        "tokamax is not installed (pip install tokamax==0.0.12, pinned in requirements.txt): "
+        "the reading reads its source",
+        allow_module_level=True,
+    )
 
 from autograder.labs.harness import TestFailure
 from autograder.labs import lab_1_5
@@ -30,7 +34,7 @@ from autograder.course_manifest import REPO_ROOT, manifest
 
 LAB = manifest().lab(lab_1_5.LAB)
 POINTS = LAB.test("margin_marks").points
-BEFORE, AFTER = LAB.reveal - dt.timedelta(days=1), LAB.reveal     # the reveal date, from course.yml
+BEFORE, AFTER = LAB.reveal - dt.timedelta(days=1), LAB.reveal  # the reveal date, from course.yml
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +87,7 @@ def test_key_is_current_and_written_for_the_pin(key: W.Walk) -> None:
     assert set(key.marks) == {n for n, _ in key.numbered()}
     assert [n for n, m in sorted(key.marks.items()) if m != "blank"] == key.code_lines()
     graded = key.graded_lines()
-    assert (len(graded), sum(1 for n in graded if key.marks[n] == "algorithm")) == (137, 45)   # lab_1_5's docstring
+    assert (len(graded), sum(1 for n in graded if key.marks[n] == "algorithm")) == (137, 45)  # lab_1_5's docstring
 
 
 def test_a_key_that_does_not_fit_the_lines_refuses_to_grade(key: W.Walk, tmp_path: Path) -> None:
@@ -91,7 +95,10 @@ def test_a_key_that_does_not_fit_the_lines_refuses_to_grade(key: W.Walk, tmp_pat
     import yaml
 
     raw = lab_1_5.load_key()
-    raw["marks"] = {"algorithm": raw["marks"]["algorithm"] + ", 78", "schedule": raw["marks"]["schedule"].replace("82, ", "")}
+    raw["marks"] = {
+        "algorithm": raw["marks"]["algorithm"] + ", 78",
+        "schedule": raw["marks"]["schedule"].replace("82, ", ""),
+    }
     path = tmp_path / "key.yml"
     path.write_text(yaml.safe_dump(raw))
     bad = lab_1_5.key(path)
@@ -124,7 +131,7 @@ def test_key_written_as_ranges_gets_full_marks() -> None:
     for mark in ("schedule", "algorithm"):
         for part in raw["marks"][mark].split(","):
             lo, _, hi = part.strip().partition("-")
-            margin[range(int(lo), int(hi or lo) + 1)] = mark[0]   # "a" / "s" abbreviations
+            margin[range(int(lo), int(hi or lo) + 1)] = mark[0]  # "a" / "s" abbreviations
     assert lab_1_5.margin_marks(margin) == POINTS
     overlapping = {range(66, 341): "schedule"} | {n: "algorithm" for n in parse_key("algorithm")}
     assert lab_1_5.margin_marks(overlapping) == POINTS
@@ -151,9 +158,10 @@ def test_any_form_the_notebook_allows_is_graded_through_the_wire() -> None:
 
 
 _HUGE = 2**63 - 1
-_KEYS = st.one_of(st.integers(-_HUGE, _HUGE),
-                  st.builds(range, st.integers(-_HUGE, _HUGE), st.integers(-_HUGE, _HUGE),
-                            st.integers(-400, 400).filter(bool)))
+_KEYS = st.one_of(
+    st.integers(-_HUGE, _HUGE),
+    st.builds(range, st.integers(-_HUGE, _HUGE), st.integers(-_HUGE, _HUGE), st.integers(-400, 400).filter(bool)),
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -238,7 +246,7 @@ def test_half_wrong_margin_gets_about_half(key: W.Walk, capsys) -> None:
 
 def test_a_few_wrong_lines_cost_a_little(key: W.Walk) -> None:
     margin = _key_margin(key)
-    for n in (82, 204, 192, 209):   # two schedule lines, two algorithm lines
+    for n in (82, 204, 192, 209):  # two schedule lines, two algorithm lines
         margin[n] = _flip(margin[n])
     alg = sum(1 for n in key.graded_lines() if key.marks[n] == "algorithm")
     assert lab_1_5.margin_marks(margin) == pytest.approx(np.floor(POINTS * (alg - 2) / alg * 100) / 100)
@@ -260,7 +268,7 @@ def test_ungraded_lines_and_unreadable_entries(key: W.Walk, capsys) -> None:
     margin[82] = "copper"
     score = lab_1_5.margin_marks(margin, on=AFTER)
     out = capsys.readouterr().out
-    assert 0 < score < POINTS                      # line 82 now unmarked
+    assert 0 < score < POINTS  # line 82 now unmarked
     assert "not marked: 82" in out
     assert "'copper' is not a mark" in out and "the reading has lines 66-340; 500 ignored" in out
     assert "a key is a line number or a range" in out
@@ -274,8 +282,10 @@ def test_a_value_that_is_no_mark_is_named_as_such_not_as_the_other_way(key: W.Wa
     margin = {range(66, 341): "schedule", **{n: "compute" for n in algorithm}}
     assert lab_1_5.margin_marks(margin, on=BEFORE) == 0
     out = capsys.readouterr().out
-    assert (f"algorithm lines marked algorithm 0/{len(algorithm)} (0 marked the other way, 0 not marked, "
-            f"{len(algorithm)} marked 'compute', which is not a mark)") in out
+    assert (
+        f"algorithm lines marked algorithm 0/{len(algorithm)} (0 marked the other way, 0 not marked, "
+        f"{len(algorithm)} marked 'compute', which is not a mark)"
+    ) in out
     with pytest.raises(CheckFailure, match=r"marked 'compute', which is not a mark \(so not marked\): \d"):
         tokamax_reading.check_form(margin)
 
@@ -297,9 +307,12 @@ def test_changed_source_makes_the_key_stale(key: W.Walk, monkeypatch) -> None:
 
     monkeypatch.setattr(W, "package_lines", shifted)
     monkeypatch.setattr(W, "installed_version", lambda package: "0.0.13")
-    with pytest.raises(TestFailure, match=r"^margin_marks: the key is stale for tokamax 0\.0\.13 \(source hash "
-                                          r"[0-9a-f]{16}\): the marks were written for tokamax==0\.0\.12 "
-                                          rf"\(source hash {key.source_hash}\)"):
+    with pytest.raises(
+        TestFailure,
+        match=r"^margin_marks: the key is stale for tokamax 0\.0\.13 \(source hash "
+        r"[0-9a-f]{16}\): the marks were written for tokamax==0\.0\.12 "
+        rf"\(source hash {key.source_hash}\)",
+    ):
         lab_1_5.margin_marks(_key_margin(key))
 
 
@@ -311,7 +324,9 @@ def test_same_lines_in_another_release_still_grade(key: W.Walk, monkeypatch) -> 
 
 def test_without_tokamax_the_grader_says_what_to_install(monkeypatch) -> None:
     monkeypatch.setattr(tokamax_reading, "installed_version", lambda package: None)
-    with pytest.raises(TestFailure, match=r"cannot grade here: tokamax is not installed: .*pip install tokamax==0\.0\.12"):
+    with pytest.raises(
+        TestFailure, match=r"cannot grade here: tokamax is not installed: .*pip install tokamax==0\.0\.12"
+    ):
         lab_1_5.margin_marks({66: "algorithm"})
 
 
@@ -328,7 +343,7 @@ def test_check_form_never_says_right_or_wrong(key: W.Walk, capsys) -> None:
 
 
 def test_check_form_reads_the_usual_abbreviations_and_says_what_is_missing(key: W.Walk) -> None:
-    """"algo"/"sched" (any case) read as the words; one kind of mark only, or an entry not understood, is said
+    """ "algo"/"sched" (any case) read as the words; one kind of mark only, or an entry not understood, is said
     before grading, with the counts per category, never which mark is right (issue 27, points 2 and 5)."""
     margin = tokamax_reading.read_margin({66: "Algo", 67: "SCHED", 68: " alg ", 69: "Sch", 70: "maybe"})
     assert margin.marks == {66: "algorithm", 67: "schedule", 68: "algorithm", 69: "schedule"}
@@ -344,6 +359,7 @@ def test_check_form_reads_the_usual_abbreviations_and_says_what_is_missing(key: 
 
 # ------------------------------------------------------------------------------ the kernel, interpret mode
 
+
 def _run(b: int, h: int, v: int, blocks: dict, reduction: str = "sum", forward: Any = None):
     from pallas_course.runtime import interpret_params
 
@@ -351,15 +367,20 @@ def _run(b: int, h: int, v: int, blocks: dict, reduction: str = "sum", forward: 
     with tokamax_reading.on_this_machine(interpret_params()):
         loss, lse = (forward or tokamax_reading.forward())(x, labels, w, reduction=reduction, **blocks)
     ref_loss, ref_lse = tokamax_reading.reference()(x, labels, w, reduction=reduction)
-    return (np.asarray(loss, np.float64), np.asarray(lse, np.float64),
-            np.asarray(ref_loss, np.float64), np.asarray(ref_lse, np.float64))
+    return (
+        np.asarray(loss, np.float64),
+        np.asarray(lse, np.float64),
+        np.asarray(ref_loss, np.float64),
+        np.asarray(ref_lse, np.float64),
+    )
 
 
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_kernel_matches_its_reference_in_interpret_mode(reduction: str) -> None:
     """Grid (2, 2, 3) with a ragged last H block, as the notebook runs it."""
-    loss, lse, ref_loss, ref_lse = _run(256, 320, 512, dict(b_block_size=128, h_block_size=128, v_block_size=256),
-                                        reduction)
+    loss, lse, ref_loss, ref_lse = _run(
+        256, 320, 512, dict(b_block_size=128, h_block_size=128, v_block_size=256), reduction
+    )
     np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
 
@@ -380,13 +401,15 @@ def test_the_solution_s_mask_on_line_209_fixes_the_ragged_vocabulary() -> None:
 
     masked_logits = load(REPO_ROOT / LAB.source)["masked_logits"]
     fixed = tokamax_reading.forward_with_mask(masked_logits)
-    loss, lse, ref_loss, ref_lse = _run(256, 256, 640, dict(b_block_size=128, h_block_size=128, v_block_size=256),
-                                        forward=fixed)
+    loss, lse, ref_loss, ref_lse = _run(
+        256, 256, 640, dict(b_block_size=128, h_block_size=128, v_block_size=256), forward=fixed
+    )
     np.testing.assert_allclose(lse, ref_lse, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
 
 
 # ------------------------------------------------------------------ through the notebook, as students hand it in
+
 
 def test_course_grade_reads_the_partial_credit(key: W.Walk, tmp_path: Path) -> None:
     """The student notebook with a half-wrong margin: `course grade` (papermill, nbgrader's scoring rule)
@@ -444,11 +467,12 @@ def test_what_a_student_can_call_gives_no_marks(key: W.Walk, capsys) -> None:
     student = tokamax_reading.reading()
     assert student.graded and student.marks == {} and student.ungraded == frozenset()
     assert W.walk("WALK·tokamax").marks == {} and W.walk("tokamax-lsce-forward").to_json()["marks"] == {}
-    assert student.code_lines() == key.code_lines()           # the margin's `·` lines are still right
-    assert student.graded_lines() == key.code_lines()         # which lines the key leaves out is not said
+    assert student.code_lines() == key.code_lines()  # the margin's `·` lines are still right
+    assert student.graded_lines() == key.code_lines()  # which lines the key leaves out is not said
     rendered = W.render(student)
-    assert all(line[len(str(student.last_line)) + 1:].startswith("  │") for line in rendered.split("\n")[3:]
-               if "│" in line), "render shows a mark for the graded reading"
+    assert all(
+        line[len(str(student.last_line)) + 1 :].startswith("  │") for line in rendered.split("\n")[3:] if "│" in line
+    ), "render shows a mark for the graded reading"
     tokamax_reading.show()
     with pytest.raises(CheckFailure) as e:
         tokamax_reading.check_form({range(66, 341): "s"})
@@ -464,7 +488,7 @@ def test_nbgrader_autograde_gives_the_same_partial_credit(key: W.Walk, tmp_path:
 
     stage = manifest().stage.id
     (tmp_path / "solutions" / stage).mkdir(parents=True)
-    shutil.copy(REPO_ROOT / LAB.source, tmp_path / LAB.source)   # this lab alone: quicker than all of them
+    shutil.copy(REPO_ROOT / LAB.source, tmp_path / LAB.source)  # this lab alone: quicker than all of them
     run = nbgrader(tmp_path, "generate_assignment", stage, "--force")
     assert run.returncode == 0, run.stdout + run.stderr
     nb = nbformat.read(REPO_ROOT / LAB.notebook, as_version=4)

@@ -4,6 +4,7 @@ description it cannot rebuild is refused with a reason, never a crash (autograde
 The structural round trip of every kernel in the corpus is checked on every call the checks make through
 LocalFunction (tests/test_mutants.py: solutions, stubs, mutants, alternatives); here: values against the
 direct run, the refusals, the caps, and random junk."""
+
 from __future__ import annotations
 
 import copy
@@ -53,13 +54,17 @@ def _direct(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return jax.block_until_ready(fn(*args, **kwargs))
 
 
-@pytest.mark.parametrize("lab,kernel,shapes,kwargs", [
-    ("lab-1.1-first-kernels", "transpose", [(256, 128)], {"bm": 128, "bn": 64}),
-    ("lab-1.2-tiled-matmul", "matmul_gelu", [(128, 256), (256, 128)], {"bm": 64, "bn": 128, "bk": 128}),
-    ("lab-1.3-fused-softmax-layernorm", "layernorm", [(32, 256), (256,), (256,)], {"rows_per_block": 16}),
-])
-def test_rebuild_computes_what_the_kernel_computes(solutions: dict, lab: str, kernel: str, shapes: list,
-                                                   kwargs: dict) -> None:
+@pytest.mark.parametrize(
+    "lab,kernel,shapes,kwargs",
+    [
+        ("lab-1.1-first-kernels", "transpose", [(256, 128)], {"bm": 128, "bn": 64}),
+        ("lab-1.2-tiled-matmul", "matmul_gelu", [(128, 256), (256, 128)], {"bm": 64, "bn": 128, "bk": 128}),
+        ("lab-1.3-fused-softmax-layernorm", "layernorm", [(32, 256), (256,), (256,)], {"rows_per_block": 16}),
+    ],
+)
+def test_rebuild_computes_what_the_kernel_computes(
+    solutions: dict, lab: str, kernel: str, shapes: list, kwargs: dict
+) -> None:
     """A solution kernel (grids, pl.when, scratch, jax.nn.gelu) rebuilt from its description gives the same
     values, bit for bit, as the kernel run directly, and the same structure."""
     fn = solutions[lab][kernel]
@@ -126,9 +131,13 @@ def _add_kernel(x_ref, y_ref, o_ref):
 
 
 def _add(x, y):
-    return pl.pallas_call(_add_kernel, grid=(2,), in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
-                          out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
-                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y)
+    return pl.pallas_call(
+        _add_kernel,
+        grid=(2,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+    )(x, y)
 
 
 AVALS = (jax.ShapeDtypeStruct((16, 128), F32),) * 2
@@ -143,41 +152,65 @@ def _refusal(desc: Any, consts: list | None = None, avals: tuple = AVALS) -> str
 def test_a_primitive_not_allowed_is_named() -> None:
     desc, _ = _describe(_add, *AVALS)
     desc["jaxpr"]["eqns"][0]["p"] = "numpy_add"
-    assert _refusal(desc) == ("`numpy_add` is no operation the installed JAX can lower for a TPU (in a Pallas kernel "
-                              "or around one) or run on the CPU")
+    assert _refusal(desc) == (
+        "`numpy_add` is no operation the installed JAX can lower for a TPU (in a Pallas kernel "
+        "or around one) or run on the CPU"
+    )
 
 
 def test_a_real_name_with_forged_operands_is_refused() -> None:
     """A primitive named "reshape" is the grader's reshape: given three operands, it refuses to bind."""
     desc, _ = _describe(_add, *AVALS)
-    desc["jaxpr"]["eqns"].append({"p": "reshape", "in": [{"v": 2}, {"v": 0}, {"v": 1}],
-                                  "out": [desc["jaxpr"]["eqns"][0]["out"][0]],
-                                  "params": {"new_sizes": {"tuple": [16, 128]}, "dimensions": None, "sharding": None}})
+    desc["jaxpr"]["eqns"].append(
+        {
+            "p": "reshape",
+            "in": [{"v": 2}, {"v": 0}, {"v": 1}],
+            "out": [desc["jaxpr"]["eqns"][0]["out"][0]],
+            "params": {"new_sizes": {"tuple": [16, 128]}, "dimensions": None, "sharding": None},
+        }
+    )
     desc["jaxpr"]["out"] = [{"v": 3}]
     assert "reshape" in _refusal(desc)
 
 
-@pytest.mark.parametrize("edit,reason", [
-    (lambda d: d["jaxpr"]["eqns"][0]["params"].__setitem__("grid", [100000, 100000]), "over the grader's limit"),
-    (lambda d: d["jaxpr"]["eqns"][0]["params"].__setitem__("compiler_params", {"flags": None, "has_side_effects": True}),
-     "compiler parameter `flags` is not used"),
-    (lambda d: d["jaxpr"]["eqns"][0]["params"]["blocks"][0].__setitem__("buffer_count", 10**6), "pl.Buffered"),
-    (lambda d: d["jaxpr"]["eqns"][0]["params"]["blocks"][0]["block_shape"].__setitem__(0, {"blocked": 0}),
-     "block"),
-    (lambda d: d["jaxpr"]["eqns"][0]["params"]["blocks"][0]["index_map"]["eqns"].append(
-        {"p": "exec", "in": [], "out": [], "params": {}}), "`exec` is no operation the installed JAX can lower"),
-    (lambda d: d["jaxpr"]["eqns"][0]["params"]["kernel"]["eqns"][0]["out"][0].__setitem__("shape", [2**20, 2**20]),
-     "over the grader's limit"),
-    (lambda d: d["jaxpr"]["eqns"][0]["params"]["kernel"]["eqns"][0]["out"][0].__setitem__("shape", [4, 128]),
-     "described as float32\\[4, 128\\]"),
-    (lambda d: d["jaxpr"]["in"][0].__setitem__("shape", [8, 128]), "other arrays than the ones the grader passed"),
-    (lambda d: d.__setitem__("version", 99), "format 99"),
-    (lambda d: d["jaxpr"]["out"].__setitem__(0, {"v": 99}), "used before it is defined"),
-])
+@pytest.mark.parametrize(
+    "edit,reason",
+    [
+        (lambda d: d["jaxpr"]["eqns"][0]["params"].__setitem__("grid", [100000, 100000]), "over the grader's limit"),
+        (
+            lambda d: d["jaxpr"]["eqns"][0]["params"].__setitem__(
+                "compiler_params", {"flags": None, "has_side_effects": True}
+            ),
+            "compiler parameter `flags` is not used",
+        ),
+        (lambda d: d["jaxpr"]["eqns"][0]["params"]["blocks"][0].__setitem__("buffer_count", 10**6), "pl.Buffered"),
+        (lambda d: d["jaxpr"]["eqns"][0]["params"]["blocks"][0]["block_shape"].__setitem__(0, {"blocked": 0}), "block"),
+        (
+            lambda d: d["jaxpr"]["eqns"][0]["params"]["blocks"][0]["index_map"]["eqns"].append(
+                {"p": "exec", "in": [], "out": [], "params": {}}
+            ),
+            "`exec` is no operation the installed JAX can lower",
+        ),
+        (
+            lambda d: d["jaxpr"]["eqns"][0]["params"]["kernel"]["eqns"][0]["out"][0].__setitem__(
+                "shape", [2**20, 2**20]
+            ),
+            "over the grader's limit",
+        ),
+        (
+            lambda d: d["jaxpr"]["eqns"][0]["params"]["kernel"]["eqns"][0]["out"][0].__setitem__("shape", [4, 128]),
+            "described as float32\\[4, 128\\]",
+        ),
+        (lambda d: d["jaxpr"]["in"][0].__setitem__("shape", [8, 128]), "other arrays than the ones the grader passed"),
+        (lambda d: d.__setitem__("version", 99), "format 99"),
+        (lambda d: d["jaxpr"]["out"].__setitem__(0, {"v": 99}), "used before it is defined"),
+    ],
+)
 def test_forged_descriptions_are_refused_with_a_reason(edit: Any, reason: str) -> None:
     desc, _ = _describe(_add, *AVALS)
     edit(desc)
     import re
+
     assert re.search(reason, _refusal(desc)), _refusal(desc)
 
 
@@ -188,14 +221,19 @@ def test_caps_on_size_and_nesting() -> None:
     assert "operations" in _refusal(many)
     deep: dict[str, Any] = {"in": [], "consts": [], "eqns": [], "out": []}
     for _ in range(fmt.MAX_DEPTH + 2):
-        deep = {"in": [], "consts": [], "out": [], "eqns": [
-            {"p": "jit", "in": [], "out": [], "params": {"jaxpr": {"closed": deep}}}]}
+        deep = {
+            "in": [],
+            "consts": [],
+            "out": [],
+            "eqns": [{"p": "jit", "in": [], "out": [], "params": {"jaxpr": {"closed": deep}}}],
+        }
     assert "nests deeper" in _refusal({"version": fmt.FORMAT_VERSION, "jaxpr": deep, "out_tree": None}, avals=())
 
 
 def test_a_loop_that_would_not_end_fails_instead_of_hanging() -> None:
     """The grader runs the rebuild with its own limit on while loops, and says so; the structure and the
     compile see the loop as written."""
+
     def kernel(x_ref, o_ref):
         forever = jax.lax.while_loop(lambda c: c >= 0, lambda c: (c + 1) % 7, x_ref[0, 0].astype(jnp.int32) * 0)
         o_ref[...] = x_ref[...] + forever.astype(o_ref.dtype) * 0
@@ -231,19 +269,53 @@ def test_the_jail_sends_no_values(monkeypatch) -> None:
     assert [a.shape for a in inv.computation.in_avals] == [(16, 128), (16, 128)]
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 2**40) | st.floats(allow_nan=False)
-                    | st.sampled_from(["v", "lit", "p", "in", "out", "add", "pallas_call", "float32", "tuple"]),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-                        st.sampled_from(["v", "lit", "aval", "p", "in", "out", "params", "eqns", "consts", "jaxpr",
-                                         "shape", "dtype", "grid", "blocks", "kernel", "tuple", "closed", "version"]),
-                        inner, max_size=4), max_leaves=30)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 2**40)
+    | st.floats(allow_nan=False)
+    | st.sampled_from(["v", "lit", "p", "in", "out", "add", "pallas_call", "float32", "tuple"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "v",
+                    "lit",
+                    "aval",
+                    "p",
+                    "in",
+                    "out",
+                    "params",
+                    "eqns",
+                    "consts",
+                    "jaxpr",
+                    "shape",
+                    "dtype",
+                    "grid",
+                    "blocks",
+                    "kernel",
+                    "tuple",
+                    "closed",
+                    "version",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=30,
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(junk=JSON)
 def test_random_junk_is_refused_never_a_crash(junk: Any) -> None:
-    t = rebuilt({"ok": True, "description": {"version": fmt.FORMAT_VERSION, "jaxpr": junk, "out_tree": junk},
-                  "consts": []}, [], AVALS)
+    t = rebuilt(
+        {"ok": True, "description": {"version": fmt.FORMAT_VERSION, "jaxpr": junk, "out_tree": junk}, "consts": []},
+        [],
+        AVALS,
+    )
     assert t.error is not None and t.error.phase == "rebuild" and t.error.text
 
 

@@ -1,5 +1,6 @@
 """The reference kernels' one home (autograder/labs/reference_kernels.py): the configurable wrappers that LAB·1.4's
 grade and the bench use keep the chapter's printed schedule, and compute what the chapter's kernels compute."""
+
 from __future__ import annotations
 
 import jax
@@ -16,8 +17,21 @@ S = jax.ShapeDtypeStruct
 
 def _schedule(info) -> tuple:
     """What a pallas_call's pipeline is: grid, each operand's blocks and where they sit at every step, scratch."""
-    return (info.grid, info.scratch, [(b.role, b.array_shape, b.dtype, b.block_shape, b.buffer_count,
-                                       [b.block_index(*p) for p in info.grid_points()]) for b in info.blocks])
+    return (
+        info.grid,
+        info.scratch,
+        [
+            (
+                b.role,
+                b.array_shape,
+                b.dtype,
+                b.block_shape,
+                b.buffer_count,
+                [b.block_index(*p) for p in info.grid_points()],
+            )
+            for b in info.blocks
+        ],
+    )
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
@@ -26,8 +40,9 @@ def test_configurable_matmul_is_the_chapters_schedule(dtype) -> None:
     (chapter,) = trace(rk.matmul, a, b, bm=128, bn=128, bk=256).pallas_calls
     (same,) = trace(lambda x, y: rk.configurable_matmul(x, y, 128, 128, 256), a, b).pallas_calls
     assert _schedule(same) == _schedule(chapter) and same.kernel_primitives() == chapter.kernel_primitives()
-    (acc,) = trace(lambda x, y: rk.configurable_matmul(x, y, 128, 128, 256, acc_scratch=True, buffers=1),
-                   a, b).pallas_calls
+    (acc,) = trace(
+        lambda x, y: rk.configurable_matmul(x, y, 128, 128, 256, acc_scratch=True, buffers=1), a, b
+    ).pallas_calls
     assert acc.grid == chapter.grid and acc.scratch == (((128, 128), np.dtype("float32"), "vmem"),)
     assert {blk.buffer_count for blk in acc.blocks} == {1}
 
@@ -59,6 +74,10 @@ def test_the_lab_kernels_are_written_once_outside_the_notebooks() -> None:
 
     root = Path(__file__).resolve().parent.parent
     body = re.compile(r"^\s*def \w*(matmul|transpose|softmax|layernorm)\w*_kernel\(", re.M)
-    copies = [str(p.relative_to(root)) for part in ("autograder", "course_tools", "pallas_course")
-              for p in sorted((root / part).rglob("*.py")) if body.search(p.read_text())]
+    copies = [
+        str(p.relative_to(root))
+        for part in ("autograder", "course_tools", "pallas_course")
+        for p in sorted((root / part).rglob("*.py"))
+        if body.search(p.read_text())
+    ]
     assert copies == ["autograder/labs/reference_kernels.py"]

@@ -1,4 +1,5 @@
 """labs/ is what nbgrader generates from solutions/, and gives nothing away."""
+
 from __future__ import annotations
 
 import filecmp
@@ -25,8 +26,10 @@ def test_labs_are_generated_from_solutions(tmp_path: Path) -> None:
     committed = REPO_ROOT / "labs"
     assert _files(fresh) == _files(committed), "labs/ has extra or missing files; regenerate it"
     stale = [f for f in sorted(_files(fresh)) if not filecmp.cmp(fresh / f, committed / f, shallow=False)]
-    assert not stale, (f"labs/ is out of date for {stale}: run `nbgrader generate_assignment "
-                       f"{manifest().stage.id} --force` and commit labs/")
+    assert not stale, (
+        f"labs/ is out of date for {stale}: run `nbgrader generate_assignment "
+        f"{manifest().stage.id} --force` and commit labs/"
+    )
 
 
 @pytest.mark.parametrize("lab", LABS_WITH_SOURCES, ids=lambda l: l.id)
@@ -49,10 +52,18 @@ def test_stubs_raise_not_implemented(lab) -> None:
 
 # CI validates the first lab (nbgrader's in-process path, shared by every lab); the rest run with -m slow, as the
 # graded doors already give every solution full marks in CI (tests/test_solutions_both_doors.py). ~50 s of CI.
-@pytest.mark.parametrize("lab", [pytest.param(lab, marks=() if i == 0 else pytest.mark.slow)
-                                 for i, lab in enumerate(LABS_WITH_SOURCES)], ids=lambda l: l.id)
+@pytest.mark.parametrize(
+    "lab",
+    [pytest.param(lab, marks=() if i == 0 else pytest.mark.slow) for i, lab in enumerate(LABS_WITH_SOURCES)],
+    ids=lambda l: l.id,
+)
 def test_nbgrader_validate_passes_on_the_solution(lab) -> None:
     """`nbgrader validate` runs the solution notebook and every test passes."""
-    run = subprocess.run([sys.executable, "-m", "nbgrader", "validate", str(REPO_ROOT / lab.source)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "validate", str(REPO_ROOT / lab.source)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert "Success! Your notebook passes all the tests." in run.stdout, run.stdout + run.stderr

@@ -1,4 +1,5 @@
 """Restoring the instructor's cells before a submission runs, as nbgrader does."""
+
 from __future__ import annotations
 
 import copy

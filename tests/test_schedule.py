@@ -1,4 +1,5 @@
 """The pipeline schedule model: the seed's EX·02 / EX·07 / EX·12 frames, and the grid order JAX really runs."""
+
 from __future__ import annotations
 
 import jax
@@ -33,7 +34,10 @@ def test_ex02_six_frames_double_buffered(double):
 def test_ex02_frame_one_text(double):
     """Frame 1 is the seed's sentence, and compute is idle."""
     f = double.frames[0]
-    assert f"{f.label} · {f.caption}" == "grid step 0 · DMA A0, B0 into the first slot pair; the MXU has no data yet and waits"
+    assert (
+        f"{f.label} · {f.caption}"
+        == "grid step 0 · DMA A0, B0 into the first slot pair; the MXU has no data yet and waits"
+    )
     assert f.idle and f.compute is None
     assert [(t.block, t.slot, t.action) for t in f.transfers] == [("A0", "a0", "start"), ("B0", "b0", "start")]
     assert f.slots == {"a0": "A0", "a1": None, "b0": "B0", "b1": None, "c0": None, "c1": None}
@@ -75,7 +79,7 @@ def test_ex12_frames_lock_to_source_lines(double):
     assert double.frames[1].lines == (2, 3, 4, 5, 6, 15, 16)
     assert double.frames[2].lines == (2, 6, 15, 16)
     assert src[6 - 1].lstrip().startswith("o_ref[...] +=")
-    assert double.frames[-1].lines == (18,)       # out_specs line: the write-back
+    assert double.frames[-1].lines == (18,)  # out_specs line: the write-back
 
 
 def test_skipped_copy_when_index_unchanged():
@@ -84,7 +88,7 @@ def test_skipped_copy_when_index_unchanged():
     fetched = [t.block for f in s.frames for t in f.transfers if t.kind == "fetch" and t.action == "start"]
     assert fetched.count("G") == 1 and fetched.count("B") == 1
     assert any(sk.block == "G" and "unchanged" in sk.reason for f in s.frames for sk in f.skipped)
-    assert "the core has no data yet" in s.frames[0].caption     # no matmul: not the MXU
+    assert "the core has no data yet" in s.frames[0].caption  # no matmul: not the MXU
 
 
 def test_two_output_blocks_write_back_overlaps():

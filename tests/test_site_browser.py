@@ -3,6 +3,7 @@ illegal block, the self-test survives a reload, the keyboard works, and the page
 
 Screenshots of both widths land in _build/site-screens/ (ignored) for a person to look at.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,8 @@ SCREENS = Path(__file__).resolve().parent.parent / "_build" / "site-screens"
 
 def current(page, selector: str) -> dict:
     """The current step of the stepper at `selector`: its number, lines and the lit code lines."""
-    return page.evaluate("""(sel) => {
+    return page.evaluate(
+        """(sel) => {
       const root = document.querySelector(sel);
       const step = root.querySelector('[data-step].is-current');
       return {
@@ -28,7 +30,9 @@ def current(page, selector: str) -> dict:
         counter: root.querySelector('[data-counter]')?.textContent,
         text: step ? step.innerText : '',
       };
-    }""", selector)
+    }""",
+        selector,
+    )
 
 
 def test_no_console_errors_at_either_width(browser, built_site):  # noqa: F811 - a pytest fixture imported from site_browser
@@ -101,8 +105,9 @@ def test_sandbox_flags_an_illegal_block_and_says_why(browser, built_site):  # no
         head = page.inner_text(f"{root} [data-out=headline]")
         assert head.startswith("illegal"), head
         why = page.inner_text(f"{root} [data-out=diagnostics]")
-        assert ("second-minor (sublane) dim: block 100 must be a multiple of 8 or equal the array's 2048; "
-                "try 96 or 2048") in why
+        assert (
+            "second-minor (sublane) dim: block 100 must be a multiple of 8 or equal the array's 2048; try 96 or 2048"
+        ) in why
         page.fill(f"{root} input[name=bm]", "96")
         assert page.get_attribute(root, "data-legal") == "true"
         # over the scoped limit on v5e, within its physical VMEM
@@ -204,10 +209,13 @@ def test_fits_the_width_and_screenshots(browser, built_site, viewport):  # noqa:
     ctx, page, problems = open_page(browser, built_site, viewport)
     try:
         assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
-        wide = page.evaluate("""(w) => [...document.querySelectorAll('main *')]
+        wide = page.evaluate(
+            """(w) => [...document.querySelectorAll('main *')]
             .filter((el) => el.getBoundingClientRect().right > w + 1)
             .filter((el) => !el.closest('pre, .table-wrap, .steps > .step:not(.is-current), [hidden]'))
-            .map((el) => el.tagName + '.' + el.className).slice(0, 10)""", viewport["width"])
+            .map((el) => el.tagName + '.' + el.className).slice(0, 10)""",
+            viewport["width"],
+        )
         assert wide == [], f"wider than {viewport['width']} px: {wide}"
         name = "desktop" if viewport is DESKTOP else "phone"
         SCREENS.mkdir(parents=True, exist_ok=True)

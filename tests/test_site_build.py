@@ -2,6 +2,7 @@
 
 The browser half (stepping, the sandbox, the self-test, widths) is tests/test_site_browser.py.
 """
+
 from __future__ import annotations
 
 import html
@@ -38,8 +39,15 @@ def blocks(page: str, pattern: str) -> list[str]:
 
 def listing_lines(page: str, figure_id: str) -> list[str]:
     fig = re.search(rf'<figure[^>]*id="{figure_id}".*?</figure>', page, re.S).group(0)
-    return [text_of(t) for t in re.findall(r'<span class="ln [a-z]+[^"]*" data-line="\d+">'
-                                           r'<span class="no" aria-hidden="true">\d+</span>(.*?)\n</span>', fig, re.S)]
+    return [
+        text_of(t)
+        for t in re.findall(
+            r'<span class="ln [a-z]+[^"]*" data-line="\d+">'
+            r'<span class="no" aria-hidden="true">\d+</span>(.*?)\n</span>',
+            fig,
+            re.S,
+        )
+    ]
 
 
 def frame_lines(page: str, figure_id: str) -> list[list[int]]:
@@ -51,7 +59,7 @@ def test_page_is_self_contained(built_site):  # noqa: F811 - a pytest fixture im
     """One index.html: styles inline, the modules in an import map of data: URLs equal to site/js, no fetches."""
     page = built_site.read_text()
     assert "<script src" not in page and "@import" not in page
-    assert re.findall(r"<link[^>]*>", page) == ['<link rel="icon" href="data:,">']     # no favicon request either
+    assert re.findall(r"<link[^>]*>", page) == ['<link rel="icon" href="data:,">']  # no favicon request either
     assert not re.search(r'\bsrc="(https?:)?//', page)
     imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', page, re.S).group(1))["imports"]
     assert set(imports) == {f"pfz/{n}" for n in ("legality", "stepper", "sandbox", "selftest", "main")}
@@ -68,7 +76,9 @@ def test_frames_come_from_the_lab_solution():
     assert sched.origin == manifest().lab("lab-1.2-tiled-matmul").source and sched.fallback is None
     ins = ctx["instruments"]
     assert len(ins["ex02"]["frames"]) == 6 and len(ins["ex07"]["frames"]) == 9 and len(ins["ex12"]["frames"]) == 6
-    assert ins["ex02"]["frames"][0]["caption"] == "DMA A0, B0 into the first slot pair; the MXU has no data yet and waits"
+    assert (
+        ins["ex02"]["frames"][0]["caption"] == "DMA A0, B0 into the first slot pair; the MXU has no data yet and waits"
+    )
     assert ins["ex07"]["idle"] > ins["ex02"]["idle"]
     cells = shown_cells(REPO / sched.origin)
     kernel = next(c for c in cells if c.defines("matmul_kernel")).lines
@@ -153,8 +163,9 @@ def test_edit_a_notebook_rebuild_the_page_updates(tmp_path):
     nb = nbformat.read(path, as_version=4)
     cell = next(c for c in nb.cells if "site:show" in c.metadata.get("tags", []) and "def matmul_kernel" in c.source)
     added = "    # the output block stays in VMEM across K: a carried accumulator"
-    cell.source = cell.source.replace("def matmul_kernel(a_ref, b_ref, o_ref):\n",
-                                      f"def matmul_kernel(a_ref, b_ref, o_ref):\n{added}\n", 1)
+    cell.source = cell.source.replace(
+        "def matmul_kernel(a_ref, b_ref, o_ref):\n", f"def matmul_kernel(a_ref, b_ref, o_ref):\n{added}\n", 1
+    )
     nbformat.write(nb, path)
     after = build(tmp_path / "after", root=root).index.read_text()
     assert added not in before and added.strip() in after
@@ -173,8 +184,10 @@ def test_frames_fall_back_to_reference_kernels_when_the_lab_is_missing(tmp_path)
     (root / "solutions/stage-1/lab-1.2-tiled-matmul.ipynb").unlink()
     result = build(tmp_path / "out", root=root)
     page = result.index.read_text()
-    assert "autograder/labs/reference_kernels.py (reference copy: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not " \
-           "exist yet)" in page
+    assert (
+        "autograder/labs/reference_kernels.py (reference copy: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not "
+        "exist yet)" in page
+    )
     assert result.frames == {"ex02": 6, "ex07": 9, "ex12": 6}
     assert any("reference_kernels.py" in n for n in result.notes)
     assert "Not written yet: solutions/stage-1/lab-1.2-tiled-matmul.ipynb does not exist." in page
@@ -225,8 +238,9 @@ def test_cli_site_build_prints_nothing_alarming_without_a_tpu(tmp_path):
     from pathlib import Path
 
     course = str(Path(sys.executable).with_name("course"))
-    run = subprocess.run([course, "site", "build", "--out", str(tmp_path)],
-                         capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run(
+        [course, "site", "build", "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     assert "TPU_WORKER_HOSTNAMES" not in run.stderr and "host bounds" not in run.stderr, run.stderr
 
@@ -243,9 +257,11 @@ def test_content_names_unknown_labs_in_one_message(tmp_path):
 def test_inline_markup_escapes_everything_else():
     """Prose markup turns into code/strong/colour spans; any HTML in the words is escaped."""
     out = str(content_mod.inline("a `x_ref[...]` <b>b</b> {alg:what} {sch:when} {lab:LAB·1.2} [docs](https://x.y/z)"))
-    assert out == ('a <code>x_ref[...]</code> &lt;b&gt;b&lt;/b&gt; <span class="alg">what</span> '
-                   '<span class="sch">when</span> <a class="lab-ref" href="#lab-1-2">LAB·1.2</a> '
-                   '<a href="https://x.y/z">docs</a>')
+    assert out == (
+        'a <code>x_ref[...]</code> &lt;b&gt;b&lt;/b&gt; <span class="alg">what</span> '
+        '<span class="sch">when</span> <a class="lab-ref" href="#lab-1-2">LAB·1.2</a> '
+        '<a href="https://x.y/z">docs</a>'
+    )
 
 
 def test_strip_markers_keeps_everything_else():
@@ -261,6 +277,9 @@ def test_a_broken_solution_is_reported_not_hidden(tmp_path):
     cell = next(c for c in nb.cells if "site:show" in c.metadata.get("tags", []) and "def matmul(" in c.source)
     cell.source = cell.source.replace("grid=(m // bm, n // bn, k // bk),", "grid=(m // bm, n // bn, k // bk, 0.5),")
     nbformat.write(nb, path)
-    with pytest.raises(SiteError, match=r"solutions/stage-1/lab-1\.2-tiled-matmul\.ipynb: its definitions do not "
-                                        r"load and trace matmul"):
+    with pytest.raises(
+        SiteError,
+        match=r"solutions/stage-1/lab-1\.2-tiled-matmul\.ipynb: its definitions do not "
+        r"load and trace matmul",
+    ):
         build(tmp_path / "out", root=root)

@@ -5,6 +5,7 @@ through legality.js, in node (when it is on the machine) and in Chromium (the mo
 page carries it); verdicts, every rule's expression and message, grid, bytes and the budget's verdict must be
 identical, and so must fmt_bytes/fmt_mib on the table's numbers.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,17 @@ REPO = Path(__file__).resolve().parent.parent
 TABLE = json.loads((Path(__file__).parent / "fixtures" / "blockspec_cases.json").read_text())
 CASES, NUMBERS = TABLE["cases"], TABLE["format_numbers"]
 DATA = legality_data(sorted({c["dtype"] for c in CASES}))
-BUDGET_KEYS = ("chip", "working_set_bytes", "vmem_bytes", "default_scoped_vmem_bytes", "limit_bytes", "fits_limit",
-               "fits_capacity", "verdict", "sources")
+BUDGET_KEYS = (
+    "chip",
+    "working_set_bytes",
+    "vmem_bytes",
+    "default_scoped_vmem_bytes",
+    "limit_bytes",
+    "fits_limit",
+    "fits_capacity",
+    "verdict",
+    "sources",
+)
 
 # The same evaluation in node and in the page: `mod` is legality.js's module object.
 JS_EVALUATE = """
@@ -53,22 +63,29 @@ def python_results() -> dict:
             continue
         b = sandbox_budget(v, buffers=c.get("buffers", 2), vmem_limit_bytes=c.get("vmem_limit_bytes"))
         budget = b.to_dict()
-        out.append({"verdict": json.loads(json.dumps(v.to_dict())),
-                    "budget": json.loads(json.dumps({k: budget[k] for k in BUDGET_KEYS}))})
+        out.append(
+            {
+                "verdict": json.loads(json.dumps(v.to_dict())),
+                "budget": json.loads(json.dumps({k: budget[k] for k in BUDGET_KEYS})),
+            }
+        )
     return {"cases": out, "numbers": [[fmt_bytes(n), fmt_mib(n)] for n in NUMBERS]}
 
 
 def assert_agree(js: dict, where: str) -> None:
     py = python_results()
     assert js["numbers"] == py["numbers"], f"{where}: fmt_bytes/fmt_mib differ: " + "; ".join(
-        f"{n}: py {p} js {j}" for n, p, j in zip(NUMBERS, py["numbers"], js["numbers"]) if p != j)
+        f"{n}: py {p} js {j}" for n, p, j in zip(NUMBERS, py["numbers"], js["numbers"]) if p != j
+    )
     for case, p, j in zip(CASES, py["cases"], js["cases"]):
         if "error" in p:
             assert j == p, f"{where}: {case} should be refused like Python: {p}, got {j}"
             continue
         assert "error" not in j, f"{where}: {case}: JS raised {j}"
         jb = {k: j["budget"][k] for k in BUDGET_KEYS}
-        assert j["verdict"] == p["verdict"], f"{where}: verdicts differ for {case}:\npy {p['verdict']}\njs {j['verdict']}"
+        assert j["verdict"] == p["verdict"], (
+            f"{where}: verdicts differ for {case}:\npy {p['verdict']}\njs {j['verdict']}"
+        )
         assert jb == p["budget"], f"{where}: budgets differ for {case}:\npy {p['budget']}\njs {jb}"
 
 
@@ -77,7 +94,7 @@ def test_table_covers_every_outcome():
     results = python_results()["cases"]
     verdicts = [r["verdict"] for r in results if "verdict" in r]
     assert any(v["legal"] for v in verdicts) and any(not v["lowers"] for v in verdicts)
-    assert any(v["lowers"] and not v["legal"] for v in verdicts)           # compile-time (8-bit tiling)
+    assert any(v["lowers"] and not v["legal"] for v in verdicts)  # compile-time (8-bit tiling)
     assert any(v["notes"] for v in verdicts) and any(len(v["array_shape"]) == 1 for v in verdicts)
     budgets = [r["budget"] for r in results if "budget" in r]
     assert {(b["fits_limit"], b["fits_capacity"]) for b in budgets} == {(True, True), (False, True), (False, False)}
@@ -89,15 +106,22 @@ def test_node_agrees_with_python(tmp_path):
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed; the Chromium test below runs the same comparison")
-    script = (f"import * as mod from {json.dumps((REPO / 'site' / 'js' / 'legality.js').as_uri())};\n"
-              "import { readFileSync } from 'node:fs';\n"
-              "const input = JSON.parse(readFileSync(0, 'utf8'));\n"
-              f"const evaluate = {JS_EVALUATE};\n"
-              "process.stdout.write(JSON.stringify(evaluate(mod, input.data, input.cases, input.numbers)));\n")
+    script = (
+        f"import * as mod from {json.dumps((REPO / 'site' / 'js' / 'legality.js').as_uri())};\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const input = JSON.parse(readFileSync(0, 'utf8'));\n"
+        f"const evaluate = {JS_EVALUATE};\n"
+        "process.stdout.write(JSON.stringify(evaluate(mod, input.data, input.cases, input.numbers)));\n"
+    )
     runner = tmp_path / "run.mjs"
     runner.write_text(script)
-    proc = subprocess.run([node, str(runner)], input=json.dumps({"data": DATA, "cases": CASES, "numbers": NUMBERS}),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [node, str(runner)],
+        input=json.dumps({"data": DATA, "cases": CASES, "numbers": NUMBERS}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert_agree(json.loads(proc.stdout), "node")
 
@@ -108,7 +132,9 @@ def test_chromium_page_module_agrees_with_python(browser, built_site):  # noqa: 
     try:
         js = page.evaluate(
             f"async ([data, cases, numbers]) => {{ const mod = await import('pfz/legality'); "
-            f"return ({JS_EVALUATE})(mod, data, cases, numbers); }}", [DATA, CASES, NUMBERS])
+            f"return ({JS_EVALUATE})(mod, data, cases, numbers); }}",
+            [DATA, CASES, NUMBERS],
+        )
         assert_agree(js, "chromium")
         assert problems.messages == []
     finally:

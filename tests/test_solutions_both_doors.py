@@ -2,6 +2,7 @@
 in this process) and `nbgrader autograde` (its own gradebook). Then nbgrader's `generate_feedback`, what a
 student may be sent, shows none of the hidden tests. One set-up for the five labs: slow, but run once.
 """
+
 from __future__ import annotations
 
 import html
@@ -65,9 +66,12 @@ def test_nbgrader_feedback_shows_no_hidden_test(lab, course: Path) -> None:
     """generate_feedback runs ClearHiddenTests (autograder.doors.nbgrader_setup): the hidden region of each test cell,
     the calls into the grader's checks, never reaches the feedback page."""
     page = (course / "feedback" / STUDENT / STAGE / f"{Path(lab.notebook).stem}.html").read_text()
-    text = html.unescape(re.sub(r"<[^>]+>", "", page))      # the page as read, code highlighting and all
-    hidden = [c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].strip()
-              for c in read(REPO_ROOT / lab.source).cells if is_test(c) and "BEGIN HIDDEN TESTS" in c.source]
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))  # the page as read, code highlighting and all
+    hidden = [
+        c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].strip()
+        for c in read(REPO_ROOT / lab.source).cells
+        if is_test(c) and "BEGIN HIDDEN TESTS" in c.source
+    ]
     assert hidden, "every lab has hidden tests"
     assert "BEGIN HIDDEN TESTS" not in text
     for region in hidden:

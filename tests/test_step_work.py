@@ -1,6 +1,7 @@
 """The course's model of one step of the student's own matmul counts what the step runs (issue 37, point 1): for
 correct LAB·1.2 matmuls in every style of tests/mistakes/matmul_styles.py, the FLOPs and bytes of a steady step
 equal XLA's own cost analysis of that step's dot on its blocks, so a correct matmul never costs a LAB·1.4 point."""
+
 from __future__ import annotations
 
 import functools
@@ -54,7 +55,7 @@ def test_a_when_branch_counts_at_the_step_that_takes_it() -> None:
 
     a, b = jax.ShapeDtypeStruct((128, 384), jnp.float32), jax.ShapeDtypeStruct((384, 128), jnp.float32)
     pc = trace(matmul("assign_then_add"), a, b).pallas_calls[0]
-    one_dot = 2 * 128 ** 3
+    one_dot = 2 * 128**3
     for point in ((0, 0, 0), (0, 0, 1), (0, 0, 2)):
         assert step_work(pc.kernel_jaxpr, pc.grid, point).flops == one_dot, point
 
@@ -77,7 +78,7 @@ def test_a_branch_on_data_counts_its_most_expensive_and_says_so() -> None:
     x = jax.ShapeDtypeStruct((128, 128), jnp.float32)
     pc = trace(fn, x, x).pallas_calls[0]
     work = step_work(pc.kernel_jaxpr, pc.grid, ())
-    assert (work.flops, work.exact) == (2 * 128 ** 3, False)
+    assert (work.flops, work.exact) == (2 * 128**3, False)
 
 
 def test_a_correct_fori_loop_matmul_keeps_the_block_choice(models: dict[str, YourMatmul], capsys) -> None:
@@ -88,9 +89,9 @@ def test_a_correct_fori_loop_matmul_keeps_the_block_choice(models: dict[str, You
 
     model = models["fori_subtiles"]
 
-    def choose_blocks(m, n, k, dtype, chip):      # the solution's search, on the model's helpers
+    def choose_blocks(m, n, k, dtype, chip):  # the solution's search, on the model's helpers
         limit = 0.75 * chip_named(chip).default_scoped_vmem_bytes
-        sizes = lambda dim: [s for s in range(128, dim + 1, 128) if dim % s == 0]   # noqa: E731 - as the solution writes it
+        sizes = lambda dim: [s for s in range(128, dim + 1, 128) if dim % s == 0]  # noqa: E731 - as the solution writes it
         best = None
         for bm in sizes(m)[-4:]:
             for bn in sizes(n)[-4:]:

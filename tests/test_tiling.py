@@ -1,6 +1,7 @@
 """The course's one tiling table (pallas_course.tiling) and the VMEM bytes per buffer, held to the real compiler's
 records (bench/tiling-compile.json, bench/vmem-padding.json: course_tools/bench/tpu_layout.py), and quoted, not
 retyped, by the legality model, the error texts and LAB·1.4. Reads records only: nothing compiles here."""
+
 from __future__ import annotations
 
 import json
@@ -18,13 +19,16 @@ TILING = json.loads((ROOT / "bench" / "tiling-compile.json").read_text())
 PADDING = json.loads((ROOT / "bench" / "vmem-padding.json").read_text())
 
 
-@pytest.mark.parametrize("row", TILING["rows"], ids=lambda r: f"{r['chip']}-{r['dtype']}-{r['block'][0]}x{r['block'][1]}")
+@pytest.mark.parametrize(
+    "row", TILING["rows"], ids=lambda r: f"{r['chip']}-{r['dtype']}-{r['block'][0]}x{r['block'][1]}"
+)
 def test_legality_model_says_where_the_compiler_refuses(row: dict) -> None:
     """compiles <-> legal; refused by the lowering <-> does not lower; Mosaic E2002 <-> lowers, not legal."""
     v = check_block(row["array"], row["block"], np.dtype(row["dtype"]), row["chip"])
     assert row["outcome"] in ("compiles", "lowering", "mosaic E2002"), row
-    assert (v.legal, v.lowers) == {"compiles": (True, True), "lowering": (False, False),
-                                   "mosaic E2002": (False, True)}[row["outcome"]], (row, v.violations)
+    assert (v.legal, v.lowers) == {"compiles": (True, True), "lowering": (False, False), "mosaic E2002": (False, True)}[
+        row["outcome"]
+    ], (row, v.violations)
 
 
 def test_table_rows_match_the_record() -> None:
@@ -33,14 +37,16 @@ def test_table_rows_match_the_record() -> None:
     for dtype, bits in (("float32", 32), ("bfloat16", 16), ("int8", 8), ("float8_e4m3fn", 8)):
         row = tiling.row(bits)
         tile_rows = row.native_tile[0]
-        half = tile_rows // 2 if tile_rows > 8 else None          # a multiple of 8 that is not of the native tile
+        half = tile_rows // 2 if tile_rows > 8 else None  # a multiple of 8 that is not of the native tile
         assert outcomes[(dtype, tile_rows)] == "compiles"
         if half is not None:
             assert outcomes[(dtype, half)] == {"note": "compiles", "compile": "mosaic E2002"}[row.misaligned]
     assert tiling.row(64) is tiling.row(32) and tiling.native_tile(16) == (16, 128)
 
 
-@pytest.mark.parametrize("row", PADDING["rows"], ids=lambda r: f"{r['dtype']}-{'x'.join(map(str, r['shape']))}-{r['kind']}")
+@pytest.mark.parametrize(
+    "row", PADDING["rows"], ids=lambda r: f"{r['dtype']}-{'x'.join(map(str, r['shape']))}-{r['kind']}"
+)
 def test_vmem_bytes_per_buffer_match_the_compiler(row: dict) -> None:
     """The compiler's extra scoped VMEM for one operand (bisected in 1 KiB steps) is the model's bytes x buffers:
     1 buffer for a whole-array operand at index (0, 0) (a trivial window), 2 for a windowed one."""
@@ -54,7 +60,7 @@ def test_vmem_bytes_per_buffer_match_the_compiler(row: dict) -> None:
 def test_a_one_row_float32_block_is_not_a_whole_tile() -> None:
     """The review's 'a (1, d) f32 block occupies whole (8, 128) tiles' is not what the compiler allocates."""
     assert vmem_block_bytes((1, 16384), np.float32) == 16384 * 4
-    assert vmem_block_bytes((1, 100), np.float32) == 128 * 4          # lanes do pad to 128
+    assert vmem_block_bytes((1, 100), np.float32) == 128 * 4  # lanes do pad to 128
     assert vmem_block_bytes((256, 512), np.dtype("bfloat16")) == 256 * 512 * 2
 
 

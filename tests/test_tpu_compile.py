@@ -4,6 +4,7 @@ holds after a notebook's set-up switched interpret mode on; what is not the kern
 
 These need libtpu (requirements.txt pins it): on Linux, CI included, they fail without it, never skip.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,11 @@ def _rule_chips() -> list[str]:
 
 
 # (lab, kernel, args, kwargs): one case per solution kernel the compile rules grade, at a graded shape.
-SOLUTION_CASES = [(lab_id, kernel, structs(args), kwargs)
-                  for lab_id, cases in compile_cases.CASES.items() for kernel, args, kwargs in cases]
+SOLUTION_CASES = [
+    (lab_id, kernel, structs(args), kwargs)
+    for lab_id, cases in compile_cases.CASES.items()
+    for kernel, args, kwargs in cases
+]
 
 
 @pytest.fixture(scope="module")
@@ -56,38 +60,54 @@ def test_compile_rules_cover_the_solution_cases() -> None:
         assert graded <= {c[1] for c in SOLUTION_CASES if c[0] == lab.id}, (lab.id, graded)
 
 
-@pytest.mark.parametrize("lab_id,kernel,args,kwargs", SOLUTION_CASES,
-                         ids=[f"{c[1]}-{c[2][0].dtype}" for c in SOLUTION_CASES])
+@pytest.mark.parametrize(
+    "lab_id,kernel,args,kwargs", SOLUTION_CASES, ids=[f"{c[1]}-{c[2][0].dtype}" for c in SOLUTION_CASES]
+)
 def test_every_solution_kernel_compiles_for_the_rule_chips(libtpu, solutions, lab_id, kernel, args, kwargs) -> None:
     fn = solutions[lab_id][kernel]
     verdict = compile_verdict(lambda *a: fn(*a, **kwargs), args, _rule_chips())
     assert [r.chip for r in verdict.results if not r.ok] == [], [r.message for r in verdict.results]
 
 
-def _rows(body: Callable[[Any], Any], shape: tuple[int, int] = (256, 512), block: tuple[int, int] = (8, 512),
-          dtype: Any = F32, interpret: Any = False) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+def _rows(
+    body: Callable[[Any], Any],
+    shape: tuple[int, int] = (256, 512),
+    block: tuple[int, int] = (8, 512),
+    dtype: Any = F32,
+    interpret: Any = False,
+) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """A row-blocked elementwise kernel applying `body` to each block."""
+
     def kernel(x_ref, o_ref):
         o_ref[...] = body(x_ref[...]).astype(o_ref.dtype)
 
     def fn(x):
         spec = pl.BlockSpec(block, lambda i: (i, 0))
-        return pl.pallas_call(kernel, grid=(shape[0] // block[0],), in_specs=[spec], out_specs=spec,
-                              out_shape=S(shape, dtype), interpret=interpret)(x)
+        return pl.pallas_call(
+            kernel,
+            grid=(shape[0] // block[0],),
+            in_specs=[spec],
+            out_specs=spec,
+            out_shape=S(shape, dtype),
+            interpret=interpret,
+        )(x)
+
     return fn, (S(shape, dtype),)
 
 
 # name: regex the course's explanation must match (the kernels: course_tools.compile_cases.REJECTS)
 WORDS = {
     "gelu exact (erfc)": r"gelu\(x, approximate=False\) computes erfc.*fix: use jax\.nn\.gelu\(x, approximate=True\)"
-                         r".*lax\.erf",
+    r".*lax\.erf",
     "jnp.sort": r"sorting \(jnp\.sort, jnp\.median",
     "jnp.cumsum": r"cumulative sum \(jnp\.cumsum\)",
     "1-row f32 block": r"block \(1, 512\) of args\[0\] \(array \(256, 512\)\) breaks the TPU tiling rule.*\(8, 128\)",
     "4-row f32 block": r"block \(4, 512\)",
 }
-REJECTS = {name: (row_kernel(*compile_cases.REJECTS[name][:3]), compile_cases.REJECTS[name][3], words)
-           for name, words in WORDS.items()}
+REJECTS = {
+    name: (row_kernel(*compile_cases.REJECTS[name][:3]), compile_cases.REJECTS[name][3], words)
+    for name, words in WORDS.items()
+}
 
 
 @pytest.mark.parametrize("name", list(REJECTS))
@@ -111,8 +131,10 @@ def test_vmem_reject_gives_bytes_and_the_limit_knob(libtpu) -> None:
     assert "16.00MiB (16,777,216 bytes)" in r.explanation and "vmem_limit_bytes" in r.explanation
     structure = kernel_trace.trace(fn, *args)
     message = rejection_message("copy(x)", ["v5e", "v6e"], r, structure)
-    assert message.startswith("copy(x) does not compile for v5e (the real TPU compiler, v5e:2x2; it must compile "
-                              "for v5e and v6e):\n✗ the TPU compiler refuses the kernel: it needs ")
+    assert message.startswith(
+        "copy(x) does not compile for v5e (the real TPU compiler, v5e:2x2; it must compile "
+        "for v5e and v6e):\n✗ the TPU compiler refuses the kernel: it needs "
+    )
     assert "predicted working set 67,108,864 bytes" in message and "16,777,216 bytes on v5e" in message
 
 
@@ -141,9 +163,14 @@ def test_lowerings_that_ask_the_default_device_are_judged(libtpu) -> None:
     def one_d(x, g):
         def kernel(x_ref, g_ref, o_ref):
             o_ref[...] = x_ref[...] * g_ref[...][None, :]
-        return pl.pallas_call(kernel, grid=(32,), in_specs=[pl.BlockSpec((8, 512), lambda i: (i, 0)),
-                                                             pl.BlockSpec((512,), lambda i: (0,))],
-                              out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)), out_shape=S((256, 512), F32))(x, g)
+
+        return pl.pallas_call(
+            kernel,
+            grid=(32,),
+            in_specs=[pl.BlockSpec((8, 512), lambda i: (i, 0)), pl.BlockSpec((512,), lambda i: (0,))],
+            out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)),
+            out_shape=S((256, 512), F32),
+        )(x, g)
 
     assert tpu_compile.compile_for(floor_div, *args, chip="v5e").ok
     assert tpu_compile.compile_for(one_d, S((256, 512), F32), S((512,), F32), chip="v6e").ok
@@ -156,7 +183,7 @@ def test_what_is_not_the_kernels_fault_cannot_be_judged(libtpu, monkeypatch) -> 
     import contextlib
 
     floor_div, args = _rows(lambda x: (x.astype(jnp.int32) // 3).astype(F32))
-    monkeypatch.setattr(jax, "default_device", lambda device: contextlib.nullcontext())   # the CPU stays default
+    monkeypatch.setattr(jax, "default_device", lambda device: contextlib.nullcontext())  # the CPU stays default
     r = tpu_compile.compile_for(floor_div, *args, chip="v5e")
     assert r.skipped and not r.rejected and r.error_kind == "cannot-judge" and "could not be asked" in r.message
     assert r.unjudged_because == tpu_compile.DEVICE_QUERY and "Unsupported TPU device kind: cpu" in r.message
@@ -186,8 +213,8 @@ def test_two_processes_compile_at_once(libtpu) -> None:
     import subprocess
     import sys
 
-    tpu_compile.topology_device("v5e")     # this process holds libtpu now
-    code = ("from pallas_course import tpu_compile; tpu_compile.topology_device('v5e'); print('built')")
+    tpu_compile.topology_device("v5e")  # this process holds libtpu now
+    code = "from pallas_course import tpu_compile; tpu_compile.topology_device('v5e'); print('built')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "built" in done.stdout, done.stderr[-2000:]
 
@@ -203,8 +230,9 @@ def test_visible_check_refuses_what_the_compiler_cannot_lower() -> None:
     exact, _ = row_kernel(*compile_cases.REJECTS["gelu exact (erfc)"][:3], interpret=interpret_params())
     with pytest.raises(CheckFailure) as failure:
         check("gelu", lambda: exact(x), jax.nn.gelu(x, approximate=False), tol=1e-5)
-    assert str(failure.value).startswith("gelu: the TPU compiler refuses the kernel: jax.nn.gelu(x, approximate=False) "
-                                         "computes erfc"), failure.value
+    assert str(failure.value).startswith(
+        "gelu: the TPU compiler refuses the kernel: jax.nn.gelu(x, approximate=False) computes erfc"
+    ), failure.value
     assert "fix: use jax.nn.gelu(x, approximate=True)" in str(failure.value)
     tanh, _ = row_kernel("jax.nn.gelu(x)", (8, 512), (256, 512), interpret=interpret_params())
     check("gelu", lambda: tanh(x), jax.nn.gelu(x), tol=1e-5)
@@ -219,8 +247,9 @@ def test_setup_on_a_cpu_machine_with_libtpu_stays_quiet(libtpu, tmp_path) -> Non
 
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "PALLAS_COURSE_MODE")}
     code = "from pallas_course.runtime import setup; setup(); import jax; print(jax.devices())"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path
+    )
     assert "[CpuDevice(id=0)]" in done.stdout, done.stderr[-2000:]
     assert "TPU" not in done.stderr and "libtpu" not in done.stderr, done.stderr[-2000:]
 
@@ -241,7 +270,7 @@ def test_one_compile_per_rebuilt_computation(libtpu, monkeypatch) -> None:
     double, _ = row_kernel("x * 2", (8, 128), (64, 128), interpret=interpret_params())
     x = jnp.asarray(np.ones((64, 128), np.float32))
     for _ in range(2):
-        call("add_f32", "double(x)", LocalFunction(double), x)        # add_f32: a test LAB·1.1's rule lists
+        call("add_f32", "double(x)", LocalFunction(double), x)  # add_f32: a test LAB·1.1's rule lists
     assert len(calls) == 1
     call("add_f32", "double(x)", LocalFunction(double), jnp.asarray(np.ones((128, 128), np.float32)))
     assert len(calls) == 2

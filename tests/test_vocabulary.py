@@ -3,6 +3,7 @@ Pallas TPU kernel and around one, less what cannot be plain data, each left out 
 kernels of our own, each correct in TPU interpret mode and written with varied legal Pallas, is rebuilt from its
 description, runs to the same values as the kernel itself, and reaches the compiler, whose verdict (where it
 refuses) is translated. pltpu.repeat does not exist in jax 0.10.2; pltpu.roll does."""
+
 from __future__ import annotations
 
 import re
@@ -28,6 +29,7 @@ IP = interpret_params()
 
 # ------------------------------------------------------------------------------------------ the vocabulary itself
 
+
 def test_every_lowerable_primitive_is_rebuilt_or_left_out_with_a_reason() -> None:
     lowerable = set(vocabulary.lowerable())
     assert {"reciprocal", "roll", "slice", "sort", "cumsum", "erfc", "gather", "dot_general", "program_id"} <= lowerable
@@ -39,12 +41,43 @@ def test_every_lowerable_primitive_is_rebuilt_or_left_out_with_a_reason() -> Non
 
 def test_what_is_left_out_is_what_cannot_be_plain_data() -> None:
     """Callbacks, effects, I/O and debug prints, each with its reason; nothing a lab's kernel computes with."""
-    for name in ("pure_callback", "io_callback", "debug_callback", "debug_print", "dma_start", "semaphore_wait",
-                 "psum", "random_bits"):
+    for name in (
+        "pure_callback",
+        "io_callback",
+        "debug_callback",
+        "debug_print",
+        "dma_start",
+        "semaphore_wait",
+        "psum",
+        "random_bits",
+    ):
         assert name in vocabulary.EXCLUDED, name
-    for name in ("add", "exp", "tanh", "logistic", "erf", "rsqrt", "reciprocal", "roll", "iota", "dot_general",
-                 "reduce_max", "reduce_sum", "select_n", "broadcast_in_dim", "slice", "dynamic_slice", "sort",
-                 "cumsum", "erfc", "gather", "scatter", "concatenate", "transpose", "convert_element_type"):
+    for name in (
+        "add",
+        "exp",
+        "tanh",
+        "logistic",
+        "erf",
+        "rsqrt",
+        "reciprocal",
+        "roll",
+        "iota",
+        "dot_general",
+        "reduce_max",
+        "reduce_sum",
+        "select_n",
+        "broadcast_in_dim",
+        "slice",
+        "dynamic_slice",
+        "sort",
+        "cumsum",
+        "erfc",
+        "gather",
+        "scatter",
+        "concatenate",
+        "transpose",
+        "convert_element_type",
+    ):
         assert name in rebuild.ALLOWED, name
 
 
@@ -53,6 +86,7 @@ def test_a_debug_print_is_refused_with_its_reason() -> None:
         def kernel(x_ref, o_ref):
             jax.debug.print("{}", x_ref[0, 0])
             o_ref[...] = x_ref[...]
+
         return pl.pallas_call(kernel, out_shape=S(x.shape, x.dtype), interpret=IP)(x)
 
     with pytest.raises(StudentError) as refused:
@@ -74,7 +108,7 @@ def _lowered_per_platform() -> set[str]:
         text, todo, seen = "", [rule], set()
         while todo:
             r = todo.pop()
-            r = getattr(r, "rule", r)          # mlir's LoweringRuleEntry
+            r = getattr(r, "rule", r)  # mlir's LoweringRuleEntry
             if id(r) in seen:
                 continue
             seen.add(id(r))
@@ -98,8 +132,9 @@ def _lowered_per_platform() -> set[str]:
     for name, prim in vocabulary.lowerable().items():
         cpu, tpu = specific.get("cpu", {}).get(prim), specific.get("tpu", {}).get(prim)
         rules = [r for r in (mlir._lowerings.get(prim), cpu, tpu) if r is not None]
-        if cpu is not tpu or any(re.search(r"lower_per_platform|platform_index|platform_dependent", sources(r))
-                                 for r in rules):
+        if cpu is not tpu or any(
+            re.search(r"lower_per_platform|platform_index|platform_dependent", sources(r)) for r in rules
+        ):
             found.add(name)
     return found
 
@@ -126,8 +161,9 @@ def _tpu_branch_of(fn: Callable[..., Any], *args: Any) -> np.ndarray:
     from autograder.jail.jail_agent.calls import invoke
 
     answer = invoke(fn, list(args), {})
-    computation = rebuild.rebuild(json.loads(json.dumps(answer["description"])), answer["consts"],
-                                  [S(a.shape, a.dtype) for a in args])
+    computation = rebuild.rebuild(
+        json.loads(json.dumps(answer["description"])), answer["consts"], [S(a.shape, a.dtype) for a in args]
+    )
     with pltpu.force_tpu_interpret_mode(IP):
         return np.asarray(computation.fn(*args))
 
@@ -142,9 +178,10 @@ def test_platform_dependent_code_runs_the_tpus_branch_inside_and_outside_a_kerne
     def outside_default(v):
         return lax.platform_dependent(v, cpu=ones, default=twos)
 
-    def inside(v):    # Mosaic takes the `mosaic=` branch, else the default, never `tpu=`
+    def inside(v):  # Mosaic takes the `mosaic=` branch, else the default, never `tpu=`
         def kernel(x_ref, o_ref):
             o_ref[...] = lax.platform_dependent(x_ref[...], cpu=ones, tpu=ones, default=twos)
+
         return pl.pallas_call(kernel, out_shape=S(v.shape, v.dtype), interpret=IP)(v)
 
     for fn in (outside, outside_default, inside):
@@ -170,16 +207,27 @@ def test_a_name_jax_does_not_have_says_so() -> None:
 
 # ------------------------------------------------------------------------------------------ kernels of our own
 
-def _rows(body: Callable[[Any], Any], block: tuple[int, int] = (8, 512), out_dtype: Any = None,
-          **call: Any) -> Callable[..., Any]:
+
+def _rows(
+    body: Callable[[Any], Any], block: tuple[int, int] = (8, 512), out_dtype: Any = None, **call: Any
+) -> Callable[..., Any]:
     """A row-blocked kernel applying `body` to each block of x."""
+
     def kernel(x_ref, o_ref):
         o_ref[...] = body(x_ref[...]).astype(o_ref.dtype)
 
     def fn(x):
         spec = pl.BlockSpec(block, lambda i: (i, 0))
-        return pl.pallas_call(kernel, grid=(x.shape[0] // block[0],), in_specs=[spec], out_specs=spec,
-                              out_shape=S(x.shape, out_dtype or x.dtype), interpret=IP, **call)(x)
+        return pl.pallas_call(
+            kernel,
+            grid=(x.shape[0] // block[0],),
+            in_specs=[spec],
+            out_specs=spec,
+            out_shape=S(x.shape, out_dtype or x.dtype),
+            interpret=IP,
+            **call,
+        )(x)
+
     return fn
 
 
@@ -188,9 +236,11 @@ def softmax_approx(x):
         v = x_ref[...]
         e = jnp.exp(v - jnp.max(v, axis=-1, keepdims=True))
         o_ref[...] = e * pl.reciprocal(jnp.sum(e, axis=-1, keepdims=True), approx=True)
+
     spec = pl.BlockSpec((8, 512), lambda i: (i, 0))
-    return pl.pallas_call(kernel, grid=(x.shape[0] // 8,), in_specs=[spec], out_specs=spec,
-                          out_shape=S(x.shape, x.dtype), interpret=IP)(x)
+    return pl.pallas_call(
+        kernel, grid=(x.shape[0] // 8,), in_specs=[spec], out_specs=spec, out_shape=S(x.shape, x.dtype), interpret=IP
+    )(x)
 
 
 def corner_outside(x):
@@ -205,56 +255,78 @@ def sliced_outside(b):
 
 def fori_rows(x):
     """In-kernel lax.fori_loop over 8-row chunks, pl.ds with pl.multiple_of."""
+
     def kernel(x_ref, o_ref):
         def body(r, carry):
             start = pl.multiple_of(r * 8, 8)
             o_ref[pl.ds(start, 8), :] = x_ref[pl.ds(start, 8), :] * 3
             return carry
+
         lax.fori_loop(0, 4, body, 0)
+
     spec = pl.BlockSpec((32, 512), lambda i: (i, 0))
-    return pl.pallas_call(kernel, grid=(x.shape[0] // 32,), in_specs=[spec], out_specs=spec,
-                          out_shape=S(x.shape, x.dtype), interpret=IP)(x)
+    return pl.pallas_call(
+        kernel, grid=(x.shape[0] // 32,), in_specs=[spec], out_specs=spec, out_shape=S(x.shape, x.dtype), interpret=IP
+    )(x)
 
 
 def matmul_fori_k(a, b):
     """A matmul splitting its K block in 128-wide, 128-aligned chunks with a fori_loop."""
+
     def kernel(a_ref, b_ref, o_ref):
         def body(t, acc):
             off = pl.multiple_of(t * 128, 128)
-            return acc + jnp.dot(a_ref[:, pl.ds(off, 128)], b_ref[pl.ds(off, 128), :],
-                                 preferred_element_type=jnp.float32)
+            return acc + jnp.dot(
+                a_ref[:, pl.ds(off, 128)], b_ref[pl.ds(off, 128), :], preferred_element_type=jnp.float32
+            )
+
         o_ref[...] = lax.fori_loop(0, 2, body, jnp.zeros((128, 128), jnp.float32))
-    return pl.pallas_call(kernel, grid=(2, 2), in_specs=[pl.BlockSpec((128, 256), lambda i, j: (i, 0)),
-                                                          pl.BlockSpec((256, 128), lambda i, j: (0, j))],
-                          out_specs=pl.BlockSpec((128, 128), lambda i, j: (i, j)), out_shape=S((256, 256), F32),
-                          interpret=IP)(a, b)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(2, 2),
+        in_specs=[pl.BlockSpec((128, 256), lambda i, j: (i, 0)), pl.BlockSpec((256, 128), lambda i, j: (0, j))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, j: (i, j)),
+        out_shape=S((256, 256), F32),
+        interpret=IP,
+    )(a, b)
 
 
 def matmul_scratch_when(a, b):
     """K innermost, an f32 VMEM scratch accumulator, pl.when on the first and last K step."""
+
     def kernel(a_ref, b_ref, o_ref, acc_ref):
         k = pl.program_id(2)
 
         @pl.when(k == 0)
         def _():
             acc_ref[...] = jnp.zeros_like(acc_ref)
+
         acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
 
         @pl.when(k == pl.num_programs(2) - 1)
         def _():
             o_ref[...] = acc_ref[...].astype(o_ref.dtype)
-    return pl.pallas_call(kernel, grid=(2, 2, 2), in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
-                                                             pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
-                          out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)), out_shape=S((256, 256), a.dtype),
-                          scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)], interpret=IP)(a, b)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(2, 2, 2),
+        in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)), pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
+        out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
+        out_shape=S((256, 256), a.dtype),
+        scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)],
+        interpret=IP,
+    )(a, b)
 
 
 def masked_iota(x):
     """jnp.where over a broadcasted_iota mask: the upper triangle of each block."""
+
     def body(v):
         rows = lax.broadcasted_iota(jnp.int32, v.shape, 0)
         cols = lax.broadcasted_iota(jnp.int32, v.shape, 1)
         return jnp.where(cols >= rows, v, 0.0)
+
     return _rows(body)(x)
 
 
@@ -270,17 +342,27 @@ def integer_ops(x):
 
 def bf16_add(x, y):
     spec = pl.BlockSpec((16, 512), lambda i: (i, 0))
-    return pl.pallas_call(lambda x_ref, y_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + y_ref[...]),
-                          grid=(x.shape[0] // 16,), in_specs=[spec, spec], out_specs=spec,
-                          out_shape=S(x.shape, x.dtype), interpret=IP)(x, y)
+    return pl.pallas_call(
+        lambda x_ref, y_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + y_ref[...]),
+        grid=(x.shape[0] // 16,),
+        in_specs=[spec, spec],
+        out_specs=spec,
+        out_shape=S(x.shape, x.dtype),
+        interpret=IP,
+    )(x, y)
 
 
 def buffered_once(x):
     """pl.Buffered(1): a single buffer for the input (the pipeline off)."""
     spec = pl.BlockSpec((8, 512), lambda i: (i, 0), pipeline_mode=pl.Buffered(1))
-    return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 1), grid=(x.shape[0] // 8,),
-                          in_specs=[spec], out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)),
-                          out_shape=S(x.shape, x.dtype), interpret=IP)(x)
+    return pl.pallas_call(
+        lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 1),
+        grid=(x.shape[0] // 8,),
+        in_specs=[spec],
+        out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)),
+        out_shape=S(x.shape, x.dtype),
+        interpret=IP,
+    )(x)
 
 
 def rolled(x):
@@ -289,34 +371,49 @@ def rolled(x):
 
 def layernorm_rsqrt(x, g):
     """lax.rsqrt, a 1-D (d,) parameter block."""
+
     def kernel(x_ref, g_ref, o_ref):
         v = x_ref[...]
         mu = jnp.mean(v, axis=-1, keepdims=True)
         var = jnp.mean((v - mu) ** 2, axis=-1, keepdims=True)
         o_ref[...] = (v - mu) * lax.rsqrt(var + 1e-6) * g_ref[...][None, :]
-    return pl.pallas_call(kernel, grid=(x.shape[0] // 8,), in_specs=[pl.BlockSpec((8, 512), lambda i: (i, 0)),
-                                                                      pl.BlockSpec((512,), lambda i: (0,))],
-                          out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)), out_shape=S(x.shape, x.dtype),
-                          interpret=IP)(x, g)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(x.shape[0] // 8,),
+        in_specs=[pl.BlockSpec((8, 512), lambda i: (i, 0)), pl.BlockSpec((512,), lambda i: (0,))],
+        out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)),
+        out_shape=S(x.shape, x.dtype),
+        interpret=IP,
+    )(x, g)
 
 
 def squeezed_param(x, g):
     """A (None, d) BlockSpec for a (1, d) parameter (a squeezed dimension)."""
+
     def kernel(x_ref, g_ref, o_ref):
         o_ref[...] = x_ref[...] * g_ref[...]
-    return pl.pallas_call(kernel, grid=(x.shape[0] // 8,), in_specs=[pl.BlockSpec((8, 512), lambda i: (i, 0)),
-                                                                      pl.BlockSpec((None, 512), lambda i: (0, 0))],
-                          out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)), out_shape=S(x.shape, x.dtype),
-                          interpret=IP)(x, g)
+
+    return pl.pallas_call(
+        kernel,
+        grid=(x.shape[0] // 8,),
+        in_specs=[pl.BlockSpec((8, 512), lambda i: (i, 0)), pl.BlockSpec((None, 512), lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((8, 512), lambda i: (i, 0)),
+        out_shape=S(x.shape, x.dtype),
+        interpret=IP,
+    )(x, g)
 
 
 def cond_in_kernel(x):
     """lax.cond on the grid position (not pl.when): values from both branches."""
+
     def kernel(x_ref, o_ref):
         o_ref[...] = lax.cond(pl.program_id(0) % 2 == 0, lambda v: v * 2, lambda v: v - 1, x_ref[...])
+
     spec = pl.BlockSpec((8, 512), lambda i: (i, 0))
-    return pl.pallas_call(kernel, grid=(x.shape[0] // 8,), in_specs=[spec], out_specs=spec,
-                          out_shape=S(x.shape, x.dtype), interpret=IP)(x)
+    return pl.pallas_call(
+        kernel, grid=(x.shape[0] // 8,), in_specs=[spec], out_specs=spec, out_shape=S(x.shape, x.dtype), interpret=IP
+    )(x)
 
 
 def transcendental(x):
@@ -343,12 +440,19 @@ def median_outside(x):
 
 def smem_scale(x, s):
     """A scalar operand in SMEM read by every step."""
+
     def kernel(x_ref, s_ref, o_ref):
         o_ref[...] = x_ref[...] * s_ref[0]
+
     spec = pl.BlockSpec((8, 512), lambda i: (i, 0))
-    return pl.pallas_call(kernel, grid=(x.shape[0] // 8,),
-                          in_specs=[spec, pl.BlockSpec(memory_space=pltpu.SMEM)], out_specs=spec,
-                          out_shape=S(x.shape, x.dtype), interpret=IP)(x, s)
+    return pl.pallas_call(
+        kernel,
+        grid=(x.shape[0] // 8,),
+        in_specs=[spec, pl.BlockSpec(memory_space=pltpu.SMEM)],
+        out_specs=spec,
+        out_shape=S(x.shape, x.dtype),
+        interpret=IP,
+    )(x, s)
 
 
 def sort_in_kernel(x):
@@ -365,8 +469,10 @@ def f16_add(x, y):
 
 def jitted_topology_named(x):
     """A jax.jit-wrapped function whose name is a marker the old compile step searched for, with 1-row blocks."""
+
     def get_topology_desc(v):
         return _rows(lambda r: r * 2, block=(1, 512))(v)
+
     return jax.jit(get_topology_desc)(x)
 
 
@@ -398,7 +504,7 @@ KERNELS: dict[str, tuple[Callable[..., Any], tuple[Any, ...], str]] = {
     "exact GELU with lax.erf": (gelu_erf, (X,), "ok"),
     "int32 // in the kernel": (floor_div, (X,), "ok"),
     "scatter outside the kernel": (scatter_outside, (X,), "ok"),
-    "jnp.median outside the kernel": (median_outside, (X[:16],), "ok"),   # a small sort: its TPU compile is the cost
+    "jnp.median outside the kernel": (median_outside, (X[:16],), "ok"),  # a small sort: its TPU compile is the cost
     "SMEM scalar operand": (smem_scale, (X, np.array([1.5], np.float32)), "ok"),
     "jnp.sort in the kernel": (sort_in_kernel, (X,), "tpu-unimplemented"),
     "jnp.cumsum in the kernel": (cumsum_in_kernel, (X,), "tpu-unimplemented"),
@@ -425,9 +531,10 @@ def test_our_kernel_is_rebuilt_runs_and_reaches_the_compiler(libtpu, name) -> No
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-6, atol=1e-6)
-    (result,) = compile_rule.compile_verdict(compile_rule.for_compiler(answer.computation),
-                                             answer.computation.in_avals, ["v5e"]).results
-    assert not result.skipped, result.message        # it reached the compiler, which judged it
+    (result,) = compile_rule.compile_verdict(
+        compile_rule.for_compiler(answer.computation), answer.computation.in_avals, ["v5e"]
+    ).results
+    assert not result.skipped, result.message  # it reached the compiler, which judged it
     if verdict == "ok":
         assert result.ok, result.message
     else:
@@ -437,12 +544,15 @@ def test_our_kernel_is_rebuilt_runs_and_reaches_the_compiler(libtpu, name) -> No
 
 def test_sort_and_cumsum_are_named_for_what_they_are(libtpu) -> None:
     """Refused by the compiler for sort or cumsum, told sort or cumsum (not "slice", not "not allowed")."""
-    for name, words in (("jnp.sort in the kernel", r"sorting \(jnp\.sort"),
-                        ("jnp.cumsum in the kernel", r"cumulative sum \(jnp\.cumsum\)")):
+    for name, words in (
+        ("jnp.sort in the kernel", r"sorting \(jnp\.sort"),
+        ("jnp.cumsum in the kernel", r"cumulative sum \(jnp\.cumsum\)"),
+    ):
         fn, args, _ = KERNELS[name]
         answer = LocalFunction(fn).invoke(tuple(jnp.asarray(a) for a in args), {}, run=True)
-        (r,) = compile_rule.compile_verdict(compile_rule.for_compiler(answer.computation),
-                                            answer.computation.in_avals, ["v5e"]).results
+        (r,) = compile_rule.compile_verdict(
+            compile_rule.for_compiler(answer.computation), answer.computation.in_avals, ["v5e"]
+        ).results
         assert re.search(words, r.explanation), r.explanation
 
 
@@ -458,8 +568,9 @@ def test_the_compiler_sees_canonical_names_only(libtpu) -> None:
 
     assert "name=fn_0" in str(canonical) and [pc.name for pc in trace_jaxpr(canonical).pallas_calls] == ["kernel_0"]
     assert [pc.name for pc in trace_jaxpr(student).pallas_calls] == ["kernel"]
-    (r,) = compile_rule.compile_verdict(compile_rule.for_compiler(answer.computation),
-                                        answer.computation.in_avals, ["v5e"]).results
+    (r,) = compile_rule.compile_verdict(
+        compile_rule.for_compiler(answer.computation), answer.computation.in_avals, ["v5e"]
+    ).results
     assert "get_topology_desc" not in r.message + r.explanation
 
 
@@ -470,9 +581,13 @@ def test_a_static_slice_outside_counts_what_it_reads() -> None:
 
     def scaled(x):
         spec = pl.BlockSpec((8, 512), lambda i: (i, 0))
-        return pl.pallas_call(lambda x_ref, s_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * s_ref[0]),
-                              grid=(32,), in_specs=[spec, pl.BlockSpec(memory_space=pltpu.SMEM)], out_specs=spec,
-                              out_shape=S(x.shape, x.dtype))(x, x[0, 0].reshape(1))
+        return pl.pallas_call(
+            lambda x_ref, s_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * s_ref[0]),
+            grid=(32,),
+            in_specs=[spec, pl.BlockSpec(memory_space=pltpu.SMEM)],
+            out_specs=spec,
+            out_shape=S(x.shape, x.dtype),
+        )(x, x[0, 0].reshape(1))
 
     x = S((256, 512), F32)
     assert rules.one_kernel_problem("scaled(x)", kernel_trace.trace(scaled, x), 256 * 512) is None

@@ -1,5 +1,6 @@
 """The walk data (pallas_course/walks.py + walks.yml): code from its source, every line marked, notes that fit;
 and the graded reading (LAB·1.5) ships with no key: its marks live grader-side only."""
+
 from __future__ import annotations
 
 import json
@@ -13,14 +14,16 @@ import nbformat
 import pytest
 
 from autograder.course_manifest import REPO_ROOT
-from course_tools import walks as R         # the walks as the repository reads them (notebook walks' code too)
-from pallas_course import walks as W        # the wheel's
+from course_tools import walks as R  # the walks as the repository reads them (notebook walks' code too)
+from pallas_course import walks as W  # the wheel's
 
-NOTEBOOK_WALKS = {"matmul": ("solutions/stage-1/lab-1.2-tiled-matmul.ipynb", ["matmul_kernel", "matmul"]),
-                  "softmax": ("solutions/stage-1/lab-1.3-fused-softmax-layernorm.ipynb", ["softmax_kernel", "softmax"])}
+NOTEBOOK_WALKS = {
+    "matmul": ("solutions/stage-1/lab-1.2-tiled-matmul.ipynb", ["matmul_kernel", "matmul"]),
+    "softmax": ("solutions/stage-1/lab-1.3-fused-softmax-layernorm.ipynb", ["softmax_kernel", "softmax"]),
+}
 HAS_TOKAMAX = W.installed_version("tokamax") is not None
 ALL = [w for w in R.walks() if not (w.id == "tokamax-lsce-forward" and not HAS_TOKAMAX)]
-MARKED = [w for w in ALL if not w.graded]          # walks whose marks are in walks.yml (the chapter's)
+MARKED = [w for w in ALL if not w.graded]  # walks whose marks are in walks.yml (the chapter's)
 READING = "tokamax-lsce-forward"
 KEY_PATH = REPO_ROOT / "autograder" / "keys" / "tokamax_reading.yml"
 
@@ -59,7 +62,9 @@ def test_walks_follow_a_notebook_edit(tmp_path: Path) -> None:
     shutil.copy(REPO_ROOT / notebook, tmp_path / notebook)
     nb = nbformat.read(tmp_path / notebook, as_version=4)
     cell = next(c for c in nb.cells if "\ndef matmul(a, b" in "\n" + c.source)
-    cell.source = cell.source.replace("    m, k = a.shape\n", "    m, k = a.shape  # rows, depth\n    assert m % bm == 0\n")
+    cell.source = cell.source.replace(
+        "    m, k = a.shape\n", "    m, k = a.shape  # rows, depth\n    assert m % bm == 0\n"
+    )
     nbformat.write(nb, tmp_path / notebook)
 
     before, after = R.walk("matmul"), R.walk("matmul", root=tmp_path)
@@ -139,10 +144,20 @@ def test_to_json_is_json(w: W.Walk) -> None:
 
 
 def _write(tmp_path: Path, marks: dict, steps: list | None = None, **extra) -> Path:
-    raw = {"walks": [{"id": "softmax", "code": "WALK·softmax", "title": "t",
-                      "source": {"notebook": NOTEBOOK_WALKS["softmax"][0], "functions": ["softmax_kernel", "softmax"]},
-                      "source_hash": R.walk("softmax").source_hash, "marks": marks,
-                      "steps": steps or [{"lines": "1", "note": "n"}], **extra}]}
+    raw = {
+        "walks": [
+            {
+                "id": "softmax",
+                "code": "WALK·softmax",
+                "title": "t",
+                "source": {"notebook": NOTEBOOK_WALKS["softmax"][0], "functions": ["softmax_kernel", "softmax"]},
+                "source_hash": R.walk("softmax").source_hash,
+                "marks": marks,
+                "steps": steps or [{"lines": "1", "note": "n"}],
+                **extra,
+            }
+        ]
+    }
     import yaml
 
     path = tmp_path / "walks.yml"
@@ -152,8 +167,9 @@ def _write(tmp_path: Path, marks: dict, steps: list | None = None, **extra) -> P
 
 def test_marks_that_dont_fit_make_the_walk_stale(tmp_path: Path) -> None:
     """A mark on a line with no code, a line marked twice, unmarked code: each named in `stale`."""
-    data = _write(tmp_path, {"algorithm": "1-6, 10, 14", "schedule": "5, 8-9, 11-13"},
-                  steps=[{"lines": "1-40", "note": "n"}])
+    data = _write(
+        tmp_path, {"algorithm": "1-6, 10, 14", "schedule": "5, 8-9, 11-13"}, steps=[{"lines": "1-40", "note": "n"}]
+    )
     w = R.walk("softmax", data=data)
     assert "line 6 is marked algorithm but has no code" in w.stale
     assert "line 5 is marked both algorithm and schedule" in w.stale
@@ -179,6 +195,7 @@ def test_ranges_round_trip() -> None:
 # walks.yml and walks.py ship in the helpers package (pyproject package-data; Colab installs it) and LAB·1.5's
 # notebook imports `walk`. So the reading's marks, and which lines are ungraded, live only grader-side
 # (autograder/keys/tokamax_reading.yml); these tests need no tokamax.
+
 
 def _key_needles() -> dict[str, list[str]]:
     """Text that would give the key away: each range list of the key, whole and as its first three ranges."""
@@ -256,8 +273,11 @@ def test_a_graded_walk_needs_no_marks(tmp_path: Path) -> None:
     assert w.graded and w.stale is None and w.marks == {} and w.lines == R.walk("softmax").lines
     assert "marks written" not in W.render(w).split("\n")[2]
     plain = R.walk("softmax")
-    key = {"source_hash": plain.source_hash, "ungraded": "1",
-           "marks": {m: W.format_ranges([n for n, v in plain.marks.items() if v == m]) for m in W.MARKS}}
+    key = {
+        "source_hash": plain.source_hash,
+        "ungraded": "1",
+        "marks": {m: W.format_ranges([n for n, v in plain.marks.items() if v == m]) for m in W.MARKS},
+    }
     from autograder.labs.walk_key import with_key
 
     keyed = with_key(w, key)
@@ -280,7 +300,9 @@ def test_no_student_facing_file_holds_the_key() -> None:
                 text = _flat(f.read_text())
             except UnicodeDecodeError:
                 continue
-            leaks += [f"{f.relative_to(REPO_ROOT)}: {name}" for name, ns in needles.items() if any(n in text for n in ns)]
+            leaks += [
+                f"{f.relative_to(REPO_ROOT)}: {name}" for name, ns in needles.items() if any(n in text for n in ns)
+            ]
     assert not leaks, f"the LAB·1.5 key is in student-facing files: {leaks}"
 
 
@@ -293,8 +315,13 @@ def test_the_helpers_package_build_carries_no_key(tmp_path: Path) -> None:
     for package in ("pallas_course", "autograder"):
         shutil.copytree(REPO_ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "lib"
-    run = subprocess.run([sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py",
-                          "--build-lib", str(out)], cwd=src, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py", "--build-lib", str(out)],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     built = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert "pallas_course/walks.yml" in built and "autograder/labs/lab_1_5.py" in built

@@ -1,6 +1,7 @@
 """What crosses the trust boundary: JSON and .npy bytes only, checked on arrival (autograder/jail/jail_agent/wire.py;
 the description of a traced computation: tests/test_rebuild.py), and one traced computation for structure and
 values (jail_agent/calls.py)."""
+
 from __future__ import annotations
 
 import io
@@ -35,7 +36,7 @@ def _pipe(data: bytes) -> int:
     def feed() -> None:
         try:
             os.write(w, data)
-        except OSError:   # the reader stopped early and closed its end
+        except OSError:  # the reader stopped early and closed its end
             pass
         finally:
             os.close(w)
@@ -91,10 +92,14 @@ def test_oversized_and_garbled_frames_are_refused() -> None:
 
 def _transpose(x, bm=128, bn=128):
     m, n = x.shape
-    return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, x_ref[...].T), grid=(m // bm, n // bn),
-                          in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
-                          out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
-                          out_shape=jax.ShapeDtypeStruct((n, m), x.dtype), interpret=True)(x)
+    return pl.pallas_call(
+        lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, x_ref[...].T),
+        grid=(m // bm, n // bn),
+        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
+        out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
+        out_shape=jax.ShapeDtypeStruct((n, m), x.dtype),
+        interpret=True,
+    )(x)
 
 
 def test_structure_survives_the_description() -> None:
@@ -108,10 +113,14 @@ def test_structure_survives_the_description() -> None:
 
 def test_squeezed_block_dims_are_understood() -> None:
     def f(x):
-        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, x_ref[...] * 2), grid=(4,),
-                              in_specs=[pl.BlockSpec((pl.Squeezed(), 128), lambda i: (i, 0))],
-                              out_specs=pl.BlockSpec((None, 128), lambda i: (i, 0)),
-                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
+        return pl.pallas_call(
+            lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, x_ref[...] * 2),
+            grid=(4,),
+            in_specs=[pl.BlockSpec((pl.Squeezed(), 128), lambda i: (i, 0))],
+            out_specs=pl.BlockSpec((None, 128), lambda i: (i, 0)),
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            interpret=True,
+        )(x)
 
     pc = traced("t", "f(x)", f, jax.ShapeDtypeStruct((4, 128), jnp.float32)).pallas_calls[0]
     assert pc.inputs[0].block_shape == (None, 128) and pc.outputs[0].block_index(2) == (2, 0)
@@ -120,10 +129,14 @@ def test_squeezed_block_dims_are_understood() -> None:
 def test_values_come_from_the_traced_computation() -> None:
     """A function that launches a pallas_call when traced and computes with XLA when called is judged by
     what it traced: the XLA branch never answers."""
+
     def two_faced(x):
         if isinstance(x, jax.core.Tracer):
-            return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, jnp.zeros_like(o_ref)),
-                                  out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
+            return pl.pallas_call(
+                lambda x_ref, o_ref: o_ref.__setitem__(Ellipsis, jnp.zeros_like(o_ref)),
+                out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                interpret=True,
+            )(x)
         return x + 1
 
     x = np.ones((8, 128), np.float32)
@@ -142,9 +155,13 @@ def test_student_errors_arrive_as_data() -> None:
 
 def test_a_vmapped_kernel_is_understood() -> None:
     """jax.vmap over a pallas_call adds a squeezed grid axis; structure and values both come through."""
+
     def add(x, y):
-        return pl.pallas_call(lambda a, b, o: o.__setitem__(Ellipsis, a[...] + b[...]),
-                              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x, y)
+        return pl.pallas_call(
+            lambda a, b, o: o.__setitem__(Ellipsis, a[...] + b[...]),
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            interpret=True,
+        )(x, y)
 
     x = np.ones((4, 8, 128), np.float32)
     pc = traced("t", "vmap(add)", jax.vmap(add), x, x).pallas_calls[0]
@@ -162,14 +179,48 @@ from autograder.judge.server import rebuilt  # noqa: E402 - the fuzzed tests' im
 from autograder.session.functions import plain_answer  # noqa: E402 - the fuzzed tests' imports, with them
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-TAGS = ["__array__", "__spec__", "__dtype__", "__float__", "__tuple__", "__range__", "__dict__", "__opaque__", "__x__",
-        "shape", "dtype", "blobs", "ok", "error", "structure", "result", "own", "description", "consts", "outputs", "output_type", "data", "text"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=12),
-                    st.sampled_from(["float32", "bfloat16", "object", "stream", "error", "display_data",
-                                     "execute_result", "nan", "-inf", "run"]))
-json_values = st.recursive(scalars, lambda kids: st.one_of(
-    st.lists(kids, max_size=4), st.dictionaries(st.sampled_from(TAGS) | st.text(max_size=4), kids, max_size=4)),
-    max_leaves=40)
+TAGS = [
+    "__array__",
+    "__spec__",
+    "__dtype__",
+    "__float__",
+    "__tuple__",
+    "__range__",
+    "__dict__",
+    "__opaque__",
+    "__x__",
+    "shape",
+    "dtype",
+    "blobs",
+    "ok",
+    "error",
+    "structure",
+    "result",
+    "own",
+    "description",
+    "consts",
+    "outputs",
+    "output_type",
+    "data",
+    "text",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(
+        ["float32", "bfloat16", "object", "stream", "error", "display_data", "execute_result", "nan", "-inf", "run"]
+    ),
+)
+json_values = st.recursive(
+    scalars,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(st.sampled_from(TAGS) | st.text(max_size=4), kids, max_size=4)
+    ),
+    max_leaves=40,
+)
 
 
 def _npy(arr: np.ndarray, *, allow_pickle: bool = False) -> bytes:
@@ -178,11 +229,16 @@ def _npy(arr: np.ndarray, *, allow_pickle: bool = False) -> bytes:
     return buf.getvalue()
 
 
-blob_lists = st.lists(st.one_of(st.binary(max_size=120), st.just(_npy(np.ones((2, 3), np.float32))),
-                                st.just(_npy(np.array([{"x": 1}], dtype=object), allow_pickle=True)),
-                                st.just(_npy(np.arange(4, dtype=np.uint16))),
-                                st.binary(max_size=40).map(lambda b: _npy(np.ones(3, np.float32))[:60] + b)),
-                      max_size=3)
+blob_lists = st.lists(
+    st.one_of(
+        st.binary(max_size=120),
+        st.just(_npy(np.ones((2, 3), np.float32))),
+        st.just(_npy(np.array([{"x": 1}], dtype=object), allow_pickle=True)),
+        st.just(_npy(np.arange(4, dtype=np.uint16))),
+        st.binary(max_size=40).map(lambda b: _npy(np.ones(3, np.float32))[:60] + b),
+    ),
+    max_size=3,
+)
 
 
 @FUZZ
@@ -231,8 +287,12 @@ def test_any_reply_is_an_answer_a_student_error_or_a_bad_answer(header: dict, ok
 
 
 @FUZZ
-@given(raw=json_values | st.dictionaries(st.sampled_from(TAGS), json_values, max_size=5).map(
-    lambda d: {**d, "output_type": d.get("output_type", "stream")}))
+@given(
+    raw=json_values
+    | st.dictionaries(st.sampled_from(TAGS), json_values, max_size=5).map(
+        lambda d: {**d, "output_type": d.get("output_type", "stream")}
+    )
+)
 def test_any_output_the_jail_sends_is_a_valid_output_or_dropped(raw: object) -> None:
     import nbformat
 

@@ -2,6 +2,7 @@
 this process's own groups, so an outer limit still holds. Where they are not writable (a container without
 cgroup permission, or COURSE_JAIL_NO_CGROUPS=1) the child's memory is watched instead (autograder.confine.memory)
 and its processes are bounded by the rlimit of its uid (autograder.confine.chain)."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,8 @@ from pathlib import Path
 from autograder.confine.limits import ProcessLimits
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-CGROUP_PREFIX = "course-jail-"              # every child's groups, the judge's too: course-jail-<grader>-<start>-<hex>
-NO_CGROUPS_ENV = "COURSE_JAIL_NO_CGROUPS"   # "1": limits as where cgroups are not writable (the platforms' rule)
+CGROUP_PREFIX = "course-jail-"  # every child's groups, the judge's too: course-jail-<grader>-<start>-<hex>
+NO_CGROUPS_ENV = "COURSE_JAIL_NO_CGROUPS"  # "1": limits as where cgroups are not writable (the platforms' rule)
 
 
 def cgroup_dir(controller: str) -> Path:
@@ -57,7 +58,7 @@ class Cgroups:
             mem = self.dirs["memory"]
             limit = str(limits.memory_mb * 2**20)
             (mem / "memory.limit_in_bytes").write_text(limit)
-            if (mem / "memory.memsw.limit_in_bytes").exists():   # RAM + swap: no escape into swap
+            if (mem / "memory.memsw.limit_in_bytes").exists():  # RAM + swap: no escape into swap
                 (mem / "memory.memsw.limit_in_bytes").write_text(limit)
             (self.dirs["pids"] / "pids.max").write_text(str(limits.pids))
         except OSError:
@@ -77,7 +78,7 @@ class Cgroups:
             period = int((cpu / "cpu.cfs_period_us").read_text())
             (cpu / "cpu.cfs_quota_us").write_text(str(max(1000, int(limits.cpus * period))))
         except (OSError, ValueError):
-            pass   # a group made but not limited still only holds this child; kill() removes it either way
+            pass  # a group made but not limited still only holds this child; kill() removes it either way
 
     @classmethod
     def adopt(cls, controller: str, path: Path) -> Cgroups:
@@ -121,7 +122,7 @@ class Cgroups:
 
     def remove(self) -> None:
         for controller, d in list(self.dirs.items()):
-            for _ in range(200):   # rmdir is refused until the last killed process is gone
+            for _ in range(200):  # rmdir is refused until the last killed process is gone
                 try:
                     d.rmdir()
                     break

@@ -9,6 +9,7 @@ come) -> the command.
 A child the judges' zygote forks goes through the same steps in process (`enter`), from the same rlimits table
 (`rlimits`), so the two renderings cannot drift apart.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,8 @@ from autograder.confine.limits import ProcessLimits
 
 NOBODY = 65534
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-CGROUPS_ENV = "COURSE_JAIL_CGROUPS"   # the WRAPPER's: the cgroup.procs files to join
-STAGE_ENV = "COURSE_JAIL_STAGE"       # the WRAPPER's: where to re-bind the folders listed before "--"
+CGROUPS_ENV = "COURSE_JAIL_CGROUPS"  # the WRAPPER's: the cgroup.procs files to join
+STAGE_ENV = "COURSE_JAIL_STAGE"  # the WRAPPER's: where to re-bind the folders listed before "--"
 
 # Runs as the grader's user before anything student-controlled: join the cgroups, then (in a private mount
 # namespace made by `unshare --mount`) bind each folder uid 65534 cannot reach onto a tmpfs it can. The
@@ -71,8 +72,11 @@ def rlimits(limits: ProcessLimits, *, cgroups: bool) -> list[tuple[str, int, int
     size, no core; and where no pids cgroup counts its processes, RLIMIT_NPROC (per real uid). Memory is the
     cgroup's or the watch's, never RLIMIT_AS (autograder.confine.memory says why)."""
     mb = 2**20
-    table = [("RLIMIT_CPU", limits.cpu_s, limits.cpu_s + 2), ("RLIMIT_FSIZE", limits.file_mb * mb, limits.file_mb * mb),
-             ("RLIMIT_CORE", 0, 0)]
+    table = [
+        ("RLIMIT_CPU", limits.cpu_s, limits.cpu_s + 2),
+        ("RLIMIT_FSIZE", limits.file_mb * mb, limits.file_mb * mb),
+        ("RLIMIT_CORE", 0, 0),
+    ]
     if not cgroups:
         table.append(("RLIMIT_NPROC", limits.pids, limits.pids))
     return table
@@ -80,8 +84,10 @@ def rlimits(limits: ProcessLimits, *, cgroups: bool) -> list[tuple[str, int, int
 
 def prlimit(limits: ProcessLimits, *, cgroups: bool) -> list[str]:
     """`prlimit ... --`: rlimits() as the chain's argv step."""
-    args = [f"--{_PRLIMIT_FLAG[name]}={soft}" if soft == hard else f"--{_PRLIMIT_FLAG[name]}={soft}:{hard}"
-            for name, soft, hard in rlimits(limits, cgroups=cgroups)]
+    args = [
+        f"--{_PRLIMIT_FLAG[name]}={soft}" if soft == hard else f"--{_PRLIMIT_FLAG[name]}={soft}:{hard}"
+        for name, soft, hard in rlimits(limits, cgroups=cgroups)
+    ]
     return [tool("prlimit"), *args, "--"]
 
 
@@ -90,8 +96,18 @@ def guarded(uid: int | None = NOBODY, *, no_new_privs: bool = False) -> list[str
     user), with no supplementary groups; every child gets SIGKILL when the grader (documented: its thread that
     started the child) ends."""
     drop = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid is not None and os.geteuid() == 0 else []
-    return [tool("setpriv"), *drop, *(["--no-new-privs"] if no_new_privs else []), "--pdeathsig=KILL", "--",
-            "/bin/sh", "-c", GUARD, "course-jail", str(os.getpid())]
+    return [
+        tool("setpriv"),
+        *drop,
+        *(["--no-new-privs"] if no_new_privs else []),
+        "--pdeathsig=KILL",
+        "--",
+        "/bin/sh",
+        "-c",
+        GUARD,
+        "course-jail",
+        str(os.getpid()),
+    ]
 
 
 def enter(procs_files: Sequence[str], limits: Sequence[tuple[str, int, int] | list], parent: int) -> None:
@@ -107,7 +123,7 @@ def enter(procs_files: Sequence[str], limits: Sequence[tuple[str, int, int] | li
     for name, soft, hard in limits:
         resource.setrlimit(getattr(resource, name), (soft, hard))
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:    # PR_SET_PDEATHSIG
+    if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-    if os.getppid() != parent:     # the parent (and so the grader) died before the signal was armed
+    if os.getppid() != parent:  # the parent (and so the grader) died before the signal was armed
         os._exit(125)

@@ -5,6 +5,7 @@ in it, the facts its end is told from; and the capped tail of a stream the grade
 Each kind words its end for its own reader (a jail's for the student's feedback, a judge's for the grader's);
 both read the same facts here.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,7 @@ class Tail:
     def _drain(self, stream: IO[bytes]) -> None:
         for chunk in iter(lambda: stream.read(65536), b""):
             self._buf += chunk
-            del self._buf[:-self.keep]
+            del self._buf[: -self.keep]
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout=timeout)
@@ -61,14 +62,23 @@ class Child:
     `cgroups` is None the same memory rule (resident memory of the whole child) is kept by a watch, which kills
     it the first time it passes `limits.memory_mb`."""
 
-    def __init__(self, process: Any, *, limits: ProcessLimits, cgroups: Cgroups | None,
-                 extra_bytes: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        process: Any,
+        *,
+        limits: ProcessLimits,
+        cgroups: Cgroups | None,
+        extra_bytes: Callable[[], int] | None = None,
+    ) -> None:
         self.process = process
         self.limits = limits
         self.cgroups = cgroups
-        self.killed = False     # the grader killed it (a timeout, the end), not a limit
-        self.watch = None if cgroups is not None else memory.ResidentWatch(
-            self.members, limits.memory_mb, self._memory_kill, extra_bytes=extra_bytes)
+        self.killed = False  # the grader killed it (a timeout, the end), not a limit
+        self.watch = (
+            None
+            if cgroups is not None
+            else memory.ResidentWatch(self.members, limits.memory_mb, self._memory_kill, extra_bytes=extra_bytes)
+        )
 
     def members(self) -> list[int]:
         """The child's processes: its main process's tree (a kind that knows better says so)."""
@@ -79,7 +89,7 @@ class Child:
 
         for pid in members:
             try:
-                psutil.Process(pid).kill()   # psutil checks it is still the process listed
+                psutil.Process(pid).kill()  # psutil checks it is still the process listed
             except psutil.Error:
                 pass
 
@@ -91,7 +101,9 @@ class Child:
 
     def over_memory(self) -> bool:
         """Whether its memory limit stopped it: the cgroup's OOM killer, or the watch."""
-        return (self.watch is not None and self.watch.over) or (self.cgroups is not None and self.cgroups.oom_kills() > 0)
+        return (self.watch is not None and self.watch.over) or (
+            self.cgroups is not None and self.cgroups.oom_kills() > 0
+        )
 
     def kill_processes(self) -> None:
         """Kill everything in it, once, if its main process still runs (the watch stopped first: what the grader

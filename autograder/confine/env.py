@@ -1,6 +1,7 @@
 """The environment of a confined child (the jail's agent, the judge): nothing of the grader's (no tokens, no paths
 to its files), one thread for XLA, BLAS and OpenMP, Pallas' TPU interpret mode on the CPU. Each child adds its own
 HOME, TMPDIR and PYTHONPATH (autograder.jail.agent_env, autograder.judge.box)."""
+
 from __future__ import annotations
 
 import os
@@ -25,10 +26,19 @@ def compile_like_the_jail() -> None:
 
 def child_env() -> dict[str, str]:
     """What every confined child's environment holds, before its own HOME, TMPDIR, PYTHONPATH and TPU_LOG_DIR."""
-    return {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-            "JAX_PLATFORMS": "cpu", "PALLAS_COURSE_MODE": "tpu-interpret", "PYTHONUNBUFFERED": "1",
-            "PALLAS_COURSE_CHECK_COMPILE": "0",   # the grader compiles outside the jail (compile_rule)
-            "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "agg",
-            "XLA_FLAGS": xla_flags(),
-            # one thread for BLAS and OpenMP too (see xla_flags)
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return {
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "JAX_PLATFORMS": "cpu",
+        "PALLAS_COURSE_MODE": "tpu-interpret",
+        "PYTHONUNBUFFERED": "1",
+        "PALLAS_COURSE_CHECK_COMPILE": "0",  # the grader compiles outside the jail (compile_rule)
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        "MPLBACKEND": "agg",
+        "XLA_FLAGS": xla_flags(),
+        # one thread for BLAS and OpenMP too (see xla_flags)
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }

@@ -1,6 +1,7 @@
 """Who made a confined child: this grader, named by its pid and start time. Everything a child holds (its cgroups,
 its folders, its uid's record) carries that name, so the orphan sweep (autograder.confine.orphans) tells a live
 grader's from a dead one's even once a pid is reused."""
+
 from __future__ import annotations
 
 import os

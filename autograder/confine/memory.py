@@ -14,6 +14,7 @@ meanwhile); files in a tmpfs outside `extra_bytes` are not counted; a page two o
 memory both map, a fork's pages not yet copied) counts for each, so a jail of many forks is judged more strictly
 than by the cgroup.
 """
+
 from __future__ import annotations
 
 import os
@@ -95,8 +96,15 @@ class ResidentWatch:
     """Calls `kill` once, from a thread of its own, the first time `members()`' resident memory (plus
     `extra_bytes()`) passes `limit_mb`; `over` then says so. stop() ends the watch (idempotent)."""
 
-    def __init__(self, members: Callable[[], list[int]], limit_mb: int, kill: Callable[[], None], *,
-                 extra_bytes: Callable[[], int] | None = None, interval_s: float = INTERVAL_S) -> None:
+    def __init__(
+        self,
+        members: Callable[[], list[int]],
+        limit_mb: int,
+        kill: Callable[[], None],
+        *,
+        extra_bytes: Callable[[], int] | None = None,
+        interval_s: float = INTERVAL_S,
+    ) -> None:
         self.limit = limit_mb * 2**20
         self.over = False
         self.peak = 0

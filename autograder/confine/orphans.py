@@ -6,6 +6,7 @@ Everything is named after its grader (autograder.confine.grader: pid and start t
 never touched. Only what this grader's user made counts: a folder a jail could have made (another uid, a link,
 writable by others) is left alone, and a uid is taken from the grader's own record, never from a name in /tmp.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,16 +17,17 @@ from autograder.confine import grader, uids
 from autograder.confine.cgroups import CGROUP_PREFIX, Cgroups, cgroup_dir
 from autograder.confine.paths import ours
 
-STAGE_DIR = "/tmp"            # mount points of re-bound folders (covered by a tmpfs in the jail's own namespace),
-                              # and the judges' temporary folders
-TEMP_PREFIX = "course-judge-"   # a judge's (or the judges' zygote's) folder: course-judge-<grader>-<start>-<hex>
+STAGE_DIR = "/tmp"  # mount points of re-bound folders (covered by a tmpfs in the jail's own namespace),
+# and the judges' temporary folders
+TEMP_PREFIX = "course-judge-"  # a judge's (or the judges' zygote's) folder: course-judge-<grader>-<start>-<hex>
 
 
 def _dead_grader(name: str, prefix: str) -> bool:
     """Whether `name` (prefix + "<pid>-<start>-<hex>") was made by a grader that is gone."""
-    parts = name[len(prefix):].split("-")
-    return (name.startswith(prefix) and len(parts) == 3 and parts[0].isdigit()
-            and not grader.alive(int(parts[0]), parts[1]))
+    parts = name[len(prefix) :].split("-")
+    return (
+        name.startswith(prefix) and len(parts) == 3 and parts[0].isdigit() and not grader.alive(int(parts[0]), parts[1])
+    )
 
 
 def _sweep_cgroups() -> int:
@@ -42,7 +44,7 @@ def _sweep_cgroups() -> int:
             found += controller == "pids" and bool(group.pids())
             group.kill_all()
             group.remove()
-            for stage in Path(STAGE_DIR).glob(f"{entry.name}-*"):   # empty once its mount namespace is gone
+            for stage in Path(STAGE_DIR).glob(f"{entry.name}-*"):  # empty once its mount namespace is gone
                 try:
                     stage.rmdir()
                 except OSError:
@@ -58,7 +60,7 @@ def _sweep_uids() -> int:
             continue
         pid, started, uid = record
         if uid not in uids.UID_RANGE or grader.alive(pid, started):
-            continue   # not a jail's uid; or its grader is alive
+            continue  # not a jail's uid; or its grader is alive
         found += bool(uids.uid_processes(uid))
         uids.Stage(uid, root).remove()
     return found
@@ -66,7 +68,7 @@ def _sweep_uids() -> int:
 
 def _sweep_temp_folders() -> None:
     for d in Path(STAGE_DIR).glob(f"{TEMP_PREFIX}*"):
-        if ours(d) and _dead_grader(d.name, TEMP_PREFIX):   # not one a jail without namespaces made in /tmp
+        if ours(d) and _dead_grader(d.name, TEMP_PREFIX):  # not one a jail without namespaces made in /tmp
             shutil.rmtree(d, ignore_errors=True)
 
 

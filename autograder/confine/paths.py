@@ -4,6 +4,7 @@ One walk for both jails: bubblewrap's asks which bind sources it must re-bind wh
 jail without namespaces asks which of the grader's files its uid could read. A path is reached through every
 folder above it as written and, where a symbolic link leads elsewhere, every folder above where it leads.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,5 +51,4 @@ def ours(path: Path | int) -> bool:
         st = os.fstat(path) if isinstance(path, int) else os.lstat(path)
     except OSError:
         return False
-    return (st.st_uid == os.geteuid() and not stat.S_ISLNK(st.st_mode)
-            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+    return st.st_uid == os.geteuid() and not stat.S_ISLNK(st.st_mode) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)

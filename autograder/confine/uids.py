@@ -5,6 +5,7 @@ pidfd, never by kill(-1), and what the uid left in the world-writable folders re
 Used by the jail without namespaces (every jail a uid of its own) and by bubblewrap's jail where no cgroups can be
 made (so the rlimit on processes, counted per real uid, is each jail's own).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,11 +20,11 @@ from pathlib import Path
 from autograder.confine import grader
 from autograder.confine.paths import ours
 
-UID_RANGE = range(61000, 65000)   # Debian's 60000-64999 "globally allocated" block has no users by default; below
-                                  # 65536, so the uids exist in a container whose user namespace maps 0-65535
+UID_RANGE = range(61000, 65000)  # Debian's 60000-64999 "globally allocated" block has no users by default; below
+# 65536, so the uids exist in a container whose user namespace maps 0-65535
 STAGE_ROOT = "/tmp"
 STAGE_PREFIX = "course-jail-uid-"
-SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")   # world-writable: what a child's uid leaves here is removed
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: what a child's uid leaves here is removed
 
 
 def _real_uid(pid: int) -> int | None:
@@ -129,7 +130,7 @@ class Stage:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-RECORD = "grader"   # in a jail's folder: "<grader pid> <its start time> <uid>", written by the grader, mode 600
+RECORD = "grader"  # in a jail's folder: "<grader pid> <its start time> <uid>", written by the grader, mode 600
 
 
 def reserve() -> Stage:
@@ -140,7 +141,7 @@ def reserve() -> Stage:
         uid = rng.choice(UID_RANGE)
         try:
             pwd.getpwuid(uid)
-            continue        # a user of this system
+            continue  # a user of this system
         except KeyError:
             pass
         root = Path(STAGE_ROOT) / f"{STAGE_PREFIX}{uid}"
@@ -154,7 +155,7 @@ def reserve() -> Stage:
         fd = os.open(root / RECORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(f"{os.getpid()} {grader.started(os.getpid())} {uid}\n")
-        os.chmod(root, 0o711)   # the jail enters it (its own folders below), lists nothing
+        os.chmod(root, 0o711)  # the jail enters it (its own folders below), lists nothing
         return Stage(uid, root)
     raise OSError("no free uid for a jail in UID_RANGE")
 

@@ -17,6 +17,7 @@ hello that never came while the machine was busy) is that submission's grader fa
 never the batch's end; Ctrl-C and SIGTERM stop the workers and
 their jails without waiting.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -43,8 +44,14 @@ __all__ = ["GraderModified", "Outcome", "PRELOAD", "grade_each", "grade_payload"
 
 # What a worker imports before its first submission: the engine, jax (the checks draw inputs with it) and
 # every lab's checks (see start_workers).
-PRELOAD = ["autograder.doors.batch", "autograder.steps.pipeline", "autograder.steps.execute", "jax.numpy", "jax.experimental.pallas",
-           "nbgrader.utils"]
+PRELOAD = [
+    "autograder.doors.batch",
+    "autograder.steps.pipeline",
+    "autograder.steps.execute",
+    "jax.numpy",
+    "jax.experimental.pallas",
+    "nbgrader.utils",
+]
 
 
 def start_workers(jobs: int) -> None:
@@ -62,9 +69,10 @@ def start_workers(jobs: int) -> None:
 @dataclass(frozen=True)
 class Finished:
     """One submission back from its task: what the task returned, or why there is nothing."""
+
     submission: Submission
     payload: dict[str, Any] | None = None
-    failure: str | None = None    # the task raised, or its worker died twice
+    failure: str | None = None  # the task raised, or its worker died twice
 
 
 def _worker_start(pid: int, limits: Limits | None = None, jailed: bool = False) -> None:
@@ -108,8 +116,12 @@ class _LocalPool:
         self.pool = self._new()
 
     def _new(self) -> cf.ProcessPoolExecutor:
-        return cf.ProcessPoolExecutor(max_workers=self.jobs, mp_context=self.ctx, initializer=_worker_start,
-                                      initargs=(os.getpid(), self.limits, self.jailed))
+        return cf.ProcessPoolExecutor(
+            max_workers=self.jobs,
+            mp_context=self.ctx,
+            initializer=_worker_start,
+            initargs=(os.getpid(), self.limits, self.jailed),
+        )
 
     def submit(self, fn: Callable, *args: Any) -> cf.Future:
         return self.pool.submit(fn, *args)
@@ -125,7 +137,7 @@ class _LocalPool:
         if abort:
             for proc in list(getattr(self.pool, "_processes", {}).values()):
                 try:
-                    os.kill(proc.pid, signal.SIGINT)   # the worker stops its kernel and exits
+                    os.kill(proc.pid, signal.SIGINT)  # the worker stops its kernel and exits
                 except OSError:
                     pass
         self.pool.shutdown(wait=not abort, cancel_futures=True)
@@ -138,12 +150,12 @@ class _DaskPool:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            raise RuntimeError("--scheduler needs dask's distributed scheduler: pip install -r requirements.txt "
-                               "(dask and distributed)") from None
+            raise RuntimeError(
+                "--scheduler needs dask's distributed scheduler: pip install -r requirements.txt (dask and distributed)"
+            ) from None
         self.cluster = None
         if scheduler == "local":
-            self.cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                        dashboard_address=None)
+            self.cluster = LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None)
             self.client = Client(self.cluster)
         else:
             self.client = Client(scheduler)
@@ -165,10 +177,18 @@ class _DaskPool:
             self.cluster.close()
 
 
-def grade_each(submissions: Sequence[Submission], *, out_dir: Path, jobs: int = 1, force: bool = False,
-               limits: Limits | None = None, scheduler: str | None = None, engine: str = engines.JAIL,
-               on_outcome: Callable[[Outcome], None] | None = None,
-               on_plan: Callable[[int, int], None] | None = None) -> list[Outcome]:
+def grade_each(
+    submissions: Sequence[Submission],
+    *,
+    out_dir: Path,
+    jobs: int = 1,
+    force: bool = False,
+    limits: Limits | None = None,
+    scheduler: str | None = None,
+    engine: str = engines.JAIL,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    on_plan: Callable[[int, int], None] | None = None,
+) -> list[Outcome]:
     """Grade `submissions` (reusing stored records unless `force`); outcomes come back in their order.
 
     `scheduler`: a Dask scheduler address, or "local" for a LocalCluster of `jobs` workers; None for
@@ -179,7 +199,7 @@ def grade_each(submissions: Sequence[Submission], *, out_dir: Path, jobs: int = 
     if engine == engines.JAIL and scheduler is None:
         from autograder.jail.jails import require_jail
 
-        require_jail()   # refuse the whole batch in one line, not each submission (Dask workers check their own)
+        require_jail()  # refuse the whole batch in one line, not each submission (Dask workers check their own)
     store = Store(out_dir)
     labels = [sub.label for sub in submissions]
     planned = plan(submissions, store, force=force)
@@ -195,8 +215,11 @@ def grade_each(submissions: Sequence[Submission], *, out_dir: Path, jobs: int = 
     with _scheduled(planned.todo, limits, engine, jobs=jobs, scheduler=scheduler) as finished:
         for f in finished:
             with timeline.span("record a submission"):
-                o = (record(store, f.submission, f.payload) if f.payload is not None
-                     else record_failure(store, f.submission, f.failure or "the task returned nothing"))
+                o = (
+                    record(store, f.submission, f.payload)
+                    if f.payload is not None
+                    else record_failure(store, f.submission, f.failure or "the task returned nothing")
+                )
             outcomes[o.label] = o
             if on_outcome:
                 on_outcome(o)
@@ -206,8 +229,9 @@ def grade_each(submissions: Sequence[Submission], *, out_dir: Path, jobs: int = 
 
 
 @contextlib.contextmanager
-def _scheduled(todo: list[Submission], limits: Limits, engine: str, *, jobs: int,
-               scheduler: str | None) -> Iterator[Iterator[Finished]]:
+def _scheduled(
+    todo: list[Submission], limits: Limits, engine: str, *, jobs: int, scheduler: str | None
+) -> Iterator[Iterator[Finished]]:
     """The graded submissions as they finish: here, one after another (`jobs` 1, no scheduler), or from a
     pool; leaving early (Ctrl-C, SIGTERM, an error) stops the pool without waiting for its running tasks."""
     if not todo or (scheduler is None and jobs <= 1):
@@ -218,7 +242,7 @@ def _scheduled(todo: list[Submission], limits: Limits, engine: str, *, jobs: int
         try:
             yield _grade_on(pool, todo, limits, engine)
         except BaseException:
-            pool.close(abort=True)   # don't wait for the running submissions
+            pool.close(abort=True)  # don't wait for the running submissions
             raise
         pool.close()
 
@@ -227,14 +251,14 @@ def _grade_here(todo: list[Submission], limits: Limits, engine: str) -> Iterator
     from autograder.session import warm
 
     if len(todo) > 1 and engine == engines.JAIL:
-        warm.keep_ahead(limits)   # each next submission's jail starts while this one is graded
+        warm.keep_ahead(limits)  # each next submission's jail starts while this one is graded
     try:
         for i, sub in enumerate(todo):
             if i == len(todo) - 1:
-                warm.keep_ahead_no_more()   # none after the last (its own was started ahead)
+                warm.keep_ahead_no_more()  # none after the last (its own was started ahead)
             try:
                 yield Finished(sub, payload=grade_payload(sub, limits, engine))
-            except SetupFailed as e:   # this submission's (require_jail refused the batch where none can run)
+            except SetupFailed as e:  # this submission's (require_jail refused the batch where none can run)
                 yield Finished(sub, failure=str(e))
             except Exception as e:  # noqa: BLE001 - a grader bug must not stop the batch
                 yield Finished(sub, failure=f"{type(e).__name__}: {e}")
@@ -258,13 +282,13 @@ def _grade_on(pool: Any, todo: list[Submission], limits: Limits, engine: str) ->
             sub = futures[future]
             try:
                 payload = future.result()
-            except SetupFailed as e:   # this submission's (require_jail refused the batch where none can run)
+            except SetupFailed as e:  # this submission's (require_jail refused the batch where none can run)
                 yield Finished(sub, failure=str(e))
                 continue
             except cf.process.BrokenProcessPool:
                 broken = True
                 if attempts[sub.label] < 2:
-                    pending.append(sub)      # its worker died (or another's did): once more, in a new pool
+                    pending.append(sub)  # its worker died (or another's did): once more, in a new pool
                 else:
                     yield Finished(sub, failure="its worker process died twice")
                 continue

@@ -24,6 +24,7 @@ submission is recorded in its `failed` field (report.Failures) while the others 
 counts the submissions that could not be handled; the command exits with `EXIT_UNHANDLED` when there are any.
 Every label, record key and report path is text: a path's odd bytes show as U+FFFD (autograder.untrusted).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,7 +46,7 @@ from autograder.steps.pipeline import run
 from autograder.steps.store import EXECUTED, INSTRUCTOR, Store, remove_all_but
 from autograder.steps.submission import Submission, read_submission
 
-EXIT_UNHANDLED = 3     # some submissions could not be handled (each says why in results.json)
+EXIT_UNHANDLED = 3  # some submissions could not be handled (each says why in results.json)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class GradeOptions:
     cell_timeout_s: int | None = None
     memory_mb: int = 4096
     gradebook: Path | None = None
-    engine: str = engines.JAIL    # autograder.steps.engines' name: "no-jail" for `--no-jail`
+    engine: str = engines.JAIL  # autograder.steps.engines' name: "no-jail" for `--no-jail`
 
     def limits(self) -> Limits:
         return Limits(wall_s=self.timeout_s, memory_mb=self.memory_mb, cell_s=self.cell_timeout_s)
@@ -73,8 +74,8 @@ class GradeRun:
     failures: Failures = field(default_factory=Failures)
     refused: int = 0
     ignored: int = 0
-    error: str | None = None     # a problem of the whole run (the gradebook), reported after the rest
-    jailed: bool = True          # False: graded with --no-jail (the summary says what that loses)
+    error: str | None = None  # a problem of the whole run (the gradebook), reported after the rest
+    jailed: bool = True  # False: graded with --no-jail (the summary says what that loses)
 
     @property
     def json_text(self) -> str:
@@ -120,8 +121,11 @@ def _attach(found: Discovery, outcomes: list[Outcome]) -> list[Outcome]:
                 update["notes"] = [*r.notes, stamp.problem]
         if r.error and r.error.startswith(GRADER_FAILED) and not r.failed:
             update["failed"] = r.error
-        out.append(Outcome(o.label, SubmissionResult.model_validate(r.model_copy(update=update).model_dump()),
-                           o.reused, o.seconds))
+        out.append(
+            Outcome(
+                o.label, SubmissionResult.model_validate(r.model_copy(update=update).model_dump()), o.reused, o.seconds
+            )
+        )
     for s in alone:
         out.append(Outcome(s.label, _not_graded(s.label, s.reason, failed=s.refused), False, 0.0))
     return out
@@ -134,8 +138,9 @@ def _not_graded(label: str, why: str, *, failed: bool) -> SubmissionResult:
     lab_id = lab_file_names().get(Path(label).name)
     top = manifest().lab(lab_id).autograded_max if lab_id else 0
     why = why if why.startswith("not graded") else f"not graded: {why}"
-    return SubmissionResult(submission=label, lab=lab_id, score=0, max_score=top, tests=[],
-                            error=why, failed=why if failed else None)
+    return SubmissionResult(
+        submission=label, lab=lab_id, score=0, max_score=top, tests=[], error=why, failed=why if failed else None
+    )
 
 
 class Progress:
@@ -154,17 +159,17 @@ class ClassGrading:
 
     given: tuple[Path, ...]
     options: GradeOptions
-    progress: Progress = field(default_factory=Progress)   # told as the batch goes (a display, or silent)
-    failures: Failures = field(default_factory=Failures)   # met on the way, each against its submission
-    found: Discovery | None = None               # discover
-    submissions: tuple[Submission, ...] = ()     # read
-    outcomes: tuple[Outcome, ...] = ()           # grade: each result, as recorded (or reused)
-    run: GradeRun | None = None                  # report
+    progress: Progress = field(default_factory=Progress)  # told as the batch goes (a display, or silent)
+    failures: Failures = field(default_factory=Failures)  # met on the way, each against its submission
+    found: Discovery | None = None  # discover
+    submissions: tuple[Submission, ...] = ()  # read
+    outcomes: tuple[Outcome, ...] = ()  # grade: each result, as recorded (or reused)
+    run: GradeRun | None = None  # report
     done: tuple[str, ...] = ()
 
     @property
     def stopped(self) -> bool:
-        return False     # a class always goes to its report; a problem of the whole run raises
+        return False  # a class always goes to its report; a problem of the whole run raises
 
 
 def discover(c: ClassGrading) -> ClassGrading:
@@ -178,28 +183,36 @@ def read(c: ClassGrading) -> ClassGrading:
 
 def grade(c: ClassGrading) -> ClassGrading:
     o = c.options
-    outcomes = grade_each(list(c.submissions), out_dir=o.out, jobs=o.jobs, force=o.force, limits=o.limits(),
-                          scheduler=o.scheduler, engine=o.engine, on_plan=c.progress.planned,
-                          on_outcome=c.progress.advance)
+    outcomes = grade_each(
+        list(c.submissions),
+        out_dir=o.out,
+        jobs=o.jobs,
+        force=o.force,
+        limits=o.limits(),
+        scheduler=o.scheduler,
+        engine=o.engine,
+        on_plan=c.progress.planned,
+        on_outcome=c.progress.advance,
+    )
     return dataclasses.replace(c, outcomes=tuple(outcomes))
 
 
 def report(c: ClassGrading) -> ClassGrading:
     assert c.found is not None
-    return dataclasses.replace(c, run=write_report(c.found, _attach(c.found, list(c.outcomes)),
-                                                   c.options, c.failures))
+    return dataclasses.replace(c, run=write_report(c.found, _attach(c.found, list(c.outcomes)), c.options, c.failures))
 
 
 COURSE_GRADE = (discover, read, grade, report)
 
 
-def run_grade(given: Sequence[Path], options: GradeOptions, *,
-              progress: Callable[[Failures], Any] | None = None) -> GradeRun:
+def run_grade(
+    given: Sequence[Path], options: GradeOptions, *, progress: Callable[[Failures], Any] | None = None
+) -> GradeRun:
     """Grade the notebooks under `given` and write the reports (COURSE_GRADE). `progress(failures)`: a context
     manager with Progress's methods (a display), told as the batch goes; a failure to show one submission goes
     into `failures`. Raises SubmissionNotFound for a path with nothing to grade."""
     failures = Failures()
-    with (progress(failures) if progress else contextlib.nullcontext(Progress())) as shown:
+    with progress(failures) if progress else contextlib.nullcontext(Progress()) as shown:
         c = run(COURSE_GRADE, ClassGrading(tuple(given), options, shown, failures), through="grade")
     c = run(COURSE_GRADE, c)
     assert c.run is not None
@@ -223,9 +236,14 @@ def _remove_other_runs(out: Path, outcomes: Sequence[Outcome]) -> list[str]:
 def write_report(found: Discovery, outcomes: list[Outcome], options: GradeOptions, failures: Failures) -> GradeRun:
     """The report and export step: feedback pages, nbgrader-grades.csv, the gradebook (if given), then
     results.json and results.csv with every failure met on the way."""
-    run = GradeRun(outcomes, [o.result for o in outcomes], failures=failures,
-                   jailed=engines.is_jailed(options.engine),
-                   refused=sum(s.refused for s in found.skipped), ignored=sum(not s.refused for s in found.skipped))
+    run = GradeRun(
+        outcomes,
+        [o.result for o in outcomes],
+        failures=failures,
+        jailed=engines.is_jailed(options.engine),
+        refused=sum(s.refused for s in found.skipped),
+        ignored=sum(not s.refused for s in found.skipped),
+    )
     out, root = options.out, found.root
     out.mkdir(parents=True, exist_ok=True)
     for r in run.results:
@@ -236,10 +254,13 @@ def write_report(found: Discovery, outcomes: list[Outcome], options: GradeOption
     run.notes += one_per_student_lab(run.results)[1]
     if options.gradebook is not None:
         try:
-            run.notes += [n for n in merge_into_gradebook(run.results, options.gradebook,
-                                                          instructor_dir=out / INSTRUCTOR, root=root,
-                                                          failures=failures)
-                          if n not in run.notes]
+            run.notes += [
+                n
+                for n in merge_into_gradebook(
+                    run.results, options.gradebook, instructor_dir=out / INSTRUCTOR, root=root, failures=failures
+                )
+                if n not in run.notes
+            ]
         except GradebookError as e:
             run.error = str(e)
     run.results = failures.apply(run.results)

@@ -16,6 +16,7 @@ What students see is what `course grade`'s feedback page shows them, and nothing
   "text");
 - stdout (the grader's log) `hidden`; `extra_data` (stored, never shown): which jail ran, the lab, timings.
 """
+
 from __future__ import annotations
 
 import sys
@@ -34,16 +35,25 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
     r = outcome.result
     tests: list[dict[str, Any]] = []
     for t in r.tests:
-        tests.append({"name": t.name, "number": str(len(tests) + 1), "score": t.points, "max_score": t.max_points,
-                      "status": "passed" if t.status == "passed" else "failed",
-                      "output": t.message,
-                      "visibility": "visible"})
+        tests.append(
+            {
+                "name": t.name,
+                "number": str(len(tests) + 1),
+                "score": t.points,
+                "max_score": t.max_points,
+                "status": "passed" if t.status == "passed" else "failed",
+                "output": t.message,
+                "visibility": "visible",
+            }
+        )
     lines = [f"{lab_code} autograded score: {r.score:g} / {r.max_score:g}"]
     if outcome.small:
         lines.append(outcome.small)
     if outcome.grader_failed:
-        lines.append(f"Not graded: {outcome.grader_failed}. This is a problem of the autograder, not of your "
-                     "notebook: tell your instructor.")
+        lines.append(
+            f"Not graded: {outcome.grader_failed}. This is a problem of the autograder, not of your "
+            "notebook: tell your instructor."
+        )
     elif r.error:
         lines.append(f"Not graded normally: {r.error}")
     lines += [f"- {n}" for n in (*outcome.notes, *r.notes)]
@@ -60,19 +70,30 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {**outcome.jail, **door.machine_data(outcome), "lab": r.lab, "seconds": round(outcome.seconds, 3),
-                       "graded": outcome.ungradable is None and outcome.grader_failed is None,
-                       **({"container_too_small": outcome.small} if outcome.small else {}),
-                       **({"grader_failed": outcome.grader_failed} if outcome.grader_failed else {})},
+        "extra_data": {
+            **outcome.jail,
+            **door.machine_data(outcome),
+            "lab": r.lab,
+            "seconds": round(outcome.seconds, 3),
+            "graded": outcome.ungradable is None and outcome.grader_failed is None,
+            **({"container_too_small": outcome.small} if outcome.small else {}),
+            **({"grader_failed": outcome.grader_failed} if outcome.grader_failed else {}),
+        },
     }
 
 
 def failed_results(why: str) -> dict[str, Any]:
     """What Gradescope gets when the door itself failed before it had a result (still valid results.json)."""
-    return {"score": 0, "output": f"Not graded: the autograder failed ({why}). This is a problem of the "
-            "autograder, not of your notebook: tell your instructor.", "output_format": "text",
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": [],
-            "extra_data": {"grader_failed": why}}
+    return {
+        "score": 0,
+        "output": f"Not graded: the autograder failed ({why}). This is a problem of the "
+        "autograder, not of your notebook: tell your instructor.",
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [],
+        "extra_data": {"grader_failed": why},
+    }
 
 
 def run(root: Path, lab_id: str) -> dict[str, Any]:
@@ -81,8 +102,16 @@ def run(root: Path, lab_id: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return door.main(argv, doc=__doc__ or "", root_env=ROOT_ENV, default_root=DEFAULT_ROOT, folder="submission",
-                     results=results, failed=failed_results, shown=("score", "extra_data"))
+    return door.main(
+        argv,
+        doc=__doc__ or "",
+        root_env=ROOT_ENV,
+        default_root=DEFAULT_ROOT,
+        folder="submission",
+        results=results,
+        failed=failed_results,
+        shown=("score", "extra_data"),
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ nbgrader_config.py (autograder.doors.nbgrader_setup) sets three hooks:
   in each of its test cells as their error: 0, as under `course grade`.
 nbgrader then scores the outputs with its own rule (SaveAutoGrades): both doors give the same score.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,7 +44,7 @@ from autograder.course_manifest import manifest
 # after another.
 _read: dict[tuple[str, str, str], pipeline.Grading] = {}
 _found: dict[tuple[str, str, str], pipeline.Grading] = {}
-RESTORED = "restore"     # the step after which nbgrader's sanitizing takes the notebook
+RESTORED = "restore"  # the step after which nbgrader's sanitizing takes the notebook
 
 
 def _log(message: str) -> None:
@@ -63,7 +64,7 @@ def read_submissions(*, assignment: str, student: str, notebooks: list[str]) -> 
         p = Path(path)
         key = (p.parent.parent.name, p.parent.name, p.stem)
         label = "/".join(key[:2] + (p.name,))
-        _found.pop(key, None)   # a grading from an earlier run of this process is not this one's
+        _found.pop(key, None)  # a grading from an earlier run of this process is not this one's
         why = refusal(p)
         if why is None:
             _read[key] = pipeline.Grading(read_submission(p, label))
@@ -105,17 +106,18 @@ class SubmittedNotebook(NotebookExporter):
     restored notebook (or, for one that cannot be graded, the lab's released notebook); the file itself is
     not read again. Any other read (the autograde pass reads back what sanitizing wrote) is nbconvert's."""
 
-    def from_filename(self, filename: str, resources: dict[str, Any] | None = None,
-                      **kw: Any) -> tuple[str, dict[str, Any]]:
+    def from_filename(
+        self, filename: str, resources: dict[str, Any] | None = None, **kw: Any
+    ) -> tuple[str, dict[str, Any]]:
         key = _key(resources or {})
         g = _read.pop(key, None)
         if g is None:
             return super().from_filename(filename, resources, **kw)
         g = _found[key] = pipeline.run(pipeline.NBGRADER, _of_this_course(g), through=RESTORED)
-        if g.stopped:   # JailedExecute puts the reason in its test cells
+        if g.stopped:  # JailedExecute puts the reason in its test cells
             assert g.lab is not None
             source, nb = pipeline.lab_notebooks(g.lab)
-            restore(nb, source, nb)   # its hidden tests back, as nbgrader's OverwriteCells would put them
+            restore(nb, source, nb)  # its hidden tests back, as nbgrader's OverwriteCells would put them
         else:
             assert g.notebook is not None
             nb = g.notebook
@@ -137,17 +139,19 @@ class JailedExecute(NbGraderPreprocessor):
     timeout = Integer(CELL_TIMEOUT_S, help="Per-cell (and per-test) limit, in seconds.").tag(config=True)
     wall_s = Float(DEFAULT_WALL_S, help="Wall-clock limit for one notebook, in seconds.").tag(config=True)
     memory_mb = Integer(DEFAULT_MEMORY_MB, help="Memory limit for one notebook's jail, in MB.").tag(config=True)
-    engine = Unicode(engines.JAIL, help="The engine the cells run on (autograder.steps.engines): 'jail', or 'no-jail' "
-                                        "only on a machine without one (student code then runs with the grader's "
-                                        "rights).").tag(config=True)
+    engine = Unicode(
+        engines.JAIL,
+        help="The engine the cells run on (autograder.steps.engines): 'jail', or 'no-jail' "
+        "only on a machine without one (student code then runs with the grader's "
+        "rights).",
+    ).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         g = _of_this_course(_grading(nb, resources))
         limits = Limits(wall_s=self.wall_s, memory_mb=self.memory_mb, cell_s=self.timeout)
-        g = pipeline.run(pipeline.NBGRADER, dataclasses.replace(
-            g, limits=limits, engine=self.engine))
+        g = pipeline.run(pipeline.NBGRADER, dataclasses.replace(g, limits=limits, engine=self.engine))
         assert g.result is not None
-        if g.run is None:    # stopped before running: the reason in every test cell
+        if g.run is None:  # stopped before running: the reason in every test cell
             self.log.warning("%s: %s", g.label, g.result.error)
             return zeros(nb, g), resources
         if g.result.error:

@@ -1,4 +1,5 @@
 """nbgrader's configuration, derived from course.yml (nbgrader_config.py at the root calls `configure`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,13 +36,15 @@ def configure(c: Any) -> None:
     c.CourseDirectory.release_directory = "labs"
     c.ClearSolutions.code_stub = {"python": CODE_STUB}
     c.ClearSolutions.text_stub = TEXT_STUB
-    c.OverwriteCells.add_missing_cells = True   # a deleted hidden-test cell comes back and runs
+    c.OverwriteCells.add_missing_cells = True  # a deleted hidden-test cell comes back and runs
     # Autograde runs through the course's engine, as `course grade` does (autograder/doors/nbgrader_engine.py): the
     # notebook's cells in a jail, its hidden tests outside it. Execute is replaced; nbgrader's other steps stay.
     from nbgrader.converters.autograde import Autograde
 
     steps: list[Any] = Autograde.class_traits()["autograde_preprocessors"].default()
-    steps[steps.index(next(p for p in steps if p.__name__ == "Execute"))] = "autograder.doors.nbgrader_engine.JailedExecute"
+    steps[steps.index(next(p for p in steps if p.__name__ == "Execute"))] = (
+        "autograder.doors.nbgrader_engine.JailedExecute"
+    )
     c.Autograde.autograde_preprocessors = steps
     # nbgrader reads each submission through the pipeline (identify, restore) from the bytes the pre-convert
     # hook read, after refusing links and special files as `course grade` does (autograder.doors.nbgrader_engine).

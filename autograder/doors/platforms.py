@@ -7,6 +7,7 @@ which is named as the lab, an empty folder, a link or special file: nothing is g
 why. Nothing here raises for a submission; a failure of the grader itself (no jail on this machine, the
 agent could not start) is `Outcome.grader_failed`, since no student may be scored for it.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,14 +26,14 @@ from autograder.untrusted import name as shown_name, plain
 # What the doors pass (autograder.jail.limits.Limits): sized to the platforms' machines from bench/platform-fit.json
 # (docs/platforms.md says which settings to choose there).
 PLATFORM_LIMITS = Limits(wall_s=540, memory_mb=2048)
-PL_TIMEOUT_S = 600            # the PrairieLearn question's externalGradingOptions.timeout (at most 600)
-MAX_FILES = 200   # a submission folder is a notebook or two; past this it is not read further
+PL_TIMEOUT_S = 600  # the PrairieLearn question's externalGradingOptions.timeout (at most 600)
+MAX_FILES = 200  # a submission folder is a notebook or two; past this it is not read further
 
 
 # What grading one lab needs of the container, measured from a cold cache (compat/fresh_root.sh; its record says
 # where and when): below it, every result says so (fit()).
 NEEDS = REPO_ROOT / "bench" / "platform-needs.json"
-MIN_CPUS = 0.5                # Gradescope's default share, at which every lab graded within the wall limit
+MIN_CPUS = 0.5  # Gradescope's default share, at which every lab graded within the wall limit
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def _groups(root: Path) -> list[tuple[Path, str, str]]:
             mounts = [(root / "sys/fs/cgroup", "memory.max", "cpu.max")]
         else:
             mounts = [(root / "sys/fs/cgroup/memory", "memory.limit_in_bytes", "")] if "memory" in controllers else []
-            if "cpu" in controllers:      # Docker mounts cpu,cpuacct with a `cpu` link to it
+            if "cpu" in controllers:  # Docker mounts cpu,cpuacct with a `cpu` link to it
                 mounts.append((root / "sys/fs/cgroup/cpu", "", "cpu.cfs_quota_us"))
         for base, mem, cpu in mounts:
             here = base / rel
@@ -116,15 +117,18 @@ def fit(lab: LabSpec, have: Machine) -> str | None:
     """None where the container fits grading `lab`; else the line every result carries: both sizes, and whose it is."""
     need = needs(lab.id)
     short = []
-    if need and have.memory_mb < int(need["memory_mb"]):     # type: ignore[call-overload]
+    if need and have.memory_mb < int(need["memory_mb"]):  # type: ignore[call-overload]
         short.append(f"{have.memory_mb} MB of memory, and grading {lab.code} needs {need['memory_mb']} MB")
     if have.cpus < MIN_CPUS:
         short.append(f"{have.cpus:g} CPU, below the {MIN_CPUS:g} grading needs within its time limit")
     if not short:
         return None
-    return ("The autograder's configuration, not your notebook: its container has " + "; ".join(short)
-            + ". Tests lost to memory or time may be lost for that reason alone: tell your instructor, who can "
-            "raise it (Gradescope: Autograder Settings; PrairieLearn: the grader's memory).")
+    return (
+        "The autograder's configuration, not your notebook: its container has "
+        + "; ".join(short)
+        + ". Tests lost to memory or time may be lost for that reason alone: tell your instructor, who can "
+        "raise it (Gradescope: Autograder Settings; PrairieLearn: the grader's memory)."
+    )
 
 
 def _not_the_kernel(result: SubmissionResult, small: str) -> SubmissionResult:
@@ -141,9 +145,9 @@ def _not_the_kernel(result: SubmissionResult, small: str) -> SubmissionResult:
 
 @dataclass(frozen=True)
 class Picked:
-    submission: Submission | None          # what is graded, named as the lab's notebook
-    why: str | None = None                 # why nothing is graded
-    notes: tuple[str, ...] = ()            # what else was there, renamed, ignored
+    submission: Submission | None  # what is graded, named as the lab's notebook
+    why: str | None = None  # why nothing is graded
+    notes: tuple[str, ...] = ()  # what else was there, renamed, ignored
 
 
 def _files(folder: Path) -> tuple[list[Path], list[str]]:
@@ -180,8 +184,12 @@ def pick(folder: Path, lab: LabSpec) -> Picked:
         chosen = notebooks[0]
     elif not notebooks:
         others = ", ".join(shown_name(p.relative_to(folder)) for p in files[:5])
-        return Picked(None, f"no notebook was submitted (expected {want}"
-                      + (f"; found {others})" if others else "; the submission is empty)"), notes)
+        return Picked(
+            None,
+            f"no notebook was submitted (expected {want}"
+            + (f"; found {others})" if others else "; the submission is empty)"),
+            notes,
+        )
     else:
         listed = ", ".join(shown_name(p.relative_to(folder)) for p in notebooks[:5])
         return Picked(None, f"{len(notebooks)} notebooks ({listed}) and none named {want}: submit one", notes)
@@ -201,9 +209,9 @@ class Outcome:
     seconds: float
     jail: dict[str, str]
     notes: tuple[str, ...] = ()
-    ungradable: str | None = None          # why nothing was graded: no notebook, not a notebook, not this lab's
-    grader_failed: str | None = None       # the grader itself could not grade (never the student's fault)
-    small: str | None = None               # the container is below what grading this lab needs (fit())
+    ungradable: str | None = None  # why nothing was graded: no notebook, not a notebook, not this lab's
+    grader_failed: str | None = None  # the grader itself could not grade (never the student's fault)
+    small: str | None = None  # the container is below what grading this lab needs (fit())
     machine: Machine | None = None
     answers: dict[str, str] | None = None  # the written answers' text, for the TA (written_answers())
 
@@ -234,19 +242,41 @@ def grade_folder(folder: Path, lab_id: str, limits: Limits) -> Outcome:
     picked = pick(folder, lab)
     if picked.submission is None:
         why = picked.why or "nothing to grade"
-        return Outcome(zero(lab, "submission", why), time.perf_counter() - start, jail, picked.notes, ungradable=why,
-                       small=small, machine=have)
+        return Outcome(
+            zero(lab, "submission", why),
+            time.perf_counter() - start,
+            jail,
+            picked.notes,
+            ungradable=why,
+            small=small,
+            machine=have,
+        )
     try:
         graded = grade_submission(picked.submission, limits)
     except Exception as e:  # noqa: BLE001 - the grader's own failure: no one is scored for it
         why = plain(f"the grader could not run ({type(e).__name__}: {e})")
-        return Outcome(zero(lab, picked.submission.label, "not graded: the autograder failed"),
-                       time.perf_counter() - start, jail, picked.notes, grader_failed=why, small=small, machine=have)
+        return Outcome(
+            zero(lab, picked.submission.label, "not graded: the autograder failed"),
+            time.perf_counter() - start,
+            jail,
+            picked.notes,
+            grader_failed=why,
+            small=small,
+            machine=have,
+        )
     # identify stopped it (not JSON, not this course's, none of the lab's cells): nothing ran
     ungradable = (graded.result.error or "it could not be graded") if graded.executed is None else None
     result = _not_the_kernel(graded.result, small) if small else graded.result
-    return Outcome(result, time.perf_counter() - start, jail, picked.notes, ungradable=ungradable, small=small,
-                   machine=have, answers=written_answers(picked.submission, lab) if ungradable is None else None)
+    return Outcome(
+        result,
+        time.perf_counter() - start,
+        jail,
+        picked.notes,
+        ungradable=ungradable,
+        small=small,
+        machine=have,
+        answers=written_answers(picked.submission, lab) if ungradable is None else None,
+    )
 
 
 def written_answers(submission: Submission, lab: LabSpec) -> dict[str, str]:
@@ -286,8 +316,14 @@ def machine_data(outcome: Outcome) -> dict[str, object]:
     if outcome.machine is None:
         return {}
     m = outcome.machine
-    return {"container": {"memory_mb": m.memory_mb, "cpus": m.cpus, "memory_from": m.memory_from,
-                          "fits": outcome.small is None}}
+    return {
+        "container": {
+            "memory_mb": m.memory_mb,
+            "cpus": m.cpus,
+            "memory_from": m.memory_from,
+            "fits": outcome.small is None,
+        }
+    }
 
 
 def write_json(path: Path, data: dict[str, object]) -> None:
@@ -300,8 +336,13 @@ def write_json(path: Path, data: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
-def run(root: Path, folder: str, lab_id: str, results: Callable[[Outcome, str], dict[str, object]],
-        failed: Callable[[str], dict[str, object]]) -> dict[str, object]:
+def run(
+    root: Path,
+    folder: str,
+    lab_id: str,
+    results: Callable[[Outcome, str], dict[str, object]],
+    failed: Callable[[str], dict[str, object]],
+) -> dict[str, object]:
     """A door's whole run: grade root/`folder` as `lab_id`, map the outcome with `results`, and write
     root/results/results.json whatever happens (`failed(why)` where the door itself failed); return it."""
     import traceback
@@ -321,9 +362,17 @@ def run(root: Path, folder: str, lab_id: str, results: Callable[[Outcome, str], 
     return data
 
 
-def main(argv: list[str] | None, *, doc: str, root_env: str, default_root: str, folder: str,
-         results: Callable[[Outcome, str], dict[str, object]], failed: Callable[[str], dict[str, object]],
-         shown: tuple[str, ...]) -> int:
+def main(
+    argv: list[str] | None,
+    *,
+    doc: str,
+    root_env: str,
+    default_root: str,
+    folder: str,
+    results: Callable[[Outcome, str], dict[str, object]],
+    failed: Callable[[str], dict[str, object]],
+    shown: tuple[str, ...],
+) -> int:
     """`python -m autograder.doors.<door> --lab LAB`: run() in the root `root_env` names (default
     `default_root`); prints the fields `shown` for the platform's log."""
     import argparse

@@ -17,6 +17,7 @@ PL_ROOT_ENV's (tests), /grade by default.
   `pl-file-preview`; submission.html renders the answers' cells);
 - at most MAX_BYTES (PrairieLearn's 1 MB cap): messages are cut further if the whole would pass it.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ from autograder.doors.platforms import Outcome
 ROOT_ENV = "PL_GRADE_ROOT"
 DEFAULT_ROOT = "/grade"
 MAX_BYTES = 1_000_000
-MAX_TIMEOUT_S = 600     # externalGradingOptions.timeout: at most 10 minutes (default 30 s)
+MAX_TIMEOUT_S = 600  # externalGradingOptions.timeout: at most 10 minutes (default 30 s)
 
 
 def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
@@ -44,8 +45,12 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
             notes.insert(0, outcome.small)
         elif outcome.small:
             notes.append(f"(as graded in this container: {r.score:g} / {r.max_score:g})")
-        return {"gradable": False, "format_errors": [why, *notes],
-                "message": f"{lab_code}: not graded ({why}); no attempt was used.", "extra_data": extra}
+        return {
+            "gradable": False,
+            "format_errors": [why, *notes],
+            "message": f"{lab_code}: not graded ({why}); no attempt was used.",
+            "extra_data": extra,
+        }
     lines = [f"{lab_code} autograded score: {r.score:g} / {r.max_score:g}"]
     if r.error:
         lines.append(f"Not graded normally: {r.error}")
@@ -57,8 +62,16 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
         "gradable": True,
         "score": min(1.0, max(0.0, r.score / r.max_score)) if r.max_score > 0 else 0.0,
         "message": "\n".join(lines),
-        "tests": [{"name": t.name, "description": f"{lab_code} · {t.name}", "points": t.points,
-                   "max_points": t.max_points, "message": t.message} for t in r.tests],
+        "tests": [
+            {
+                "name": t.name,
+                "description": f"{lab_code} · {t.name}",
+                "points": t.points,
+                "max_points": t.max_points,
+                "message": t.message,
+            }
+            for t in r.tests
+        ],
         "extra_data": extra,
     }
     return within_cap(data)
@@ -66,6 +79,7 @@ def results(outcome: Outcome, lab_code: str) -> dict[str, Any]:
 
 def within_cap(data: dict[str, Any]) -> dict[str, Any]:
     """`data` cut (test messages, then the message) until its JSON is under MAX_BYTES."""
+
     def size() -> int:
         return len(json.dumps(data, ensure_ascii=False).encode())
 
@@ -74,13 +88,16 @@ def within_cap(data: dict[str, Any]) -> dict[str, Any]:
         cap //= 2
         for t in data.get("tests", []):
             t["message"] = t["message"][:cap]
-        data["message"] = data.get("message", "")[:cap * 4]
+        data["message"] = data.get("message", "")[: cap * 4]
     return data
 
 
 def failed_results(why: str) -> dict[str, Any]:
-    return {"gradable": False, "format_errors": [f"the autograder failed ({why})"],
-            "message": "Not graded: the autograder failed; no attempt was used. Tell your instructor."}
+    return {
+        "gradable": False,
+        "format_errors": [f"the autograder failed ({why})"],
+        "message": "Not graded: the autograder failed; no attempt was used. Tell your instructor.",
+    }
 
 
 def run(root: Path, lab_id: str) -> dict[str, Any]:
@@ -89,8 +106,16 @@ def run(root: Path, lab_id: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return door.main(argv, doc=__doc__ or "", root_env=ROOT_ENV, default_root=DEFAULT_ROOT, folder="student",
-                     results=results, failed=failed_results, shown=("score", "gradable", "extra_data"))
+    return door.main(
+        argv,
+        doc=__doc__ or "",
+        root_env=ROOT_ENV,
+        default_root=DEFAULT_ROOT,
+        folder="student",
+        results=results,
+        failed=failed_results,
+        shown=("score", "gradable", "extra_data"),
+    )
 
 
 if __name__ == "__main__":

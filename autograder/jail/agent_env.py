@@ -1,6 +1,7 @@
 """What the jail's agent sees: its environment, the read-only binds (Python, the grader's own student helpers, the
 agent) and the files it gets as data (course.yml as students may read it). Nothing else of the repository: not
 solutions/, autograder/ (but the agent), the keys, the rubrics, grades/, the gradebook."""
+
 from __future__ import annotations
 
 import functools
@@ -12,17 +13,24 @@ from autograder.confine.env import child_env
 from autograder.course_manifest import REPO_ROOT
 
 AGENT_DIR = Path(__file__).resolve().parent / "jail_agent"
-JAIL_AGENT_ROOT = "/opt/course-grader"   # where the agent's folder appears in the jail (its PYTHONPATH)
-JAIL_HELPERS = f"{JAIL_AGENT_ROOT}/pallas_course"   # on the jail's PYTHONPATH, ahead of site-packages and any
-                                                    # editable install's finder (which may name another checkout)
+JAIL_AGENT_ROOT = "/opt/course-grader"  # where the agent's folder appears in the jail (its PYTHONPATH)
+JAIL_HELPERS = f"{JAIL_AGENT_ROOT}/pallas_course"  # on the jail's PYTHONPATH, ahead of site-packages and any
+# editable install's finder (which may name another checkout)
 
 
 def jail_env() -> dict[str, str]:
     """The jail's whole environment: nothing of the grader's (no tokens, no paths to its files)."""
-    return {"HOME": "/tmp/home", "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/home/.ipython", "MPLCONFIGDIR": "/tmp/home/.mpl",
-            "XDG_CACHE_HOME": "/tmp/home/.cache", "XDG_CONFIG_HOME": "/tmp/home/.config",
-            "PYTHONPATH": JAIL_AGENT_ROOT, "TPU_LOG_DIR": "/tmp/home/tpu_logs",   # libtpu's, private
-            **child_env()}
+    return {
+        "HOME": "/tmp/home",
+        "TMPDIR": "/tmp",
+        "IPYTHONDIR": "/tmp/home/.ipython",
+        "MPLCONFIGDIR": "/tmp/home/.mpl",
+        "XDG_CACHE_HOME": "/tmp/home/.cache",
+        "XDG_CONFIG_HOME": "/tmp/home/.config",
+        "PYTHONPATH": JAIL_AGENT_ROOT,
+        "TPU_LOG_DIR": "/tmp/home/tpu_logs",  # libtpu's, private
+        **child_env(),
+    }
 
 
 def python_binds() -> list[str]:
@@ -58,8 +66,9 @@ def _public_manifest() -> bytes:
     from autograder.public_manifest import public_manifest
 
     raw = yaml.safe_load(COURSE_YML.read_text())
-    return yaml.safe_dump(public_manifest(raw, raw.get("course", {}).get("colab_pip", "")), sort_keys=False,
-                          allow_unicode=True).encode()
+    return yaml.safe_dump(
+        public_manifest(raw, raw.get("course", {}).get("colab_pip", "")), sort_keys=False, allow_unicode=True
+    ).encode()
 
 
 def agent_files() -> dict[str, bytes]:

@@ -39,6 +39,7 @@ For the caller:
   grader's cgroups.
 - Leave the jail with kill() or a `with` block, also after a normal exit: that frees its cgroups.
 """
+
 from __future__ import annotations
 
 import os
@@ -60,23 +61,48 @@ from autograder.jail.handle import Jail, JailLimits
 
 
 def _bwrap_flags() -> list[str]:
-    return ["--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session",
-            "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
+    return [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--uid",
+        str(NOBODY),
+        "--gid",
+        str(NOBODY),
+        "--cap-drop",
+        "ALL",
+    ]
 
 
 @lru_cache(maxsize=4)
 def _probe(bwrap: str, euid: int) -> str | None:
     """Run a trivial jail once: user namespaces can be off (sysctl, AppArmor) even where bwrap exists."""
-    del euid   # part of the cache key: dropping to 65534 needs root
+    del euid  # part of the cache key: dropping to 65534 needs root
     missing = [tool for tool in ("setpriv", "prlimit", "unshare") if not shutil.which(tool, path=SYSTEM_PATH)]
     if missing:
         return f"{', '.join(missing)} (util-linux) missing"
-    cmd = [*chain.guarded(), bwrap, *_bwrap_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-           "--", "/bin/true"]
+    cmd = [
+        *chain.guarded(),
+        bwrap,
+        *_bwrap_flags(),
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        "/bin/true",
+    ]
     try:
-        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                              env={"PATH": SYSTEM_PATH})
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env={"PATH": SYSTEM_PATH})
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bwrap could not run: {e}"
     if done.returncode != 0:
@@ -111,14 +137,37 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _bwrap_args(binds: Sequence[str | tuple[str, str]], env: Mapping[str, str], limits: JailLimits,
-                cwd: str, staged: dict[str, str], files: Mapping[str, int], seccomp: int | None) -> list[str]:
+def _bwrap_args(
+    binds: Sequence[str | tuple[str, str]],
+    env: Mapping[str, str],
+    limits: JailLimits,
+    cwd: str,
+    staged: dict[str, str],
+    files: Mapping[str, int],
+    seccomp: int | None,
+) -> list[str]:
     tmpfs = str(limits.tmpfs_mb * 2**20)
     # The mounts that cover whole folders first, the binds into them after: bwrap applies its arguments in
     # order, and a bind under /tmp placed before `--tmpfs /tmp` would be hidden by it.
-    args = [shutil.which("bwrap") or "bwrap", *_bwrap_flags(), *_system_binds(),
-            "--proc", "/proc", "--dev", "/dev", "--size", tmpfs, "--tmpfs", "/dev/shm",
-            "--size", tmpfs, "--tmpfs", "/tmp", "--dir", "/tmp/home"]
+    args = [
+        shutil.which("bwrap") or "bwrap",
+        *_bwrap_flags(),
+        *_system_binds(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        tmpfs,
+        "--tmpfs",
+        "/dev/shm",
+        "--size",
+        tmpfs,
+        "--tmpfs",
+        "/tmp",
+        "--dir",
+        "/tmp/home",
+    ]
     for bind in binds:
         host, inside = (bind, bind) if isinstance(bind, str) else bind
         args += ["--ro-bind", staged.get(host, host), inside]
@@ -134,14 +183,24 @@ def _bwrap_args(binds: Sequence[str | tuple[str, str]], env: Mapping[str, str], 
 
 def _data_fd(data: bytes, name: str) -> int:
     """An in-memory file holding `data`, read from the start by bwrap (nothing written to the disk)."""
-    fd = os.memfd_create(name, 0)   # inheritable: it travels through sh, prlimit and setpriv to bwrap
+    fd = os.memfd_create(name, 0)  # inheritable: it travels through sh, prlimit and setpriv to bwrap
     os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
 
-def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mapping[str, str], limits: JailLimits,
-          cwd: str, files: Mapping[str, bytes], name: str, cgroups: Cgroups | None, note: str) -> Jail:
+def start(
+    argv: list[str],
+    *,
+    binds: Sequence[str | tuple[str, str]],
+    env: Mapping[str, str],
+    limits: JailLimits,
+    cwd: str,
+    files: Mapping[str, bytes],
+    name: str,
+    cgroups: Cgroups | None,
+    note: str,
+) -> Jail:
     """autograder.jail.jails.start()'s bubblewrap jail (same arguments; `name` is the jail's cgroups' name, which
     also prefixes its staging folder, `cgroups` its groups or None). A bind source uid 65534 cannot reach (a
     folder below /root, for a root grader) is re-bound where it can, in a mount namespace of the jail's own."""
@@ -155,7 +214,13 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
         stage = tempfile.mkdtemp(prefix=name + "-", dir=STAGE_DIR)
         staged = {h: f"{stage}/{i}" for i, h in enumerate(unreachable)}
         wrapper_env[chain.STAGE_ENV] = stage
-        prefix = [chain.tool("unshare"), "--mount", "--propagation", "private", *chain.wrapper("course-jail", unreachable)]
+        prefix = [
+            chain.tool("unshare"),
+            "--mount",
+            "--propagation",
+            "private",
+            *chain.wrapper("course-jail", unreachable),
+        ]
     file_fds = {inside: _data_fd(data, "course-jail-file") for inside, data in files.items()}
     program = syscall_filter.keyring_filter()
     seccomp = _data_fd(program, "course-jail-seccomp") if program is not None else None
@@ -165,12 +230,23 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
         if cgroups is None and os.geteuid() == 0:
             # processes are then bounded by RLIMIT_NPROC, which counts per real uid: a uid of the jail's own
             own_uid = uids.reserve()
-        cmd = [*prefix, *chain.prlimit(limits, cgroups=cgroups is not None),
-               *chain.guarded(NOBODY if own_uid is None else own_uid.uid),
-               *_bwrap_args(binds, env, limits, cwd, staged, file_fds, seccomp), *argv]
-        process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env={"PATH": SYSTEM_PATH, **wrapper_env}, cwd="/", start_new_session=True,
-                                   pass_fds=fds)
+        cmd = [
+            *prefix,
+            *chain.prlimit(limits, cgroups=cgroups is not None),
+            *chain.guarded(NOBODY if own_uid is None else own_uid.uid),
+            *_bwrap_args(binds, env, limits, cwd, staged, file_fds, seccomp),
+            *argv,
+        ]
+        process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={"PATH": SYSTEM_PATH, **wrapper_env},
+            cwd="/",
+            start_new_session=True,
+            pass_fds=fds,
+        )
     except BaseException:
         if cgroups is not None:
             cgroups.remove()
@@ -180,6 +256,6 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
             own_uid.remove()
         raise
     finally:
-        for fd in fds:   # the child has its copies; bwrap reads them before running the command
+        for fd in fds:  # the child has its copies; bwrap reads them before running the command
             os.close(fd)
     return Jail(process, limits=limits, cgroups=cgroups, stage=stage, jailed=True, note=note, own_uid=own_uid)

@@ -1,5 +1,6 @@
 """The grader's handle on a running jail, whichever kind started it (bubblewrap's, the jail without namespaces,
 or `--no-jail`'s plain process): autograder.confine.child.Child, with the jail's members, end and leftovers."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,8 @@ from autograder.confine.cgroups import Cgroups
 from autograder.confine.child import Child, kill_group, signal_name
 from autograder.confine.limits import ProcessLimits
 
-JailLimits = ProcessLimits   # what one jail may use: autograder.confine.limits (the jail's defaults are its own)
-BWRAP, UID = "bubblewrap", "uid"   # the two jails (autograder.jail.jails.jail_kind)
+JailLimits = ProcessLimits  # what one jail may use: autograder.confine.limits (the jail's defaults are its own)
+BWRAP, UID = "bubblewrap", "uid"  # the two jails (autograder.jail.jails.jail_kind)
 
 
 class Jail(Child):
@@ -20,18 +21,32 @@ class Jail(Child):
     .Tail). Use as a context manager (its exit kills and closes the pipes), or call kill(): it ends everything in
     the jail and frees the cgroups, also after a normal exit; the pipes stay readable."""
 
-    def __init__(self, process: subprocess.Popen, *, limits: JailLimits, cgroups: Cgroups | None,
-                 stage: str | None, jailed: bool, note: str, kind: str | None = BWRAP,
-                 uid_stage: uids.Stage | None = None, own_uid: uids.Stage | None = None) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        *,
+        limits: JailLimits,
+        cgroups: Cgroups | None,
+        stage: str | None,
+        jailed: bool,
+        note: str,
+        kind: str | None = BWRAP,
+        uid_stage: uids.Stage | None = None,
+        own_uid: uids.Stage | None = None,
+    ) -> None:
         self.jailed = jailed
-        self.kind = kind if jailed else None   # BWRAP, UID, or None (--no-jail)
+        self.kind = kind if jailed else None  # BWRAP, UID, or None (--no-jail)
         self.limits_note = note
         self._stage = stage
         self._uid_stage = uid_stage
-        self._own_uid = own_uid       # bubblewrap's jail without cgroups: its host uid (jails.start())
+        self._own_uid = own_uid  # bubblewrap's jail without cgroups: its host uid (jails.start())
         self._ended: str | None = None
-        super().__init__(process, limits=limits, cgroups=cgroups,
-                         extra_bytes=(lambda: memory.shm_bytes(uid_stage.uid)) if uid_stage is not None else None)
+        super().__init__(
+            process,
+            limits=limits,
+            cgroups=cgroups,
+            extra_bytes=(lambda: memory.shm_bytes(uid_stage.uid)) if uid_stage is not None else None,
+        )
 
     def members(self) -> list[int]:
         """The jail's processes: those of its uid (the jail without namespaces, or bubblewrap's with a uid of its
@@ -91,7 +106,7 @@ class Jail(Child):
         self.process.wait()
         self.ended()
         self.release()
-        for own in (self._uid_stage, self._own_uid):   # everything its uid runs or left in the shared temp folders
+        for own in (self._uid_stage, self._own_uid):  # everything its uid runs or left in the shared temp folders
             if own is not None:
                 own.remove()
         self._uid_stage = self._own_uid = None

@@ -17,6 +17,7 @@ For the caller:
   (before the signal is armed), that EOF is the only news it gets; the next start's sweep kills such a jail.
 - Leave the jail with kill() or a `with` block, also after a normal exit: that frees its cgroups.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,11 +33,13 @@ from autograder.confine.orphans import kill_orphans
 from autograder.jail import bwrap, uid
 from autograder.jail.handle import BWRAP, UID, Jail, JailLimits
 
-KIND_ENV = "COURSE_JAIL"           # which jail: see jail_kind
-AUTO = "auto"                      # COURSE_JAIL=auto: bubblewrap, else the jail without namespaces (opted in)
-UID_FLAG = "--jail-without-namespaces"   # `course grade`'s opt-in (sets COURSE_JAIL=auto)
-NO_JAIL_LOSES = ("`--no-jail` runs student code as a plain process with the same limits but no namespaces: "
-                 "it can then read what the grading user can, see its processes and use the network")
+KIND_ENV = "COURSE_JAIL"  # which jail: see jail_kind
+AUTO = "auto"  # COURSE_JAIL=auto: bubblewrap, else the jail without namespaces (opted in)
+UID_FLAG = "--jail-without-namespaces"  # `course grade`'s opt-in (sets COURSE_JAIL=auto)
+NO_JAIL_LOSES = (
+    "`--no-jail` runs student code as a plain process with the same limits but no namespaces: "
+    "it can then read what the grading user can, see its processes and use the network"
+)
 
 
 class JailUnavailable(RuntimeError):
@@ -71,10 +74,12 @@ def jail_problem() -> str | None:
     if choice == AUTO:
         return f"{problem}; nor the jail without namespaces: {uid.problem()}"
     if sys.platform != "linux" or shutil.which("bwrap") is None:
-        return problem   # install bubblewrap: the answer on an instructor's machine
-    return (f"{problem}; the jail without namespaces (a uid of its own, no pid or network namespace: "
-            f"docs/grader.md) is made for a container that holds one submission and runs only when asked for "
-            f"(`course grade {UID_FLAG}`, COURSE_JAIL=auto)")
+        return problem  # install bubblewrap: the answer on an instructor's machine
+    return (
+        f"{problem}; the jail without namespaces (a uid of its own, no pid or network namespace: "
+        f"docs/grader.md) is made for a container that holds one submission and runs only when asked for "
+        f"(`course grade {UID_FLAG}`, COURSE_JAIL=auto)"
+    )
 
 
 def require_jail() -> None:
@@ -88,20 +93,31 @@ def limits_note() -> str:
     """One line for reports: how the limits are enforced on this machine."""
     if writable():
         cpu = "a fair share of the CPU (at most 1 CPU)" if cpu_writable() else "no CPU share (no cpu cgroup here)"
-        return ("limits: memory (shared memory and tmpfs included), processes and "
-                f"{cpu} per jail by cgroups; CPU time and file size per process by rlimits")
+        return (
+            "limits: memory (shared memory and tmpfs included), processes and "
+            f"{cpu} per jail by cgroups; CPU time and file size per process by rlimits"
+        )
     why = f"{NO_CGROUPS_ENV}=1" if os.environ.get(NO_CGROUPS_ENV) == "1" else "no cgroup permission here"
     # counted per real uid: each jail's own uid where the grader is root (start()), else the grader's user's
     procs = "a uid of each jail's own" if os.geteuid() == 0 else "the grader's user (shared by all its jails)"
-    return (f"limits: {why}, so memory per jail by a watch of its processes' resident memory "
-            "(autograder.confine.memory: used, not reserved, as the cgroup counts; checked every "
-            f"{memory.INTERVAL_S:g} s), processes by the rlimit of {procs}, CPU time and file "
-            "size per process by rlimits")
+    return (
+        f"limits: {why}, so memory per jail by a watch of its processes' resident memory "
+        "(autograder.confine.memory: used, not reserved, as the cgroup counts; checked every "
+        f"{memory.INTERVAL_S:g} s), processes by the rlimit of {procs}, CPU time and file "
+        "size per process by rlimits"
+    )
 
 
-def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mapping[str, str],
-          limits: JailLimits, cwd: str = "/tmp", jailed: bool = True,
-          files: Mapping[str, bytes] | None = None) -> Jail:
+def start(
+    argv: list[str],
+    *,
+    binds: Sequence[str | tuple[str, str]],
+    env: Mapping[str, str],
+    limits: JailLimits,
+    cwd: str = "/tmp",
+    jailed: bool = True,
+    files: Mapping[str, bytes] | None = None,
+) -> Jail:
     """Start argv inside a fresh jail with stdin/stdout/stderr as binary pipes.
 
     `binds`: host paths bound read-only into the jail at the same path, or (host, jail_path) pairs. `files`:
@@ -126,17 +142,29 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
         except OSError as e:
             note = f"limits: this jail's cgroups could not be made ({e.strerror}), so rlimits only"
     if kind == UID:
-        return uid.start(argv, binds=binds, env=env, limits=limits, cwd=cwd, files=files or {}, cgroups=cgroups,
-                         note=note)
+        return uid.start(
+            argv, binds=binds, env=env, limits=limits, cwd=cwd, files=files or {}, cgroups=cgroups, note=note
+        )
     if jailed:
-        return bwrap.start(argv, binds=binds, env=env, limits=limits, cwd=cwd, files=files or {}, name=name,
-                           cgroups=cgroups, note=note)
-    cmd = [*chain.wrapper("course-jail"), *chain.prlimit(limits, cgroups=cgroups is not None), *chain.guarded(None),
-           *argv]
-    try:   # the wrapper unsets its own variables
-        process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env={**env, **chain.wrapper_env(cgroups.procs_files() if cgroups else [])},
-                                   cwd=cwd, start_new_session=True)
+        return bwrap.start(
+            argv, binds=binds, env=env, limits=limits, cwd=cwd, files=files or {}, name=name, cgroups=cgroups, note=note
+        )
+    cmd = [
+        *chain.wrapper("course-jail"),
+        *chain.prlimit(limits, cgroups=cgroups is not None),
+        *chain.guarded(None),
+        *argv,
+    ]
+    try:  # the wrapper unsets its own variables
+        process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**env, **chain.wrapper_env(cgroups.procs_files() if cgroups else [])},
+            cwd=cwd,
+            start_new_session=True,
+        )
     except BaseException:
         if cgroups is not None:
             cgroups.remove()

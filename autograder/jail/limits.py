@@ -5,6 +5,7 @@ autograder.session.session.Session; the checks that score it run outside (autogr
 instructor sets (`course grade --timeout/--cell-timeout/--memory`; whether there is a jail at all is the
 engine's name, autograder.steps.engines); `sandbox_status()` is the line reports print about it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 DEFAULT_WALL_S = 600
 DEFAULT_MEMORY_MB = 4096
 DEFAULT_FILE_MB = 256
-CELL_TIMEOUT_S = 120          # nbgrader's c.Execute.timeout for this course
+CELL_TIMEOUT_S = 120  # nbgrader's c.Execute.timeout for this course
 GRADING_MODE = "tpu-interpret"
-MODE_ENV = "PALLAS_COURSE_MODE"   # pallas_course.runtime.MODE_ENV, without importing jax here
+MODE_ENV = "PALLAS_COURSE_MODE"  # pallas_course.runtime.MODE_ENV, without importing jax here
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Limits:
     wall_s: float = DEFAULT_WALL_S
     memory_mb: int = DEFAULT_MEMORY_MB
     file_mb: int = DEFAULT_FILE_MB
-    cell_s: int | None = None        # None: CELL_TIMEOUT_S
+    cell_s: int | None = None  # None: CELL_TIMEOUT_S
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "memory_mb", "file_mb"):
@@ -49,9 +50,13 @@ def sandbox_status(jailed: bool = True) -> str:
         return f"no jail here: {problem}"
     if jail_kind() == UID:
         why = bwrap_problem() or "COURSE_JAIL=uid"
-        return (f"jailed without namespaces ({why}): a uid of its own, the grader's files unreadable to it, "
-                "a seccomp filter (no sockets, ptrace, namespaces or keyring); it sees the host's processes and "
-                f"world-readable files; {limits_note()}; "
-                "hidden checks run outside the jail")
-    return ("jailed: bubblewrap (own user, pid, net, ipc, uts namespaces; uid 65534; only Python and the course "
-            f"helpers visible, read-only); {limits_note()}; hidden checks run outside the jail")
+        return (
+            f"jailed without namespaces ({why}): a uid of its own, the grader's files unreadable to it, "
+            "a seccomp filter (no sockets, ptrace, namespaces or keyring); it sees the host's processes and "
+            f"world-readable files; {limits_note()}; "
+            "hidden checks run outside the jail"
+        )
+    return (
+        "jailed: bubblewrap (own user, pid, net, ipc, uts namespaces; uid 65534; only Python and the course "
+        f"helpers visible, read-only); {limits_note()}; hidden checks run outside the jail"
+    )

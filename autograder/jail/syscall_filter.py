@@ -9,6 +9,7 @@ Everything else is allowed.
 The program is classic BPF (what seccomp(2) loads), written out here instead of depending on libseccomp's
 Python binding, which pip cannot install: 10 instructions, each `struct sock_filter {u16 code; u8 jt, jf; u32 k}`.
 """
+
 from __future__ import annotations
 
 import errno
@@ -21,7 +22,7 @@ _X32_BIT = 0x40000000
 
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
-_NR, _ARCH = 0, 4          # offsets in struct seccomp_data
+_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -35,18 +36,20 @@ def keyring_filter(machine: str | None = None) -> bytes | None:
         return None
     audit_arch, (add_key, request_key, keyctl) = arch
     deny, other_abi = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
-    return b"".join([
-        _insn(_LD_W_ABS, _ARCH),
-        _insn(_JEQ_K, audit_arch, jt=1),           # our ABI: go on; else
-        _insn(_RET_K, other_abi),
-        _insn(_LD_W_ABS, _NR),
-        _insn(_JGE_K, _X32_BIT, jt=3),             # x32 numbers (x86_64 only; none on aarch64): refuse
-        _insn(_JEQ_K, add_key, jt=2),
-        _insn(_JEQ_K, request_key, jt=1),
-        _insn(_JEQ_K, keyctl, jf=1),
-        _insn(_RET_K, deny),
-        _insn(_RET_K, _ALLOW),
-    ])
+    return b"".join(
+        [
+            _insn(_LD_W_ABS, _ARCH),
+            _insn(_JEQ_K, audit_arch, jt=1),  # our ABI: go on; else
+            _insn(_RET_K, other_abi),
+            _insn(_LD_W_ABS, _NR),
+            _insn(_JGE_K, _X32_BIT, jt=3),  # x32 numbers (x86_64 only; none on aarch64): refuse
+            _insn(_JEQ_K, add_key, jt=2),
+            _insn(_JEQ_K, request_key, jt=1),
+            _insn(_JEQ_K, keyctl, jf=1),
+            _insn(_RET_K, deny),
+            _insn(_RET_K, _ALLOW),
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- the jail without namespaces
@@ -57,28 +60,66 @@ def keyring_filter(machine: str | None = None) -> bytes | None:
 # writing another process (ptrace, process_vm_*), namespaces and mounts (unshare, setns, clone's CLONE_NEW*
 # flags), bpf, perf_event_open, userfaultfd and kexec.
 _FALLBACK_DENIED = {
-    "x86_64": {"socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-               "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "unshare": 272,
-               "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "bpf": 321,
-               "perf_event_open": 298, "userfaultfd": 323, "kexec_load": 246, "kexec_file_load": 320,
-               "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsmount": 432},
-    "aarch64": {"socket": 198, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "unshare": 97,
-                "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "bpf": 280,
-                "perf_event_open": 241, "userfaultfd": 282, "kexec_load": 104, "kexec_file_load": 294,
-                "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsmount": 432},
+    "x86_64": {
+        "socket": 41,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "unshare": 272,
+        "setns": 308,
+        "mount": 165,
+        "umount2": 166,
+        "pivot_root": 155,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "userfaultfd": 323,
+        "kexec_load": 246,
+        "kexec_file_load": 320,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsmount": 432,
+    },
+    "aarch64": {
+        "socket": 198,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "unshare": 97,
+        "setns": 268,
+        "mount": 40,
+        "umount2": 39,
+        "pivot_root": 41,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "userfaultfd": 282,
+        "kexec_load": 104,
+        "kexec_file_load": 294,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsmount": 432,
+    },
 }
-_KEYRING = {"x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250},
-            "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219}}
+_KEYRING = {
+    "x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250},
+    "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219},
+}
 # Namespace creation as Docker's default profile forbids it to a container without CAP_SYS_ADMIN.
 _NAMESPACES = {"x86_64": {"unshare": 272, "setns": 308}, "aarch64": {"unshare": 97, "setns": 268}}
 _CLONE = {"x86_64": 56, "aarch64": 220}
-_CLONE3 = 435                     # both ABIs: its flags sit in a struct BPF cannot read, so ENOSYS (glibc falls
-                                  # back to clone, whose flags it can), as Docker's profile answers
+_CLONE3 = 435  # both ABIs: its flags sit in a struct BPF cannot read, so ENOSYS (glibc falls
+# back to clone, whose flags it can), as Docker's profile answers
 # CLONE_NEWTIME | CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |
 # CLONE_NEWNET (<linux/sched.h>)
 CLONE_NEW_FLAGS = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
-_JSET_K, _ARG0 = 0x45, 16         # BPF_JMP|BPF_JSET|BPF_K; the low 32 bits of args[0] (little endian)
+_JSET_K, _ARG0 = 0x45, 16  # BPF_JMP|BPF_JSET|BPF_K; the low 32 bits of args[0] (little endian)
 
 
 def _program(machine: str, denied: dict[str, int], *, clone_flags: bool) -> bytes:
@@ -94,9 +135,13 @@ def _program(machine: str, denied: dict[str, int], *, clone_flags: bool) -> byte
     where = {name: len(tests) + i for i, name in enumerate(("allow", "deny", "nosys", "clone"))}
     body = [_insn(code, k, jt=where[target] - i - 1) for i, (code, k, target) in enumerate(tests)]
     body += [_insn(_RET_K, _ALLOW), _insn(_RET_K, deny), _insn(_RET_K, nosys)]
-    if clone_flags:   # clone: its flags (args[0]) hold a CLONE_NEW* bit -> EPERM, else allow
-        body += [_insn(_LD_W_ABS, _ARG0), _insn(_JSET_K, CLONE_NEW_FLAGS, jf=1), _insn(_RET_K, deny),
-                 _insn(_RET_K, _ALLOW)]
+    if clone_flags:  # clone: its flags (args[0]) hold a CLONE_NEW* bit -> EPERM, else allow
+        body += [
+            _insn(_LD_W_ABS, _ARG0),
+            _insn(_JSET_K, CLONE_NEW_FLAGS, jf=1),
+            _insn(_RET_K, deny),
+            _insn(_RET_K, _ALLOW),
+        ]
     return b"".join(head + body)
 
 

@@ -33,6 +33,7 @@ namespace: it cannot connect, ptrace or read other users' /proc/<pid>/environ), 
 "other" (system files, world-readable folders); it may write to world-writable folders while it runs (removed
 with it) and its disk writes are bounded only per file (RLIMIT_FSIZE), not by a tmpfs.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,14 @@ def secrets() -> list[Path]:
     (checks, keys) wherever it was imported from, the instructor's course.yml, the gradebook, grades/."""
     import autograder
 
-    paths = [REPO_ROOT / "solutions", Path(autograder.__file__).resolve().parent, COURSE_YML,
-             REPO_ROOT / "gradebook.db", REPO_ROOT / "grades", REPO_ROOT / "submitted"]
+    paths = [
+        REPO_ROOT / "solutions",
+        Path(autograder.__file__).resolve().parent,
+        COURSE_YML,
+        REPO_ROOT / "gradebook.db",
+        REPO_ROOT / "grades",
+        REPO_ROOT / "submitted",
+    ]
     return [p for p in paths if p.exists()]
 
 
@@ -79,11 +86,15 @@ def _walk_exposed(top: Path, allowed: list[Path], found: list[str]) -> None:
             continue
         if path.is_symlink():
             target = Path(os.path.realpath(path))
-            if target.is_relative_to(top) and not _within(target, allowed) and other_can_read(target) \
-                    and other_can_reach(path.parent):
+            if (
+                target.is_relative_to(top)
+                and not _within(target, allowed)
+                and other_can_read(target)
+                and other_can_reach(path.parent)
+            ):
                 found.append(str(path))
             continue
-        if any(a.is_relative_to(path) for a in allowed):   # the way down to the jail's Python: look inside
+        if any(a.is_relative_to(path) for a in allowed):  # the way down to the jail's Python: look inside
             try:
                 stack.extend(sorted((Path(e.path) for e in os.scandir(path)), reverse=True))
             except OSError:
@@ -133,16 +144,21 @@ def problem() -> str | None:
     readable = exposed()
     if readable:
         shown = " ".join(readable[:6]) + (f" and {len(readable) - 6} more" if len(readable) > 6 else "")
-        return (f"the grader's files are readable by other users, so by the jail's uid: {shown} "
-                f"(`chmod -R o= {' '.join(readable)}`; the Gradescope door's setup.sh does it)")
+        return (
+            f"the grader's files are readable by other users, so by the jail's uid: {shown} "
+            f"(`chmod -R o= {' '.join(readable)}`; the Gradescope door's setup.sh does it)"
+        )
     unreachable = [p for p in python_paths() if not other_can_read(p)]
     if unreachable:
-        return (f"the jail's Python is not readable by other users: {', '.join(unreachable)} (install the "
-                "course's Python where others may read it, as the Gradescope door's setup.sh does)")
+        return (
+            f"the jail's Python is not readable by other users: {', '.join(unreachable)} (install the "
+            "course's Python where others may read it, as the Gradescope door's setup.sh does)"
+        )
     return None
 
 
 # ------------------------------------------------------------------------------------------- a jail's folder
+
 
 def _copy_in(host: str, target: Path) -> None:
     """A read-only copy of `host` at `target`, readable by all (no compiled bytecode: the jail writes none)."""
@@ -163,15 +179,30 @@ def _rewrite(value: str, inside: list[str], stage: uids.Stage) -> str:
     """An environment value naming a jail path (under /tmp, or at or above a bind's target) as the jail sees it."""
     parts = []
     for part in value.split(os.pathsep):
-        hit = part.startswith("/") and part != "/" and (
-            part == "/tmp" or part.startswith("/tmp/")
-            or any(i == part or i.startswith(part + "/") or part.startswith(i + "/") for i in inside))
+        hit = (
+            part.startswith("/")
+            and part != "/"
+            and (
+                part == "/tmp"
+                or part.startswith("/tmp/")
+                or any(i == part or i.startswith(part + "/") or part.startswith(i + "/") for i in inside)
+            )
+        )
         parts.append(stage.path(part) if hit else part)
     return os.pathsep.join(parts)
 
 
-def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mapping[str, str], limits: JailLimits,
-          cwd: str, files: Mapping[str, bytes], cgroups: Cgroups | None, note: str) -> Jail:
+def start(
+    argv: list[str],
+    *,
+    binds: Sequence[str | tuple[str, str]],
+    env: Mapping[str, str],
+    limits: JailLimits,
+    cwd: str,
+    files: Mapping[str, bytes],
+    cgroups: Cgroups | None,
+    note: str,
+) -> Jail:
     """autograder.jail.jails.start()'s jail without namespaces (same arguments; `cgroups` its groups or None): binds
     with a target of their own and `files` are copied into the jail's folder, the others (the Python environment)
     must be readable by "other" (checked by problem())."""
@@ -198,21 +229,30 @@ def start(argv: list[str], *, binds: Sequence[str | tuple[str, str]], env: Mappi
             p.write_bytes(data)
             os.chmod(p, 0o644)
             inside.append(target)
-        jail_env = {key: _rewrite(value, inside, stage) for key, value in
-                    {"HOME": "/tmp/home", "TMPDIR": "/tmp", **env}.items()}
+        jail_env = {
+            key: _rewrite(value, inside, stage) for key, value in {"HOME": "/tmp/home", "TMPDIR": "/tmp", **env}.items()
+        }
         program = syscall_filter.fallback_filter()
-        assert program is not None   # problem() refused otherwise
-        cmd = [*chain.wrapper("course-jail"), *chain.prlimit(limits, cgroups=cgroups is not None),
-               *chain.guarded(stage.uid, no_new_privs=True), *syscall_filter.loader_argv(sys.executable, program, argv)]
+        assert program is not None  # problem() refused otherwise
+        cmd = [
+            *chain.wrapper("course-jail"),
+            *chain.prlimit(limits, cgroups=cgroups is not None),
+            *chain.guarded(stage.uid, no_new_privs=True),
+            *syscall_filter.loader_argv(sys.executable, program, argv),
+        ]
         wrapper_env = chain.wrapper_env(cgroups.procs_files() if cgroups else [])
-        process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env={**jail_env, **wrapper_env, "PATH": jail_env.get("PATH", SYSTEM_PATH)},
-                                   cwd=stage.path(cwd) if cwd.startswith("/tmp") else cwd,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**jail_env, **wrapper_env, "PATH": jail_env.get("PATH", SYSTEM_PATH)},
+            cwd=stage.path(cwd) if cwd.startswith("/tmp") else cwd,
+            start_new_session=True,
+        )
     except BaseException:
         if cgroups is not None:
             cgroups.remove()
         stage.remove()
         raise
-    return Jail(process, limits=limits, cgroups=cgroups, stage=None, jailed=True, note=note, kind=UID,
-                uid_stage=stage)
+    return Jail(process, limits=limits, cgroups=cgroups, stage=None, jailed=True, note=note, kind=UID, uid_stage=stage)

@@ -14,6 +14,7 @@ it needs no namespaces; it needs bounds, which it takes from autograder.confine 
   imported the judge's modules and holds nothing of any submission), which applies this same chain in the child;
   where the zygote cannot start (or COURSE_JUDGE_ZYGOTE=0), a Python of its own started through the chain.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,27 +35,36 @@ from autograder.course_manifest import REPO_ROOT
 from autograder.judge import zygote
 
 STDERR_KEEP = 16 * 1024
-ZYGOTE_ENV = "COURSE_JUDGE_ZYGOTE"    # "0": each judge a Python of its own (the bench's comparison)
+ZYGOTE_ENV = "COURSE_JUDGE_ZYGOTE"  # "0": each judge a Python of its own (the bench's comparison)
 
 
 @dataclass(frozen=True)
 class BoxLimits(ProcessLimits):
     """What one judge may use (a submission's: it lives as long as the submission's grading)."""
 
-    memory_mb: int = 2048      # everything in the box (cgroup); the judge itself takes ~0.3 GB of it
-    cpu_s: int = 900           # CPU seconds (RLIMIT_CPU), a backstop: the wall clock of each request comes first
-    pids: int = 256            # threads count: XLA's and libtpu's pools
+    memory_mb: int = 2048  # everything in the box (cgroup); the judge itself takes ~0.3 GB of it
+    cpu_s: int = 900  # CPU seconds (RLIMIT_CPU), a backstop: the wall clock of each request comes first
+    pids: int = 256  # threads count: XLA's and libtpu's pools
     file_mb: int = 64
-    cpus: float = 2.0          # the compiles started ahead (autograder.judge.server) run beside the runs
+    cpus: float = 2.0  # the compiles started ahead (autograder.judge.server) run beside the runs
 
 
 def _env(tmp: str) -> dict[str, str]:
-    env = {**child_env(), "HOME": tmp, "TMPDIR": tmp, "PYTHONPATH": str(REPO_ROOT),
-           # libtpu's logs (module names, VMEM breakdowns, the working directory) in the box's private folder, not
-           # the world-readable /tmp/tpu_logs it picks by default
-           "TPU_LOG_DIR": f"{tmp}/tpu_logs"}
-    for key in ("TPU_WORKER_HOSTNAMES", "TPU_HOST_BOUNDS", "ALLOW_MULTIPLE_LIBTPU_LOAD",   # tpu_compile's own
-                "COURSE_GRADE_TIMELINE"):   # profiling: the judge's spans go to the grader's timeline
+    env = {
+        **child_env(),
+        "HOME": tmp,
+        "TMPDIR": tmp,
+        "PYTHONPATH": str(REPO_ROOT),
+        # libtpu's logs (module names, VMEM breakdowns, the working directory) in the box's private folder, not
+        # the world-readable /tmp/tpu_logs it picks by default
+        "TPU_LOG_DIR": f"{tmp}/tpu_logs",
+    }
+    for key in (
+        "TPU_WORKER_HOSTNAMES",
+        "TPU_HOST_BOUNDS",
+        "ALLOW_MULTIPLE_LIBTPU_LOAD",  # tpu_compile's own
+        "COURSE_GRADE_TIMELINE",
+    ):  # profiling: the judge's spans go to the grader's timeline
         if key in os.environ:
             env[key] = os.environ[key]
     return env
@@ -70,7 +80,7 @@ def _new_folder() -> str:
 
 _ZYGOTE: zygote.Zygote | None = None
 _ZYGOTE_LOCK = threading.Lock()
-_ZYGOTE_FAILED: str | None = None     # why a zygote of this process ended before it could fork: none is tried again
+_ZYGOTE_FAILED: str | None = None  # why a zygote of this process ended before it could fork: none is tried again
 
 
 def _zygote() -> zygote.Zygote:
@@ -91,13 +101,27 @@ def _start(limits: BoxLimits, tmp: str, cgroups: Cgroups | None, own_process: bo
     try:
         if own_process or os.environ.get(ZYGOTE_ENV, "1") == "0":
             raise zygote.ZygoteFailed(f"{ZYGOTE_ENV}=0")
-        return _zygote().fork(cwd=tmp, env=_env(tmp), cgroups=procs,
-                              rlimits=chain.rlimits(limits, cgroups=cgroups is not None))
+        return _zygote().fork(
+            cwd=tmp, env=_env(tmp), cgroups=procs, rlimits=chain.rlimits(limits, cgroups=cgroups is not None)
+        )
     except (zygote.ZygoteFailed, OSError):
-        cmd = [*chain.wrapper("course-judge"), *chain.prlimit(limits, cgroups=cgroups is not None),
-               *chain.guarded(None), sys.executable, "-m", "autograder.judge.server"]
-        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp,
-                                start_new_session=True, env={**_env(tmp), **chain.wrapper_env(procs)})
+        cmd = [
+            *chain.wrapper("course-judge"),
+            *chain.prlimit(limits, cgroups=cgroups is not None),
+            *chain.guarded(None),
+            sys.executable,
+            "-m",
+            "autograder.judge.server",
+        ]
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp,
+            start_new_session=True,
+            env={**_env(tmp), **chain.wrapper_env(procs)},
+        )
 
 
 class Box(Child):

@@ -13,6 +13,7 @@ bound is an upper estimate, so an honest lab kernel is far inside every one (the
 
 The box (autograder.judge.box) bounds what these cannot foresee: memory, CPU time, wall clock.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,17 +24,17 @@ import numpy as np
 
 from autograder.jail.jail_agent import description as fmt
 
-LARGEST_LAB_MATMUL_FLOPS = 2 * 1024**3      # 1024 x 1024 x 1024: the labs' largest graded product
-INDEX_MAP_PASSES = 2     # the judge evaluates each index map per grid step for the run, and again for the structure
+LARGEST_LAB_MATMUL_FLOPS = 2 * 1024**3  # 1024 x 1024 x 1024: the labs' largest graded product
+INDEX_MAP_PASSES = 2  # the judge evaluates each index map per grid step for the run, and again for the structure
 
 
 @dataclass(frozen=True)
 class Budgets:
-    max_bytes: int = 1 * 2**30                          # with the box's 2 GB and the judge's own ~0.3 GB
-    max_scratch_bytes: int = 128 * 2**20                # per pallas_call: v5e's and v6e's VMEM per TensorCore
+    max_bytes: int = 1 * 2**30  # with the box's 2 GB and the judge's own ~0.3 GB
+    max_scratch_bytes: int = 128 * 2**20  # per pallas_call: v5e's and v6e's VMEM per TensorCore
     max_flops_outside: int = 16 * LARGEST_LAB_MATMUL_FLOPS
     max_flops_inside: int = 16 * LARGEST_LAB_MATMUL_FLOPS
-    max_trips: int = 65_536                             # grid steps and loop iterations, all together
+    max_trips: int = 65_536  # grid steps and loop iterations, all together
 
 
 BUDGETS = Budgets()
@@ -91,7 +92,7 @@ def _subs(params: Any) -> Iterator[Any]:
 @dataclass
 class _Cost:
     bytes: int = 0
-    scratch: int = 0          # the largest one pallas_call holds
+    scratch: int = 0  # the largest one pallas_call holds
     flops_outside: float = 0.0
     flops_inside: float = 0.0
     trips: int = 0
@@ -99,8 +100,10 @@ class _Cost:
 
 def _dot_flops(eqn: dict[str, Any], avals: dict[int, Any]) -> float:
     out = _elements((eqn.get("out") or [None])[0])
-    ins = [avals.get(a.get("v")) if isinstance(a, dict) and "v" in a else a.get("aval") if isinstance(a, dict)
-           else None for a in eqn.get("in") or []]
+    ins = [
+        avals.get(a.get("v")) if isinstance(a, dict) and "v" in a else a.get("aval") if isinstance(a, dict) else None
+        for a in eqn.get("in") or []
+    ]
     lhs = _aval(ins[0]) if ins else None
     try:
         contract = _untuple((eqn.get("params") or {}).get("dimension_numbers"))[0][0]
@@ -133,8 +136,11 @@ def _walk(j: Any, cost: _Cost, times: float, inside: bool) -> None:
             n += 1
         cost.bytes += sum(_bytes(o) for o in outs) if isinstance(outs, list) else 0
         ins = [avals.get(a["v"]) if isinstance(a, dict) and "v" in a else None for a in eqn.get("in") or []]
-        work = _dot_flops(eqn, avals) if name == "dot_general" else float(
-            max([_elements(x) for x in ins + list(outs)] or [0]))
+        work = (
+            _dot_flops(eqn, avals)
+            if name == "dot_general"
+            else float(max([_elements(x) for x in ins + list(outs)] or [0]))
+        )
         if inside:
             cost.flops_inside += work * times
         else:
@@ -157,12 +163,12 @@ def _walk(j: Any, cost: _Cost, times: float, inside: bool) -> None:
             length = params.get("length")
             trips = length if isinstance(length, int) and length > 0 else 1
         elif name == "while":
-            trips = fmt.MAX_LOOP_STEPS       # the grader runs while loops under that limit
+            trips = fmt.MAX_LOOP_STEPS  # the grader runs while loops under that limit
         else:
             trips = 1
         if trips > 1:
             cost.trips += int(times * trips)
-        if name == "cond":                   # one branch runs: the dearest counts
+        if name == "cond":  # one branch runs: the dearest counts
             branches = []
             for sub in subs:
                 c = _Cost()
@@ -199,19 +205,28 @@ def check(description: Any, const_bytes: int, in_bytes: int, budgets: Budgets = 
     c = cost(description)
     total = c.bytes + const_bytes + in_bytes
     if c.scratch > budgets.max_scratch_bytes:
-        raise OverBudget(f"a pallas_call asks for {_gb(c.scratch)} of scratch, more than the "
-                         f"{_gb(budgets.max_scratch_bytes)} of VMEM any course chip has: no TPU could run it")
+        raise OverBudget(
+            f"a pallas_call asks for {_gb(c.scratch)} of scratch, more than the "
+            f"{_gb(budgets.max_scratch_bytes)} of VMEM any course chip has: no TPU could run it"
+        )
     if total > budgets.max_bytes:
-        raise OverBudget(f"running it would hold up to {_gb(total)} of arrays (operands, constants, results and "
-                         f"scratch), over the grader's limit of {_gb(budgets.max_bytes)}")
+        raise OverBudget(
+            f"running it would hold up to {_gb(total)} of arrays (operands, constants, results and "
+            f"scratch), over the grader's limit of {_gb(budgets.max_bytes)}"
+        )
     if c.trips > budgets.max_trips:
-        raise OverBudget(f"it runs {c.trips:,} grid steps and loop iterations, over the grader's limit of "
-                         f"{budgets.max_trips:,}")
+        raise OverBudget(
+            f"it runs {c.trips:,} grid steps and loop iterations, over the grader's limit of {budgets.max_trips:,}"
+        )
     if c.flops_outside > budgets.max_flops_outside:
-        raise OverBudget(f"it computes about {c.flops_outside:.2g} FLOPs outside its kernels (XLA work beside them), "
-                         f"over the grader's limit of {budgets.max_flops_outside:.2g} (16 of the labs' largest "
-                         "matmuls)")
+        raise OverBudget(
+            f"it computes about {c.flops_outside:.2g} FLOPs outside its kernels (XLA work beside them), "
+            f"over the grader's limit of {budgets.max_flops_outside:.2g} (16 of the labs' largest "
+            "matmuls)"
+        )
     if c.flops_inside > budgets.max_flops_inside:
-        raise OverBudget(f"its kernels compute about {c.flops_inside:.2g} FLOPs (body and index maps x grid steps x "
-                         f"loops), over the grader's limit of {budgets.max_flops_inside:.2g} (16 of the labs' largest "
-                         "matmuls)")
+        raise OverBudget(
+            f"its kernels compute about {c.flops_inside:.2g} FLOPs (body and index maps x grid steps x "
+            f"loops), over the grader's limit of {budgets.max_flops_inside:.2g} (16 of the labs' largest "
+            "matmuls)"
+        )

@@ -10,6 +10,7 @@ request's wall clock (the per-test limit, or the compile rule's `timeout_s`), wi
 (`--timeout`, jail and judge together), the box's memory and CPU time. An overrun kills the child and costs the
 request that overran: a fresh child (re-sent what it needs) serves the next one, so the batch goes on.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +30,8 @@ from autograder.judge.box import Box, BoxLimits
 from autograder.judge.budgets import OverBudget, check as check_budgets
 from autograder.judge.parse import where_in
 
-START_S = 120.0     # the judge's start-up (imports) at most, within the deadline
+START_S = 120.0  # the judge's start-up (imports) at most, within the deadline
+
 
 @dataclass(frozen=True)
 class JudgedComputation:
@@ -38,7 +40,7 @@ class JudgedComputation:
     digest: str
     in_avals: tuple[Any, ...]
     judge: JudgeClient = field(repr=False, compare=False)
-    fn: Callable[..., Any] | None = field(default=None, repr=False, compare=False)   # the tests' LocalJudge only
+    fn: Callable[..., Any] | None = field(default=None, repr=False, compare=False)  # the tests' LocalJudge only
 
     def verdicts(self, chips: list[str], timeout_s: float) -> list[Any]:
         """The compiler's verdict per chip (pallas_course.tpu_compile.CompileResult), from the judge."""
@@ -74,8 +76,9 @@ class Traced:
 
 def digest(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> str:
     """What a rebuild is made from, hashed: the description, its constants as sent, the grader's input avals."""
-    h = hashlib.sha256(json.dumps([header.get("description"), header.get("consts")], sort_keys=True,
-                                  default=str).encode())
+    h = hashlib.sha256(
+        json.dumps([header.get("description"), header.get("consts")], sort_keys=True, default=str).encode()
+    )
     for b in blobs:
         h.update(hashlib.sha256(b).digest())
     h.update(repr([(tuple(a.shape), str(a.dtype)) for a in in_avals]).encode())
@@ -90,20 +93,22 @@ class JudgeClient:
     """The requests, over some transport (`_request`)."""
 
     def __init__(self) -> None:
-        self._sent: dict[str, tuple[dict[str, Any], list[bytes]]] = {}   # key -> its trace request, to re-send
-        self._here: set[str] = set()                                       # keys the current child holds
-        self._ahead: set[str] = set()                                      # keys whose compiles were started
-        self.held = Held()                    # the run results this submission's grading holds (its replies)
+        self._sent: dict[str, tuple[dict[str, Any], list[bytes]]] = {}  # key -> its trace request, to re-send
+        self._here: set[str] = set()  # keys the current child holds
+        self._ahead: set[str] = set()  # keys whose compiles were started
+        self.held = Held()  # the run results this submission's grading holds (its replies)
 
-    def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
-                 what: str) -> tuple[dict[str, Any], list[bytes]]:
+    def _request(
+        self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None, what: str
+    ) -> tuple[dict[str, Any], list[bytes]]:
         raise NotImplementedError
 
     def _call_timeout(self) -> float | None:
         return None
 
-    def _asked(self, key: str, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
-               what: str) -> tuple[dict[str, Any], list[bytes]]:
+    def _asked(
+        self, key: str, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None, what: str
+    ) -> tuple[dict[str, Any], list[bytes]]:
         """`header` about the computation `key`, sent to a child that holds it (after a restart it is rebuilt)."""
         for attempt in range(2):
             self._held(key, what)
@@ -132,11 +137,17 @@ class JudgeClient:
             check_budgets(reply.get("description"), const_bytes, in_bytes)
         except OverBudget as e:
             text = str(e) + where_in(reply.get("description"), str(e))
-            return Traced(None, None, StudentError(phase="rebuild", ename="OverBudget", text=text,
-                                                   not_implemented=False))
+            return Traced(
+                None, None, StudentError(phase="rebuild", ename="OverBudget", text=text, not_implemented=False)
+            )
         key = digest(reply, blobs, in_avals)
-        header = {"op": "trace", "key": key, "description": reply.get("description"), "consts": reply.get("consts"),
-                  "in_avals": _avals_data(in_avals)}
+        header = {
+            "op": "trace",
+            "key": key,
+            "description": reply.get("description"),
+            "consts": reply.get("consts"),
+            "in_avals": _avals_data(in_avals),
+        }
         try:
             answer, _ = self._request(header, blobs, timeout=self._call_timeout(), what="rebuild")
         except Overrun as e:
@@ -178,7 +189,7 @@ class JudgeClient:
             if why is not None:
                 return None, judge_error(f"the grader's run of your kernel {why}")
             if "too_big" not in answer:
-                break      # else: it fits once what earlier tests dropped is collected: asked again, once
+                break  # else: it fits once what earlier tests dropped is collected: asked again, once
         if answer.get("ok") is not True:
             return None, student_error_from(answer.get("error"))
         try:
@@ -193,8 +204,13 @@ class JudgeClient:
             return
         self._ahead.add(key)
         try:
-            self._asked(key, {"op": "compile_ahead", "key": key, "chips": list(chips)}, [],
-                        timeout=self._call_timeout(), what="compile")
+            self._asked(
+                key,
+                {"op": "compile_ahead", "key": key, "chips": list(chips)},
+                [],
+                timeout=self._call_timeout(),
+                what="compile",
+            )
         except Overrun:
             if self._past_deadline():
                 raise
@@ -208,23 +224,49 @@ class JudgeClient:
         for i, chip in enumerate(chips):
             t0 = time.perf_counter()
             try:
-                answer, _ = self._asked(key, {"op": "compile", "key": key, "chip": chip}, [],
-                                        timeout=self._compile_timeout(timeout_s), what="compile")
+                answer, _ = self._asked(
+                    key,
+                    {"op": "compile", "key": key, "chip": chip},
+                    [],
+                    timeout=self._compile_timeout(timeout_s),
+                    what="compile",
+                )
             except Overrun as e:
                 if self._past_deadline():
                     raise
                 topology = TOPOLOGIES.get(chip, "")
-                why = (f"the TPU compiler did not finish within {timeout_s:g} s for {chip}" if "took more" in e.why
-                       else f"the TPU compiler {e.why.replace('took more', 'needed more')} for {chip}")
-                results.append(CompileResult(
-                    chip, topology, False, error_kind="tpu-timeout", message=why, seconds=time.perf_counter() - t0,
-                    explanation=(f"{why} (course.yml's compile rule gives each kernel {timeout_s:g} s per chip, about "
-                                 "100 times what the lab's own kernels take on this kind of machine): the kernel is "
-                                 "too much for the compiler as written (a huge block or scratch, a very large "
-                                 "unrolled loop, a branch with big VMEM traffic); make it smaller")))
-                results += [CompileResult(c, TOPOLOGIES.get(c, ""), False, skipped=True, error_kind="cannot-judge",
-                                          message=f"not tried: the compile for {chip} did not finish")
-                            for c in chips[i + 1:]]
+                why = (
+                    f"the TPU compiler did not finish within {timeout_s:g} s for {chip}"
+                    if "took more" in e.why
+                    else f"the TPU compiler {e.why.replace('took more', 'needed more')} for {chip}"
+                )
+                results.append(
+                    CompileResult(
+                        chip,
+                        topology,
+                        False,
+                        error_kind="tpu-timeout",
+                        message=why,
+                        seconds=time.perf_counter() - t0,
+                        explanation=(
+                            f"{why} (course.yml's compile rule gives each kernel {timeout_s:g} s per chip, about "
+                            "100 times what the lab's own kernels take on this kind of machine): the kernel is "
+                            "too much for the compiler as written (a huge block or scratch, a very large "
+                            "unrolled loop, a branch with big VMEM traffic); make it smaller"
+                        ),
+                    )
+                )
+                results += [
+                    CompileResult(
+                        c,
+                        TOPOLOGIES.get(c, ""),
+                        False,
+                        skipped=True,
+                        error_kind="cannot-judge",
+                        message=f"not tried: the compile for {chip} did not finish",
+                    )
+                    for c in chips[i + 1 :]
+                ]
                 return results
             results.append(protocol.compile_result_from(answer.get("result")))
         return results
@@ -288,11 +330,14 @@ class BoxedJudge(JudgeClient):
         try:
             header, blobs = self.reader.read(timeout=max(0.05, min(timeout, self._left())))
         except wire.PeerSilent:
-            raise self._stop(f"ran past the notebook's {self.wall_s:g} s wall-clock limit (--timeout)"
-                             if deadline_first else limit_why) from None
+            raise self._stop(
+                f"ran past the notebook's {self.wall_s:g} s wall-clock limit (--timeout)"
+                if deadline_first
+                else limit_why
+            ) from None
         except wire.PeerGone:
             box, self.box, self._here = self.box, None, set()
-            if box is not None and box.zygote_failed():   # the warm parent could not start, not this judge
+            if box is not None and box.zygote_failed():  # the warm parent could not start, not this judge
                 box.kill()
                 self._start(own_process=True)
                 return self._read(timeout, limit_why)
@@ -308,8 +353,9 @@ class BoxedJudge(JudgeClient):
             raise BadAnswer("the judge sent a reply that is not a mapping")
         return header, blobs
 
-    def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
-                 what: str) -> tuple[dict[str, Any], list[bytes]]:
+    def _request(
+        self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None, what: str
+    ) -> tuple[dict[str, Any], list[bytes]]:
         if self._past_deadline():
             raise Overrun(f"ran past the notebook's {self.wall_s:g} s wall-clock limit (--timeout)")
         if self.box is None:
@@ -323,8 +369,9 @@ class BoxedJudge(JudgeClient):
         with timeline.span(f"judge {header.get('op')}", **({"chip": header["chip"]} if "chip" in header else {})):
             return self._asked_now(header, blobs, timeout=timeout, what=what)
 
-    def _asked_now(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
-                   what: str) -> tuple[dict[str, Any], list[bytes]]:
+    def _asked_now(
+        self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None, what: str
+    ) -> tuple[dict[str, Any], list[bytes]]:
         try:
             self.box.process.stdin.write(wire.pack(header, blobs))
             self.box.process.stdin.flush()

@@ -10,22 +10,27 @@ course's words (pallas_course.compile_verdict, the message the student's own che
 judged (no libtpu, a compiler that cannot be asked) costs nothing and says so: the test's result carries a
 "not compiled: ..." note.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 from pallas_course import tpu_compile
+
 # One message for the grade and the student's own checks (issue 26/27): built in the student wheel.
-from pallas_course.compile_verdict import (NOT_COMPILED, CompileVerdict, not_compiled_note,
-                                           rejection_message)
+from pallas_course.compile_verdict import NOT_COMPILED, CompileVerdict, not_compiled_note, rejection_message
 from pallas_course.tpu_compile import CompileResult  # noqa: F401 - the results' type, for callers
 
-CACHE_SIZE = 256     # verdicts kept per grader process: one per distinct computation a notebook's tests trace
+CACHE_SIZE = 256  # verdicts kept per grader process: one per distinct computation a notebook's tests trace
 
 
-def compile_verdict(fn: Callable[..., Any], in_avals: Sequence[Any], chips: Sequence[str],
-                    places: Sequence[tuple[str | None, Any]] | None = None) -> CompileVerdict:
+def compile_verdict(
+    fn: Callable[..., Any],
+    in_avals: Sequence[Any],
+    chips: Sequence[str],
+    places: Sequence[tuple[str | None, Any]] | None = None,
+) -> CompileVerdict:
     """Compile `fn` over `in_avals` for each chip: the grading compile step, usable on any traced computation.
     `places`: where the student launched each pallas_call (a rebuild's, autograder.judge.rebuild.Computation)."""
     return CompileVerdict(tuple(tpu_compile.compile_chips(fn, in_avals, chips, places)))
@@ -66,13 +71,13 @@ class _Cache:
         if hit is not None and (digest or hit[0] is computation) and hit[1] == tuple(chips):
             self._items.move_to_end(key)
             return hit[2]
-        if getattr(computation, "fn", None) is None:   # the judge's, in its box: the compile runs there
+        if getattr(computation, "fn", None) is None:  # the judge's, in its box: the compile runs there
             verdict = CompileVerdict(tuple(computation.verdicts(list(chips), timeout_s)))
         else:
             places = list(getattr(computation, "places", ())) or None
             verdict = compile_verdict(for_compiler(computation), computation.in_avals, chips, places)
         if of_the_computation(verdict):
-            self._items[key] = (computation, tuple(chips), verdict)   # holds the object: its id is not reused
+            self._items[key] = (computation, tuple(chips), verdict)  # holds the object: its id is not reused
             while len(self._items) > CACHE_SIZE:
                 self._items.popitem(last=False)
         return verdict
@@ -94,8 +99,12 @@ def ahead(test: str) -> Callable[[Any], None] | None:
     def start(computation: Any) -> None:
         digest, judge = getattr(computation, "digest", None), getattr(computation, "judge", None)
         # a computation with its fn here (the tests' LocalJudge) is compiled in this process by `check`
-        if digest and judge is not None and getattr(computation, "fn", None) is None \
-                and not _CACHE.known(digest, rule.chips):
+        if (
+            digest
+            and judge is not None
+            and getattr(computation, "fn", None) is None
+            and not _CACHE.known(digest, rule.chips)
+        ):
             judge.compile_ahead(digest, list(rule.chips))
 
     return start
@@ -124,5 +133,7 @@ def libtpu_warning() -> str | None:
     """The one line a grading run starts with where the compile rule cannot be applied (no libtpu), else None."""
     if tpu_compile.available():
         return None
-    return ("warning: libtpu is not installed, so no kernel is compiled for a TPU: each test the compile rules list "
-            f"passes its compile with the note \"{NOT_COMPILED}: libtpu missing\" ({tpu_compile.install_hint()})")
+    return (
+        "warning: libtpu is not installed, so no kernel is compiled for a TPU: each test the compile rules list "
+        f"passes its compile with the note \"{NOT_COMPILED}: libtpu missing\" ({tpu_compile.install_hint()})"
+    )

@@ -5,6 +5,7 @@ The description (autograder.jail.jail_agent.description) is JSON; nothing of it 
 cannot read into the model is refused with a sentence the student can act on (`Refused`); autograder.judge.rebuild
 evaluates what it parsed.
 """
+
 from __future__ import annotations
 
 import keyword
@@ -36,11 +37,19 @@ def not_allowed(name: str) -> Refused:
 INLINED = vocabulary.INLINED
 ALLOWED = vocabulary.rebuilt()
 
-_ENUMS = {"Precision": lax.Precision, "RoundingMethod": lax.RoundingMethod,
-          "GatherScatterMode": lax.GatherScatterMode, "DotAlgorithmPreset": lax.DotAlgorithmPreset,
-          "FftType": lax.FftType, "RandomAlgorithm": lax.RandomAlgorithm}
-_NAMED = {"GatherDimensionNumbers": lax.GatherDimensionNumbers, "ScatterDimensionNumbers": lax.ScatterDimensionNumbers,
-          "ConvDimensionNumbers": lax.ConvDimensionNumbers}
+_ENUMS = {
+    "Precision": lax.Precision,
+    "RoundingMethod": lax.RoundingMethod,
+    "GatherScatterMode": lax.GatherScatterMode,
+    "DotAlgorithmPreset": lax.DotAlgorithmPreset,
+    "FftType": lax.FftType,
+    "RandomAlgorithm": lax.RandomAlgorithm,
+}
+_NAMED = {
+    "GatherDimensionNumbers": lax.GatherDimensionNumbers,
+    "ScatterDimensionNumbers": lax.ScatterDimensionNumbers,
+    "ConvDimensionNumbers": lax.ConvDimensionNumbers,
+}
 
 
 _WEAK_PYTHON = {"int32": int, "float32": float, "bool": bool}
@@ -48,11 +57,12 @@ MEMORY_SPACES = {None: None, "default": None, "vmem": pltpu.VMEM, "smem": pltpu.
 
 # ------------------------------------------------------------------------------------------- parsed form
 
+
 @dataclass(frozen=True)
 class Aval:
     shape: tuple[int, ...]
     dtype: np.dtype
-    ref: str | None = None      # the memory space of a Ref ("" for the default), None for an array
+    ref: str | None = None  # the memory space of a Ref ("" for the default), None for an array
     weak: bool = False
 
     @property
@@ -62,13 +72,13 @@ class Aval:
 
 @dataclass(frozen=True)
 class Literal:
-    value: Any                       # a numpy scalar, or a Python one where the original was weakly typed
+    value: Any  # a numpy scalar, or a Python one where the original was weakly typed
 
 
 @dataclass(frozen=True)
 class Eqn:
     name: str
-    inputs: tuple[Any, ...]          # int: a variable, or a Literal
+    inputs: tuple[Any, ...]  # int: a variable, or a Literal
     outputs: tuple[Aval, ...]
     params: dict[str, Any]
 
@@ -85,10 +95,16 @@ class Place:
 
     @classmethod
     def read(cls, raw: Any) -> Place | None:
-        if (not isinstance(raw, list) or len(raw) != 4 or not all(isinstance(raw[i], str) for i in (0, 2, 3))
-                or not isinstance(raw[1], int) or isinstance(raw[1], bool) or not 0 < raw[1] < 10**7):
+        if (
+            not isinstance(raw, list)
+            or len(raw) != 4
+            or not all(isinstance(raw[i], str) for i in (0, 2, 3))
+            or not isinstance(raw[1], int)
+            or isinstance(raw[1], bool)
+            or not 0 < raw[1] < 10**7
+        ):
             return None
-        one_line = [" ".join(str(s).split())[:fmt.MAX_TEXT] for s in (raw[0], raw[2], raw[3])]
+        one_line = [" ".join(str(s).split())[: fmt.MAX_TEXT] for s in (raw[0], raw[2], raw[3])]
         return cls(one_line[0], raw[1], one_line[1], one_line[2])
 
     def frame(self) -> Any:
@@ -138,13 +154,12 @@ class Jaxpr:
     outputs: tuple[Any, ...]
 
 
-
 class Parser:
     def __init__(self, consts: Sequence[Any]) -> None:
         self.consts = consts
         self.equations = 0
         self.const_bytes = 0
-        self.wide = False        # a 64-bit dtype appears: rebuilt under jax.enable_x64, as the notebook traced it
+        self.wide = False  # a 64-bit dtype appears: rebuilt under jax.enable_x64, as the notebook traced it
 
     # ---- leaves
     def dtype(self, name: Any) -> np.dtype:
@@ -167,12 +182,16 @@ class Parser:
         if "opaque" in d:
             raise Refused(f"a value of type `{str(d['opaque'])[:80]}` is not one this lab allows")
         shape = d.get("shape")
-        if (not isinstance(shape, list) or len(shape) > fmt.MAX_RANK
-                or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in shape)):
+        if (
+            not isinstance(shape, list)
+            or len(shape) > fmt.MAX_RANK
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in shape)
+        ):
             raise Refused("a malformed array shape")
         if math.prod(shape) > fmt.MAX_ELEMENTS:
-            raise Refused(f"an array of shape {tuple(shape)} is over the grader's limit of {fmt.MAX_ELEMENTS:,} "
-                          "elements")
+            raise Refused(
+                f"an array of shape {tuple(shape)} is over the grader's limit of {fmt.MAX_ELEMENTS:,} elements"
+            )
         return Aval(tuple(shape), self.dtype(d.get("dtype")), weak=d.get("weak") is True)
 
     def literal(self, d: dict[str, Any]) -> np.ndarray:
@@ -202,7 +221,7 @@ class Parser:
             return [self.param(x, depth) for x in v[:10_000]]
         if not isinstance(v, dict) or len(v) != 1:
             raise Refused("a malformed parameter")
-        (tag, body), = v.items()
+        ((tag, body),) = v.items()
         if tag == "tuple" and isinstance(body, list):
             return tuple(self.param(x, depth) for x in body[:10_000])
         if tag == "dtype":
@@ -214,7 +233,13 @@ class Parser:
                 return _ENUMS[body[0]][str(body[1])]
             except KeyError:
                 raise Refused(f"{body[0]}.{str(body[1])[:40]} is not a known value") from None
-        if tag == "named" and isinstance(body, list) and len(body) == 2 and body[0] in _NAMED and isinstance(body[1], dict):
+        if (
+            tag == "named"
+            and isinstance(body, list)
+            and len(body) == 2
+            and body[0] in _NAMED
+            and isinstance(body[1], dict)
+        ):
             cls = _NAMED[body[0]]
             fields = {k: self.param(x, depth) for k, x in body[1].items()}
             if set(fields) != set(cls._fields):
@@ -275,7 +300,11 @@ class Parser:
         name = e["p"]
         if name not in ALLOWED:
             raise not_allowed(name)
-        if not isinstance(e.get("in"), list) or not isinstance(e.get("out"), list) or not isinstance(e.get("params"), dict):
+        if (
+            not isinstance(e.get("in"), list)
+            or not isinstance(e.get("out"), list)
+            or not isinstance(e.get("params"), dict)
+        ):
             raise Refused(f"a malformed `{name[:80]}`")
         inputs = tuple(self.atom(a, defined) for a in e["in"][:100_000])
         outputs = tuple(self.aval(a) for a in e["out"][:10_000])
@@ -307,7 +336,7 @@ class Parser:
             for ix in t["index"]:
                 if not isinstance(ix, dict) or len(ix) != 1:
                     raise Refused("a malformed ref index")
-                (kind, body), = ix.items()
+                ((kind, body),) = ix.items()
                 if kind == "slice" and isinstance(body, list) and len(body) == 3:
                     index.append(("slice", *(self.start(b) for b in body)))
                 elif kind in ("int", "leaf") and isinstance(body, int) and not isinstance(body, bool):
@@ -327,12 +356,14 @@ class Parser:
 
     def pallas_call(self, raw: dict[str, Any], depth: int) -> dict[str, Any]:
         grid = raw.get("grid")
-        if (not isinstance(grid, list) or len(grid) > 6
-                or not all(isinstance(g, int) and not isinstance(g, bool) and 0 <= g for g in grid)):
+        if (
+            not isinstance(grid, list)
+            or len(grid) > 6
+            or not all(isinstance(g, int) and not isinstance(g, bool) and 0 <= g for g in grid)
+        ):
             raise Refused("a pallas_call grid that is not a tuple of sizes")
         if math.prod(grid) > fmt.MAX_GRID_POINTS:
-            raise Refused(f"a grid of {math.prod(grid):,} steps is over the grader's limit of "
-                          f"{fmt.MAX_GRID_POINTS:,}")
+            raise Refused(f"a grid of {math.prod(grid):,} steps is over the grader's limit of {fmt.MAX_GRID_POINTS:,}")
         if raw.get("num_scalar_prefetch") or raw.get("mesh") is not None:
             raise Refused("scalar prefetch and meshes are not used in this lab")
         blocks = []
@@ -349,13 +380,17 @@ class Parser:
             for dim in b.get("block_shape") or []:
                 if not isinstance(dim, dict) or len(dim) != 1:
                     raise Refused("a malformed block shape")
-                (kind, body), = dim.items()
+                ((kind, body),) = dim.items()
                 if kind == "blocked" and isinstance(body, int) and 0 < body < 2**31:
                     dims.append(body)
                 elif kind == "squeezed":
                     dims.append(None)
-                elif (kind == "element" and isinstance(body, list) and len(body) == 3
-                      and all(isinstance(x, int) and 0 <= x < 2**31 for x in body)):
+                elif (
+                    kind == "element"
+                    and isinstance(body, list)
+                    and len(body) == 3
+                    and all(isinstance(x, int) and 0 <= x < 2**31 for x in body)
+                ):
                     dims.append(pl.Element(body[0], (body[1], body[2])))
                 else:
                     raise Refused(f"a block dimension of kind {str(kind)[:40]!r} is not one this lab allows")
@@ -365,8 +400,15 @@ class Parser:
             array = self.aval(b.get("array"))
             if array.ref is not None or len(dims) != len(array.shape):
                 raise Refused("a BlockSpec whose block shape does not match its array")
-            blocks.append({"array": array, "block_shape": tuple(dims), "buffer_count": count, "memory_space": space,
-                           "index_map": self.jaxpr(b.get("index_map"), depth + 1)})
+            blocks.append(
+                {
+                    "array": array,
+                    "block_shape": tuple(dims),
+                    "buffer_count": count,
+                    "memory_space": space,
+                    "index_map": self.jaxpr(b.get("index_map"), depth + 1),
+                }
+            )
         n_in = raw.get("num_inputs")
         if not isinstance(n_in, int) or not 0 <= n_in <= len(blocks):
             raise Refused("a malformed pallas_call")
@@ -387,8 +429,11 @@ class Parser:
                 raise Refused(f"compiler parameter `{sorted(unknown)[0][:40]}` is not used in this lab")
             sem = fields.get("dimension_semantics")
             if sem is not None:
-                if (not isinstance(sem, tuple) or len(sem) != len(grid)
-                        or not all(s in ("parallel", "arbitrary") for s in sem)):
+                if (
+                    not isinstance(sem, tuple)
+                    or len(sem) != len(grid)
+                    or not all(s in ("parallel", "arbitrary") for s in sem)
+                ):
                     raise Refused("dimension_semantics takes one of 'parallel' or 'arbitrary' per grid axis")
             limit = fields.get("vmem_limit_bytes")
             if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < 2**40):
@@ -396,19 +441,27 @@ class Parser:
             compiler_params = fields
         aliases = raw.get("input_output_aliases") or []
         if not isinstance(aliases, list) or not all(
-                isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
-                for p in aliases):
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in p)
+            for p in aliases
+        ):
             raise Refused("malformed input_output_aliases")
         name = raw.get("name")
         arg_names = raw.get("arg_names")
-        if not (isinstance(arg_names, list) and len(arg_names) <= 256 and all(
-                isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n) for n in arg_names)
-                and len(set(arg_names)) == len(arg_names)):
-            arg_names = None    # the kernel's parameters get names of the grader's
-        return {"name": name[:100] if isinstance(name, str) and name.isprintable() else None, "grid": tuple(grid),
-                "arg_names": arg_names,
-                "blocks": blocks, "num_inputs": n_in, "kernel": self.jaxpr(raw.get("kernel"), depth + 1),
-                "scratch": scratch, "compiler_params": compiler_params,
-                "input_output_aliases": {int(i): int(o) for i, o in aliases}}
-
-
+        if not (
+            isinstance(arg_names, list)
+            and len(arg_names) <= 256
+            and all(isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n) for n in arg_names)
+            and len(set(arg_names)) == len(arg_names)
+        ):
+            arg_names = None  # the kernel's parameters get names of the grader's
+        return {
+            "name": name[:100] if isinstance(name, str) and name.isprintable() else None,
+            "grid": tuple(grid),
+            "arg_names": arg_names,
+            "blocks": blocks,
+            "num_inputs": n_in,
+            "kernel": self.jaxpr(raw.get("kernel"), depth + 1),
+            "scratch": scratch,
+            "compiler_params": compiler_params,
+            "input_output_aliases": {int(i): int(o) for i, o in aliases},
+        }

@@ -18,6 +18,7 @@ point), scratch, dimension semantics, {primitive: result dtypes} of the kernel, 
 writing; the primitives outside the kernels and their sizes. `view` turns it back into a Trace with the same
 API (index maps become table lookups; there is no jaxpr), so the checks run unchanged.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:   # imported where used: kernel_trace imports jax, which a jail started ahead need not wait for
+if TYPE_CHECKING:  # imported where used: kernel_trace imports jax, which a jail started ahead need not wait for
     from pallas_course.kernel_trace import BlockInfo, PallasCallInfo, Trace
 
 
@@ -35,7 +36,7 @@ class BadStructure(ValueError):
 
 def structure(trace: Trace) -> dict[str, Any]:
     """A Trace as STRUCTURE (the child's side)."""
-    from autograder.judge.structure import trace_data   # the round-trip check's own data form (structure_data)
+    from autograder.judge.structure import trace_data  # the round-trip check's own data form (structure_data)
 
     return trace_data(trace)
 
@@ -66,17 +67,28 @@ def _block(d: Any, grid: tuple[int, ...]) -> BlockInfo:
         return lookup[key]
 
     block = d.get("block_shape")
-    if not isinstance(block, list) or not all(b is None or (isinstance(b, int) and not isinstance(b, bool))
-                                              for b in block):
+    if not isinstance(block, list) or not all(
+        b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in block
+    ):
         raise BadStructure("a block shape that is not a list of sizes")
     count = d.get("buffer_count")
     role = d.get("role")
-    if role not in ("in", "out") or not isinstance(d.get("position"), int) or not (
-            count is None or isinstance(count, int)):
+    if (
+        role not in ("in", "out")
+        or not isinstance(d.get("position"), int)
+        or not (count is None or isinstance(count, int))
+    ):
         raise BadStructure("a block of no known role")
-    return BlockInfo(role=role, position=d["position"], array_shape=_ints(d.get("array_shape"), "an array shape"),
-                     dtype=_dtype(d.get("dtype")), block_shape=tuple(block), buffer_count=count, index_map=index_map,
-                     trivial_window=d.get("trivial_window") is True)
+    return BlockInfo(
+        role=role,
+        position=d["position"],
+        array_shape=_ints(d.get("array_shape"), "an array shape"),
+        dtype=_dtype(d.get("dtype")),
+        block_shape=tuple(block),
+        buffer_count=count,
+        index_map=index_map,
+        trivial_window=d.get("trivial_window") is True,
+    )
 
 
 def _dtype(name: Any) -> np.dtype:
@@ -100,11 +112,18 @@ def _call(d: Any) -> PallasCallInfo:
     sem = d.get("dimension_semantics")
     dots = d.get("dot_precisions") or []
     masks = d.get("mask_products") or []
-    if not (isinstance(scratch, list) and isinstance(ops, dict) and (unread is None or isinstance(unread, list))
-            and (sem is None or isinstance(sem, list)) and isinstance(dots, list) and isinstance(masks, list)):
+    if not (
+        isinstance(scratch, list)
+        and isinstance(ops, dict)
+        and (unread is None or isinstance(unread, list))
+        and (sem is None or isinstance(sem, list))
+        and isinstance(dots, list)
+        and isinstance(masks, list)
+    ):
         raise BadStructure("a malformed pallas_call")
     return PallasCallInfo(
-        name=str(d.get("name", "kernel"))[:200], grid=grid,
+        name=str(d.get("name", "kernel"))[:200],
+        grid=grid,
         inputs=tuple(_block(b, grid) for b in d.get("inputs") or []),
         outputs=tuple(_block(b, grid) for b in d.get("outputs") or []),
         scratch=tuple((_ints(s[0], "a scratch shape"), _dtype(s[1]), str(s[2])[:40]) for s in scratch),
@@ -113,7 +132,8 @@ def _call(d: Any) -> PallasCallInfo:
         kernel_ops={str(k): tuple(str(t) for t in v) for k, v in ops.items() if isinstance(v, list)},
         unread=None if unread is None else tuple(str(u) for u in unread),
         dot_precisions=tuple(str(p)[:40] for p in dots),
-        mask_products=tuple(str(m)[:40] for m in masks))
+        mask_products=tuple(str(m)[:40] for m in masks),
+    )
 
 
 def view(data: Any) -> Trace:
@@ -125,8 +145,12 @@ def view(data: Any) -> Trace:
     outside, sizes = data.get("outside") or [], data.get("outside_sizes") or []
     if not isinstance(outside, list) or not isinstance(sizes, list) or len(sizes) != len(outside):
         raise BadStructure("malformed work outside the kernels")
-    return Trace(pallas_calls=tuple(_call(c) for c in data.get("pallas_calls") or []),
-                 outside=tuple(str(o) for o in outside), jaxpr=None, outside_sizes=_ints(sizes, "outside sizes"))
+    return Trace(
+        pallas_calls=tuple(_call(c) for c in data.get("pallas_calls") or []),
+        outside=tuple(str(o) for o in outside),
+        jaxpr=None,
+        outside_sizes=_ints(sizes, "outside sizes"),
+    )
 
 
 def compile_result(r: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ compiler. Anything it cannot rebuild is refused with a sentence the student can 
 
 The parsing of the description is autograder.judge.parse's; the structure as data, autograder.judge.structure's.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,12 +30,37 @@ from jax.experimental.pallas import tpu as pltpu
 
 from autograder.jail.jail_agent import description as fmt
 from autograder.judge import vocabulary
-# The parsed form and the refusals live in autograder.judge.parse; named here too, where callers import them.
-from autograder.judge.parse import (ALLOWED, INLINED, MEMORY_SPACES, Aval, Eqn, Jaxpr, Literal, Parser, Refused,
-                                    frames_in, not_allowed)
 
-__all__ = ["ALLOWED", "GLUE", "INLINED", "LAX_PRIMITIVES", "SPECIAL", "Computation", "LoopLimit", "Refused",
-           "canonical_names", "evaluate", "guarded_loops", "not_allowed", "rebuild"]
+# The parsed form and the refusals live in autograder.judge.parse; named here too, where callers import them.
+from autograder.judge.parse import (
+    ALLOWED,
+    INLINED,
+    MEMORY_SPACES,
+    Aval,
+    Eqn,
+    Jaxpr,
+    Literal,
+    Parser,
+    Refused,
+    frames_in,
+    not_allowed,
+)
+
+__all__ = [
+    "ALLOWED",
+    "GLUE",
+    "INLINED",
+    "LAX_PRIMITIVES",
+    "SPECIAL",
+    "Computation",
+    "LoopLimit",
+    "Refused",
+    "canonical_names",
+    "evaluate",
+    "guarded_loops",
+    "not_allowed",
+    "rebuild",
+]
 
 # ------------------------------------------------------------------------------------------- the vocabulary
 # Derived from what the installed JAX lowers (autograder.judge.vocabulary): bound as they are, or rebuilt by hand.
@@ -44,11 +70,18 @@ SPECIAL = vocabulary.SPECIAL
 # Ops the rebuild itself adds, which the student's trace did not have: lax.switch clamps a cond's index.
 GLUE = frozenset({"clamp"})
 # rng_bit_generator's algorithms that draw the same bits on every platform (as the enum, or its value as described)
-_SAME_BITS_EVERYWHERE = [a for alg in (lax.RandomAlgorithm.RNG_THREE_FRY, lax.RandomAlgorithm.RNG_PHILOX)
-                         for a in (alg, alg.value)]
+_SAME_BITS_EVERYWHERE = [
+    a for alg in (lax.RandomAlgorithm.RNG_THREE_FRY, lax.RandomAlgorithm.RNG_PHILOX) for a in (alg, alg.value)
+]
 # A scatter's combining function, as the grader writes it (the description's copy is not read): lax.scatter_*.
-_SCATTER = {"scatter": None, "scatter-add": lax.add, "scatter-sub": lax.sub, "scatter-mul": lax.mul,
-            "scatter-min": lax.min, "scatter-max": lax.max}
+_SCATTER = {
+    "scatter": None,
+    "scatter-add": lax.add,
+    "scatter-sub": lax.sub,
+    "scatter-mul": lax.mul,
+    "scatter-min": lax.min,
+    "scatter-max": lax.max,
+}
 
 
 @dataclass(frozen=True)
@@ -58,8 +91,8 @@ class Computation:
 
     fn: Callable[..., Any]
     in_avals: tuple[jax.ShapeDtypeStruct, ...]
-    loops: bool = False      # it has while loops: run it traced under guarded_loops()
-    unflatten: Callable[[list[Any]], Any] = list   # flat results (as its jaxpr returns them) -> what fn returns
+    loops: bool = False  # it has while loops: run it traced under guarded_loops()
+    unflatten: Callable[[list[Any]], Any] = list  # flat results (as its jaxpr returns them) -> what fn returns
     # SHA-256 of what it was rebuilt from (description, constants, input avals): the same digest, the same
     # computation (autograder.judge.compile_rule compiles it once per process)
     digest: str | None = None
@@ -70,13 +103,16 @@ class Computation:
     def for_compiler(self) -> Callable[..., Any]:
         """`fn` rebuilt with canonical names (kernel_0, in0_ref, fn_0): what the TPU compiler is handed. A new
         function each time: JAX caches traces by function, not by the naming context."""
+
         def canonical(*arrays: Any) -> Any:
             with canonical_names():
                 return self.fn(*arrays)
+
         return canonical
 
 
 # ------------------------------------------------------------------------------------------- loops and steps
+
 
 def _steps(j: Jaxpr, outer: int = 1) -> int:
     """An upper bound of the steps `j` runs: grid points times loop iterations, nested loops multiplied."""
@@ -102,8 +138,7 @@ def _steps(j: Jaxpr, outer: int = 1) -> int:
 
 
 def _has_while(j: Jaxpr) -> bool:
-    return any(e.name == "while" or any(_has_while(sub) for v in e.params.values() for sub in _subs(v))
-               for e in j.eqns)
+    return any(e.name == "while" or any(_has_while(sub) for v in e.params.values() for sub in _subs(v)) for e in j.eqns)
 
 
 def _subs(v: Any) -> list[Jaxpr]:
@@ -118,12 +153,15 @@ def _subs(v: Any) -> list[Jaxpr]:
 
 # ------------------------------------------------------------------------------------------- evaluation
 
+
 def _check(value: Any, want: Aval, what: str) -> None:
     got = jax.typeof(value) if hasattr(jax, "typeof") else jax.core.get_aval(value)
     inner = getattr(got, "inner_aval", got)
     if tuple(inner.shape) != want.shape or np.dtype(inner.dtype) != want.dtype or (want.ref is None) != (inner is got):
-        raise Refused(f"{what} is described as {want.dtype.name}{list(want.shape)} but is "
-                      f"{np.dtype(inner.dtype).name}{list(inner.shape)}")
+        raise Refused(
+            f"{what} is described as {want.dtype.name}{list(want.shape)} but is "
+            f"{np.dtype(inner.dtype).name}{list(inner.shape)}"
+        )
 
 
 def evaluate(j: Jaxpr, args: Sequence[Any]) -> list[Any]:
@@ -194,7 +232,7 @@ def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
         prim = LAX_PRIMITIVES[name]
         try:
             out = prim.bind(*ins, **p)
-        except (TypeError, ValueError) as e:    # operands or parameters JAX's own `name` does not take
+        except (TypeError, ValueError) as e:  # operands or parameters JAX's own `name` does not take
             first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             raise Refused(f"`{name}` with these operands and parameters is not JAX's `{name}` ({first})") from None
         return list(out) if prim.multiple_results else [out]
@@ -264,6 +302,7 @@ def _cond(p: dict[str, Any], ins: list[Any]) -> list[Any]:
         def run(*values: Any) -> list[Any]:
             it = iter(values)
             return evaluate(b, [operands[i] if i in refs else next(it) for i in range(len(operands))])
+
         return run
 
     if len(branches) == 1:
@@ -283,20 +322,22 @@ def tpu_branch(platforms: Any) -> int:
     per branch) that a TPU takes: inside a Pallas kernel Mosaic's rule (the first branch naming "mosaic", else the
     default), outside one XLA's (the branch naming "tpu", else the default). The grader's run and compile both take
     it, so what is run for values is what the TPU compiler lowers."""
-    if not isinstance(platforms, tuple) or not platforms or not all(
-            ps is None or (isinstance(ps, tuple) and all(isinstance(n, str) for n in ps)) for ps in platforms):
+    if (
+        not isinstance(platforms, tuple)
+        or not platforms
+        or not all(ps is None or (isinstance(ps, tuple) and all(isinstance(n, str) for n in ps)) for ps in platforms)
+    ):
         raise Refused("a malformed `platform_dependent`")
     want = "mosaic" if _IN_KERNEL.get() else "tpu"
     named = [i for i, ps in enumerate(platforms) if ps is not None and want in ps]
     default = [i for i, ps in enumerate(platforms) if ps is None]
-    if _IN_KERNEL.get():      # Mosaic takes the first of either
+    if _IN_KERNEL.get():  # Mosaic takes the first of either
         found = sorted(named[:1] + default[:1])
     else:
         found = named[:1] or default[:1]
     if not found:
         where = "inside a Pallas kernel (`mosaic=`" if _IN_KERNEL.get() else "outside a kernel (`tpu=`"
-        raise Refused(f"`lax.platform_dependent` has no branch a TPU takes {where} or `default=`): a TPU cannot "
-                      "run it")
+        raise Refused(f"`lax.platform_dependent` has no branch a TPU takes {where} or `default=`): a TPU cannot run it")
     return found[0]
 
 
@@ -305,10 +346,15 @@ def _while(p: dict[str, Any], ins: list[Any]) -> list[Any]:
     nc, nb = p.get("cond_nconsts"), p.get("body_nconsts")
     if not all(isinstance(n, int) and n >= 0 for n in (nc, nb)) or nc + nb > len(ins):
         raise Refused("a malformed `while`")
-    cconsts, bconsts, init = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
+    cconsts, bconsts, init = ins[:nc], ins[nc : nc + nb], ins[nc + nb :]
     if not _GUARDED.get():
-        return list(lax.while_loop(lambda c: evaluate(cond_j, [*cconsts, *c])[0],
-                                   lambda c: tuple(evaluate(body_j, [*bconsts, *c])), tuple(init)))
+        return list(
+            lax.while_loop(
+                lambda c: evaluate(cond_j, [*cconsts, *c])[0],
+                lambda c: tuple(evaluate(body_j, [*bconsts, *c])),
+                tuple(init),
+            )
+        )
 
     # To run: at most MAX_LOOP_STEPS iterations, whatever the loop's own condition says, and an error after
     # (a loop that would not end on the chip must not pass here by being cut short).
@@ -317,8 +363,7 @@ def _while(p: dict[str, Any], ins: list[Any]) -> list[Any]:
         return jnp.logical_and(ok, carry[0] < fmt.MAX_LOOP_STEPS)
 
     def body(carry: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (carry[0] + 1, evaluate(cond_j, [*cconsts, *carry[2:]])[0],
-                *evaluate(body_j, [*bconsts, *carry[2:]]))
+        return (carry[0] + 1, evaluate(cond_j, [*cconsts, *carry[2:]])[0], *evaluate(body_j, [*bconsts, *carry[2:]]))
 
     out = lax.while_loop(cond, body, (jnp.int32(0), jnp.bool_(True), *init))
     (still,) = evaluate(cond_j, [*cconsts, *out[2:]])
@@ -328,8 +373,9 @@ def _while(p: dict[str, Any], ins: list[Any]) -> list[Any]:
 
 def _loop_ended(cut: Any) -> None:
     if bool(cut):
-        raise LoopLimit(f"a while loop ran past {fmt.MAX_LOOP_STEPS:,} iterations, the grader's limit (on a "
-                        "chip it may never end)")
+        raise LoopLimit(
+            f"a while loop ran past {fmt.MAX_LOOP_STEPS:,} iterations, the grader's limit (on a chip it may never end)"
+        )
 
 
 class LoopLimit(RuntimeError):
@@ -389,10 +435,15 @@ def _scan(p: dict[str, Any], ins: list[Any]) -> list[Any]:
     j = _jaxpr_param(p, "jaxpr")
     nconsts, ncarry, length = p.get("num_consts"), p.get("num_carry"), p.get("length")
     reverse, unroll = p.get("reverse", False), p.get("unroll", 1)
-    if (not all(isinstance(n, int) and n >= 0 for n in (nconsts, ncarry, length)) or nconsts + ncarry > len(ins)
-            or not isinstance(reverse, bool) or not isinstance(unroll, (int, bool)) or not 0 <= int(unroll) <= 64):
+    if (
+        not all(isinstance(n, int) and n >= 0 for n in (nconsts, ncarry, length))
+        or nconsts + ncarry > len(ins)
+        or not isinstance(reverse, bool)
+        or not isinstance(unroll, (int, bool))
+        or not 0 <= int(unroll) <= 64
+    ):
         raise Refused("a malformed `scan`")
-    consts, init, xs = ins[:nconsts], ins[nconsts:nconsts + ncarry], ins[nconsts + ncarry:]
+    consts, init, xs = ins[:nconsts], ins[nconsts : nconsts + ncarry], ins[nconsts + ncarry :]
 
     def body(carry: list[Any], x: list[Any]) -> tuple[list[Any], list[Any]]:
         out = evaluate(j, [*consts, *carry, *x])
@@ -416,17 +467,21 @@ def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
 
     canonical = _canonical("kernel")
     names = p["arg_names"]
-    if canonical is not None:     # for the compiler: nothing the student named
+    if canonical is not None:  # for the compiler: nothing the student named
         kernel.__name__ = kernel.__qualname__ = canonical
         n_out, n_scratch = len(p["blocks"]) - n_in, len(p["scratch"])
-        names = ([f"in{i}_ref" for i in range(n_in)] + [f"out{i}_ref" for i in range(n_out)]
-                 + [f"scratch{i}_ref" for i in range(n_scratch)])
-    elif p["name"]:   # the name kernel_trace reads (from the function, as for the student's own kernel)
+        names = (
+            [f"in{i}_ref" for i in range(n_in)]
+            + [f"out{i}_ref" for i in range(n_out)]
+            + [f"scratch{i}_ref" for i in range(n_scratch)]
+        )
+    elif p["name"]:  # the name kernel_trace reads (from the function, as for the student's own kernel)
         kernel.__name__ = kernel.__qualname__ = p["name"]
     if names and len(names) == len(kernel_j.inputs):
         # the student's parameter names, which interpret mode's errors quote ("input b_ref"), or canonical ones
-        kernel.__signature__ = inspect.Signature(   # type: ignore[attr-defined]
-            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
+        kernel.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+        )
 
     def spec(b: dict[str, Any]) -> Any:
         imap: Jaxpr = b["index_map"]
@@ -437,21 +492,28 @@ def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
 
         mode = None if b["buffer_count"] is None else pl.Buffered(b["buffer_count"])
         space = MEMORY_SPACES[b["memory_space"]]
-        return pl.BlockSpec(b["block_shape"], index_map, pipeline_mode=mode,
-                            **({} if space is None else {"memory_space": space}))
+        return pl.BlockSpec(
+            b["block_shape"], index_map, pipeline_mode=mode, **({} if space is None else {"memory_space": space})
+        )
 
     scratch = [(pltpu.VMEM if s.ref == "vmem" else pltpu.SMEM)(s.shape, s.dtype) for s in p["scratch"]]
     cp = p["compiler_params"]
     out_blocks = blocks[n_in:]
     call = pl.pallas_call(
-        kernel, out_shape=tuple(b["array"].struct for b in out_blocks), grid=p["grid"],
-        in_specs=[spec(b) for b in blocks[:n_in]], out_specs=tuple(spec(b) for b in out_blocks),
-        scratch_shapes=scratch, input_output_aliases=p["input_output_aliases"],
-        compiler_params=None if cp is None else pltpu.CompilerParams(**cp))
+        kernel,
+        out_shape=tuple(b["array"].struct for b in out_blocks),
+        grid=p["grid"],
+        in_specs=[spec(b) for b in blocks[:n_in]],
+        out_specs=tuple(spec(b) for b in out_blocks),
+        scratch_shapes=scratch,
+        input_output_aliases=p["input_output_aliases"],
+        compiler_params=None if cp is None else pltpu.CompilerParams(**cp),
+    )
     return list(call(*ins))
 
 
 # ------------------------------------------------------------------------------------------- the entry point
+
 
 def _out_tree(d: Any, n: int) -> Callable[[list[Any]], Any]:
     seen: list[int] = []
@@ -463,7 +525,7 @@ def _out_tree(d: Any, n: int) -> Callable[[list[Any]], Any]:
             return lambda flat: None
         if not isinstance(x, dict) or len(x) != 1:
             raise Refused("a malformed result structure")
-        (kind, body), = x.items()
+        ((kind, body),) = x.items()
         if kind == "leaf" and isinstance(body, int) and 0 <= body < n:
             seen.append(body)
             return lambda flat: flat[body]
@@ -471,8 +533,12 @@ def _out_tree(d: Any, n: int) -> Callable[[list[Any]], Any]:
             parts = [parse(i, depth + 1) for i in body]
             make = tuple if kind == "tuple" else list
             return lambda flat: make(f(flat) for f in parts)
-        if kind == "dict" and isinstance(body, list) and len(body) <= 1024 and all(
-                isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str) for kv in body):
+        if (
+            kind == "dict"
+            and isinstance(body, list)
+            and len(body) <= 1024
+            and all(isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str) for kv in body)
+        ):
             parts2 = [(k, parse(v, depth + 1)) for k, v in body]
             return lambda flat: {k: f(flat) for k, f in parts2}
         raise Refused("the function returns something other than arrays")
@@ -490,8 +556,10 @@ def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.Shap
     if not isinstance(description, dict):
         raise Refused("the description is not a mapping")
     if description.get("version") != fmt.FORMAT_VERSION:
-        raise Refused(f"the description is of format {str(description.get('version'))[:20]}, not "
-                      f"{fmt.FORMAT_VERSION} (the jail's helpers and the grader differ)")
+        raise Refused(
+            f"the description is of format {str(description.get('version'))[:20]}, not "
+            f"{fmt.FORMAT_VERSION} (the jail's helpers and the grader differ)"
+        )
     parser = Parser(consts)
     top = parser.jaxpr(description.get("jaxpr"), 0)
     _steps(top)
@@ -503,8 +571,13 @@ def rebuild(description: Any, consts: Sequence[Any], in_avals: Sequence[jax.Shap
     # A notebook that enabled x64 traced 64-bit types: rebuilt with them (JAX would otherwise narrow them to 32
     # bits and the rebuild would not be the student's computation); the compiler then says what a TPU says of them.
     def fn(*arrays: Any) -> Any:
-        with (jax.enable_x64(True) if parser.wide else contextlib.nullcontext()):
+        with jax.enable_x64(True) if parser.wide else contextlib.nullcontext():
             return unflatten(evaluate(top, arrays))
 
-    return Computation(fn, tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals), _has_while(top),
-                       unflatten, places=tuple(frames_in(description)))
+    return Computation(
+        fn,
+        tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in in_avals),
+        _has_while(top),
+        unflatten,
+        places=tuple(frames_in(description)),
+    )

@@ -6,6 +6,7 @@ description the jail sent (rebuilt with the grader's own primitives, autograder.
 grader's inputs. `Judge.handle` is the same work for the tests' LocalJudge (autograder.judge.testing), in their own
 process.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,10 +28,10 @@ from autograder.jail.jail_agent import wire
 class Rebuilt:
     """One traced computation, as the grader rebuilt it: its structure, or why there is none."""
 
-    computation: Any                 # autograder.judge.rebuild.Computation, or None
-    structure: Any                   # pallas_course.kernel_trace.Trace, or None
-    closed: Any = None               # the rebuilt computation's jaxpr: what the structure is read from
-    closed_run: Any = None           # what runs: the same, but with the grader's limit on while loops
+    computation: Any  # autograder.judge.rebuild.Computation, or None
+    structure: Any  # pallas_course.kernel_trace.Trace, or None
+    closed: Any = None  # the rebuilt computation's jaxpr: what the structure is read from
+    closed_run: Any = None  # what runs: the same, but with the grader's limit on while loops
     error: StudentError | None = None
 
 
@@ -66,7 +67,7 @@ def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...
             closed = jax.make_jaxpr(computation.fn)(*computation.in_avals)
             closed_run = closed
             if computation.loops:
-                with guarded_loops():   # a new function: JAX caches traces by function, not by this context
+                with guarded_loops():  # a new function: JAX caches traces by function, not by this context
                     closed_run = jax.make_jaxpr(lambda *a: computation.fn(*a))(*computation.in_avals)
         structure = trace_jaxpr(closed)
     except Exception as e:  # noqa: BLE001 - whatever the description holds, it costs this call, not the grader
@@ -164,8 +165,11 @@ class Judge:
 
         op, key = header.get("op"), str(header.get("key"))
         if op == "trace":
-            traced = rebuilt({"ok": True, "description": header.get("description"), "consts": header.get("consts")},
-                             blobs, _avals(header.get("in_avals")))
+            traced = rebuilt(
+                {"ok": True, "description": header.get("description"), "consts": header.get("consts")},
+                blobs,
+                _avals(header.get("in_avals")),
+            )
             if traced.error is not None:
                 return _failed(traced.error)
             self.traced[key] = traced
@@ -185,7 +189,7 @@ class Judge:
                 return _failed(error)
             room = header.get("max_bytes")
             size = sum(a.nbytes for a in held_arrays(result))
-            if isinstance(room, int) and size > room:     # not sent: the grader would not keep it (autograder.held)
+            if isinstance(room, int) and size > room:  # not sent: the grader would not keep it (autograder.held)
                 return {"ok": False, "too_big": size}, []
             out: list[bytes] = []
             return {"ok": True, "result": wire.encode(result, out)}, out
@@ -204,7 +208,7 @@ class Judge:
             # ahead and never asked for) is done now instead, so this request's limit is spent on its own compile.
             if ahead is not None and ahead.cancel():
                 ahead = None
-            verdict = ahead.result() if ahead is not None else _compile(traced, chip)   # forget pops what it cancels
+            verdict = ahead.result() if ahead is not None else _compile(traced, chip)  # forget pops what it cancels
             return {"ok": True, "result": protocol.compile_result(verdict)}, []
         return {"ok": False, "bad": f"no such request: {str(op)[:40]}"}, []
 

@@ -1,5 +1,6 @@
 """For the tests of the checks: the judge's work in this process, through the same data form as the boxed judge's
 (autograder.session.testing.LocalFunction uses it). Grading never does: a grading's judge is in its box."""
+
 from __future__ import annotations
 
 import json
@@ -13,12 +14,13 @@ class LocalJudge(JudgeClient):
 
     def __init__(self) -> None:
         super().__init__()
-        from autograder.judge.server import Judge   # the rebuild's imports: only where a test asks for them
+        from autograder.judge.server import Judge  # the rebuild's imports: only where a test asks for them
 
         self.judge = Judge()
 
-    def _request(self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None,
-                 what: str) -> tuple[dict[str, Any], list[bytes]]:
+    def _request(
+        self, header: dict[str, Any], blobs: list[bytes], *, timeout: float | None, what: str
+    ) -> tuple[dict[str, Any], list[bytes]]:
         reply, out = self.judge.handle(json.loads(json.dumps(header, allow_nan=False)), list(blobs))
         return json.loads(json.dumps(reply, allow_nan=False)), out
 

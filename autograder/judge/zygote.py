@@ -17,6 +17,7 @@ rlimits table applied by setrlimit, the parent-death signal armed, then it stops
 its folder, environment and pipes, then autograder.judge.server.main. The zygote ends when its grader does (the control socket closes,
 whatever thread started it), killing its judges first; the parent-death signal covers a zygote killed outright.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,15 +32,17 @@ from typing import Any, Sequence
 from autograder.confine import chain
 from autograder.confine.child import Tail
 
-START_S = 120.0           # the zygote's imports at most
-MESSAGE_MAX = 1 << 20     # one control message (a fork request: an environment, a few paths)
-GONE = -signal.SIGKILL    # the exit status of a judge whose zygote ended before telling it
+START_S = 120.0  # the zygote's imports at most
+MESSAGE_MAX = 1 << 20  # one control message (a fork request: an environment, a few paths)
+GONE = -signal.SIGKILL  # the exit status of a judge whose zygote ended before telling it
+
 
 class ZygoteFailed(RuntimeError):
     """The zygote could not start or fork (the box then starts its judge as a process of its own)."""
 
 
 # ------------------------------------------------------------------------------------------ the grader's side
+
 
 class Forked:
     """A judge forked by the zygote, with Popen's surface as the box uses it (pid, pipes, poll, wait)."""
@@ -73,19 +76,25 @@ class Zygote:
     def __init__(self, env: dict[str, str], cwd: str) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = ours
-        self._lock = threading.Lock()         # one request at a time on the socket
+        self._lock = threading.Lock()  # one request at a time on the socket
         self._changed = threading.Condition()
-        self._pids: dict[int, int] = {}       # request -> pid
-        self._codes: dict[int, int] = {}      # request -> exit status (Popen's convention)
-        self._by_pid: dict[int, int] = {}     # pid -> request
+        self._pids: dict[int, int] = {}  # request -> pid
+        self._codes: dict[int, int] = {}  # request -> exit status (Popen's convention)
+        self._by_pid: dict[int, int] = {}  # pid -> request
         self._next = 0
-        self.gone: str | None = None          # why the zygote ended, once it has
-        self.ready = False                    # it imported, checked it has one thread, and forks
+        self.gone: str | None = None  # why the zygote ended, once it has
+        self.ready = False  # it imported, checked it has one thread, and forks
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "autograder.judge.zygote", str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd,
-                start_new_session=True)
+                [sys.executable, "-m", "autograder.judge.zygote", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
         finally:
             theirs.close()
         self._tail = Tail(self.process.stderr, 16 * 1024, name="judge-zygote-stderr")
@@ -113,10 +122,10 @@ class Zygote:
                     self._codes[self._by_pid.pop(msg["exit"])] = int(msg["code"])
                 self._changed.notify_all()
         code = self.process.wait()
-        self._tail.join(timeout=5)   # its last words (why it ended) may still be in the pipe: read them first
+        self._tail.join(timeout=5)  # its last words (why it ended) may still be in the pipe: read them first
         with self._changed:
             self.gone = f"the judges' zygote ended (exit {code}): {self._tail.text()[-600:]}"
-            for request in range(self._next):       # its judges died with it (the parent-death signal)
+            for request in range(self._next):  # its judges died with it (the parent-death signal)
                 self._pids.setdefault(request, -1)
                 self._codes.setdefault(request, GONE)
             self._changed.notify_all()
@@ -130,17 +139,25 @@ class Zygote:
             self._changed.wait_for(lambda: self.ready or self.gone is not None, timeout=10)
             return self.gone is not None and not self.ready
 
-    def fork(self, *, cwd: str, env: dict[str, str], cgroups: Sequence[str],
-             rlimits: Sequence[tuple[str, int, int]]) -> Forked:
+    def fork(
+        self, *, cwd: str, env: dict[str, str], cgroups: Sequence[str], rlimits: Sequence[tuple[str, int, int]]
+    ) -> Forked:
         """A new judge with these settings, speaking on fresh pipes; it starts once the zygote has imported."""
-        fds = [os.pipe() for _ in range(3)]     # stdin, stdout, stderr
+        fds = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr
         theirs = [fds[0][0], fds[1][1], fds[2][1]]
         try:
             with self._lock:
                 request = self._next
                 self._next += 1
-                msg = json.dumps({"request": request, "cwd": cwd, "env": env, "cgroups": list(cgroups),
-                                  "rlimits": [list(r) for r in rlimits]}).encode()
+                msg = json.dumps(
+                    {
+                        "request": request,
+                        "cwd": cwd,
+                        "env": env,
+                        "cgroups": list(cgroups),
+                        "rlimits": [list(r) for r in rlimits],
+                    }
+                ).encode()
                 try:
                     socket.send_fds(self.sock, [msg], theirs)
                 except OSError as e:
@@ -171,12 +188,13 @@ class Zygote:
 
     def close(self) -> None:
         try:
-            self.sock.close()     # the zygote reads the end, kills its judges and exits
+            self.sock.close()  # the zygote reads the end, kills its judges and exits
         except OSError:
             pass
 
 
 # -------------------------------------------------------------------------------------------- the zygote's side
+
 
 def _threads() -> int:
     return len(os.listdir("/proc/self/task"))
@@ -240,7 +258,7 @@ def preload() -> None:
     import pallas_course.tpu_compile  # noqa: F401 - preloaded for every judge this zygote forks
     from autograder.course_manifest import manifest
 
-    manifest()     # the course's own course.yml, read once (the warm-up asks it for the compile chips)
+    manifest()  # the course's own course.yml, read once (the warm-up asks it for the compile chips)
 
 
 def main(control_fd: int) -> None:
@@ -265,7 +283,7 @@ def main(control_fd: int) -> None:
         readable, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in readable:
             os.read(wake_r, 4096)
-            while True:      # every ended child, whether or not its SIGCHLD came before it was listed
+            while True:  # every ended child, whether or not its SIGCHLD came before it was listed
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
@@ -296,7 +314,7 @@ def main(control_fd: int) -> None:
                 os.close(fd)
             children.add(pid)
             sock.send(json.dumps({"request": req["request"], "forked": pid}).encode())
-    for pid in children:     # the grader is gone: so are its judges
+    for pid in children:  # the grader is gone: so are its judges
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:

@@ -16,13 +16,16 @@ stand in from the notebook's own matmul, in the jail; autograder.jail.jail_agent
 instructor-only files. `instructor_only` is the test of the last; tests/test_mutants.py applies it to every
 failure of every lab's stub and mutants, tests/test_reading.py keeps LAB·1.5's key out before the reveal date.
 """
+
 from __future__ import annotations
 
 import re
 
 # Paths and names that exist only on the grader's side (the course repository, never the release).
-INSTRUCTOR_ONLY = re.compile(r"solutions/|autograder[/.]|/keys/|tokamax_reading\.yml|grades/instructor|"
-                             r"gradebook\.db|BEGIN HIDDEN TESTS|BEGIN SOLUTION")
+INSTRUCTOR_ONLY = re.compile(
+    r"solutions/|autograder[/.]|/keys/|tokamax_reading\.yml|grades/instructor|"
+    r"gradebook\.db|BEGIN HIDDEN TESTS|BEGIN SOLUTION"
+)
 
 
 def instructor_only(text: str) -> list[str]:

@@ -5,6 +5,7 @@ Hidden test cells stay thin (`lab_1_1.add_f32(add)`). The checks run in the grad
 notebook's: the student's functions arrive as `autograder.session.functions.StudentFunction` proxies into the jail,
 and only plain data comes back (autograder.steps.execute runs them, for `course grade` and nbgrader alike).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ from pallas_course.kernel_trace import PallasCallInfo, Trace
 class TestFailure(AssertionError):
     """A hidden test failed; the message is what the student reads next to the lost points."""
 
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
 
 def fresh_seed() -> int:
@@ -33,8 +34,9 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
 
-def random_array(rng: np.random.Generator, shape: Sequence[int], dtype: Any, *, scale: Any = 1.0,
-                 offset: Any = 0.0) -> Any:
+def random_array(
+    rng: np.random.Generator, shape: Sequence[int], dtype: Any, *, scale: Any = 1.0, offset: Any = 0.0
+) -> Any:
     import jax.numpy as jnp
 
     # rounded to `dtype` by NumPy (rules.random_array), not by an XLA op that would compile once per shape and
@@ -51,7 +53,7 @@ def student_function(fn: Any) -> StudentFunction:
 def _failure(test: str, label: str, e: StudentError) -> TestFailure:
     if e.not_implemented:
         return TestFailure(f"{test}: {label} is not implemented yet ({e.text})")
-    if e.phase == "judge":     # the grader's rebuild, run or compile of it overran its box: the text says which
+    if e.phase == "judge":  # the grader's rebuild, run or compile of it overran its box: the text says which
         return TestFailure(f"{test}: {label}: {e.text}")
     if e.phase == "rebuild":
         return TestFailure(f"{test}: the grader could not rebuild what {label} traced to: {e.text}")
@@ -68,11 +70,18 @@ def _runnable(args: Sequence[Any]) -> bool:
     return not any(type(a).__name__ == "ShapeDtypeStruct" for a in args)
 
 
-def _answer(test: str, label: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
-            stand_in: list[str] | None = None) -> Any:
+def _answer(
+    test: str,
+    label: str,
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    stand_in: list[str] | None = None,
+) -> Any:
     try:
-        answer = student_function(fn).invoke(tuple(args), kwargs, run=True, stand_in=stand_in,
-                                              ahead=compile_rule.ahead(test))
+        answer = student_function(fn).invoke(
+            tuple(args), kwargs, run=True, stand_in=stand_in, ahead=compile_rule.ahead(test)
+        )
     except StudentError as e:
         raise _failure(test, label, e) from None
     if answer.error is not None:
@@ -91,16 +100,19 @@ def call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: An
     return _answer(test, label, fn, args, kwargs).result
 
 
-def call_alone(test: str, label: str, fn: Callable[..., Any], *args: Any, stand_in: list[str],
-               **kwargs: Any) -> tuple[Any, dict[str, list[Any]]]:
+def call_alone(
+    test: str, label: str, fn: Callable[..., Any], *args: Any, stand_in: list[str], **kwargs: Any
+) -> tuple[Any, dict[str, list[Any]]]:
     """`call` with the helpers named in `stand_in` answered, in the jail, by the course's model of the notebook's
     own matmul (as its visible checks do; nothing of the grader's enters the jail), and what they answered
     ({name: [[params, value], ...]}, plain data) for the grader to judge `fn` by: one wrong helper costs only its
     own test."""
     answer = _answer(test, label, fn, args, kwargs, stand_in)
     own = answer.own or {}
-    return answer.result, {name: [r for r in own.get(name) or [] if isinstance(r, list) and len(r) == 2
-                                  and isinstance(r[0], dict)] for name in stand_in}
+    return answer.result, {
+        name: [r for r in own.get(name) or [] if isinstance(r, list) and len(r) == 2 and isinstance(r[0], dict)]
+        for name in stand_in
+    }
 
 
 def traced(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
@@ -116,8 +128,9 @@ def traced(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: 
     return answer.structure
 
 
-def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, outside_min_size: int = 0,
-                    **kwargs: Any) -> PallasCallInfo:
+def one_pallas_call(
+    test: str, label: str, fn: Callable[..., Any], *args: Any, outside_min_size: int = 0, **kwargs: Any
+) -> PallasCallInfo:
     """The single pallas_call `fn` launches, with no computation around it.
 
     This is what makes a pure-jnp bypass (`x + y`, `x.T`) score 0, and a "fused" kernel that does half
@@ -132,9 +145,19 @@ def one_pallas_call(test: str, label: str, fn: Callable[..., Any], *args: Any, o
     return t.pallas_calls[0]
 
 
-def expect_close(test: str, label: str, actual: Any, expected: Any, *, tol: float = 0.0,
-                 block: Sequence[int] | None = None, seed: int | None = None, atol: float | None = None,
-                 kernel: PallasCallInfo | None = None, hint: Callable[[], str | None] | None = None) -> None:
+def expect_close(
+    test: str,
+    label: str,
+    actual: Any,
+    expected: Any,
+    *,
+    tol: float = 0.0,
+    block: Sequence[int] | None = None,
+    seed: int | None = None,
+    atol: float | None = None,
+    kernel: PallasCallInfo | None = None,
+    hint: Callable[[], str | None] | None = None,
+) -> None:
     """`kernel` (the traced call) tells an accumulator never zeroed from an output never stored; `hint()`, called
     only on a mismatch, is the rule's diagnosis of a wrong answer (pallas_course.compare.explained)."""
     mismatch = compare(actual, expected, tol=tol, block=block, name=label, atol=atol, kernel=kernel)

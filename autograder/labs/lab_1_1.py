@@ -2,6 +2,7 @@
 
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -45,8 +46,16 @@ def _add_case(test: str, add: Callable[..., Any], dtype: Any, tols: dict[str, fl
         pc = one_pallas_call(test, "add(x, y)", add, x, y)
         out = call(test, "add(x, y)", add, x, y)
         expected = (as_f64(x) + as_f64(y)).astype(np.dtype(dtype))
-        expect_close(test, f"add(x, y) on {shape} {np.dtype(dtype)}", out, expected, seed=seed, kernel=pc, **tols,
-                     hint=lambda: rules.add_hint(x, y, out))
+        expect_close(
+            test,
+            f"add(x, y) on {shape} {np.dtype(dtype)}",
+            out,
+            expected,
+            seed=seed,
+            kernel=pc,
+            **tols,
+            hint=lambda: rules.add_hint(x, y, out),
+        )
 
 
 def add_f32(add: Callable[..., Any]) -> None:
@@ -88,5 +97,14 @@ def transpose_values(transpose: Callable[..., Any]) -> None:
             x = random_array(rng, shape, dtype)
             pc = one_pallas_call(test, label, transpose, x, bm=bm, bn=bn)
             out = call(test, label, transpose, x, bm=bm, bn=bn)
-            expect_close(test, label, out, np.asarray(x).T, block=(bn, bm), seed=seed, kernel=pc, **rules.TRANSPOSE,
-                         hint=lambda: rules.transpose_hint(x, out, bm, bn))
+            expect_close(
+                test,
+                label,
+                out,
+                np.asarray(x).T,
+                block=(bn, bm),
+                seed=seed,
+                kernel=pc,
+                **rules.TRANSPOSE,
+                hint=lambda: rules.transpose_hint(x, out, bm, bn),
+            )

@@ -3,6 +3,7 @@
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 References are float64 NumPy products of the (already rounded) inputs.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -30,7 +31,7 @@ def families(test: str) -> frozenset[str]:
     """The families of this test's cases (rules.matmul_families): the notebook's visible checks must show each."""
     if test.startswith("rowmax"):
         return frozenset().union(*(rules.rowmax_families(shape, bm, bn, "float32") for shape, bm, bn in ROWMAX_CASES))
-    if test == "matmul_precision":   # f32 and bf16 (the lab runs matmul on both)
+    if test == "matmul_precision":  # f32 and bf16 (the lab runs matmul on both)
         return frozenset().union(*(rules.matmul_families(*CASES[0], dtype) for dtype in ("float32", "bfloat16")))
     dtype = "bfloat16" if test.startswith("matmul_acc") else "float32"
     cases = [ACC_CASE] if test == "matmul_acc_f32_accumulator" else CASES
@@ -96,8 +97,17 @@ def rowmax_values(rowmax: Callable[..., Any]) -> None:
         pc = one_pallas_call(test, label, rowmax, x, bm=bm, bn=bn)
         out = call(test, label, rowmax, x, bm=bm, bn=bn)
         expected = as_f64(x).max(axis=1, keepdims=True).astype(np.float32)
-        expect_close(test, label, out, expected, block=(bm, 1), seed=seed, kernel=pc, **rules.ROWMAX,
-                     hint=lambda: rules.rowmax_hint(x, out, bn, bm))
+        expect_close(
+            test,
+            label,
+            out,
+            expected,
+            block=(bm, 1),
+            seed=seed,
+            kernel=pc,
+            **rules.ROWMAX,
+            hint=lambda: rules.rowmax_hint(x, out, bn, bm),
+        )
 
 
 def matmul_schedule(matmul: Callable[..., Any]) -> None:
@@ -117,8 +127,17 @@ def _values(test: str, name: str, fn: Callable[..., Any], epilogue: Callable[[np
         _fails(test, rules.accumulated_axis_parallel_problem(label, pc, "the same output block"))
         out = call(test, label, fn, a, b, bm=bm, bn=bn, bk=bk)
         expected = epilogue(as_f64(a) @ as_f64(b)).astype(np.float32)
-        expect_close(test, label, out, expected, block=(bm, bn), seed=seed, kernel=pc, **rules.MATMUL_F32,
-                     hint=lambda: rules.matmul_hint(a, b, out, bk, epilogue, blocks=(bm, bn)))
+        expect_close(
+            test,
+            label,
+            out,
+            expected,
+            block=(bm, bn),
+            seed=seed,
+            kernel=pc,
+            **rules.MATMUL_F32,
+            hint=lambda: rules.matmul_hint(a, b, out, bk, epilogue, blocks=(bm, bn)),
+        )
 
 
 def matmul_f32(matmul: Callable[..., Any]) -> None:
@@ -138,8 +157,10 @@ def matmul_precision(matmul: Callable[..., Any]) -> None:
     a, b = jax.ShapeDtypeStruct((m, k), "float32"), jax.ShapeDtypeStruct((k, n), "float32")
     pc = one_pallas_call(test, label, matmul, a, b, bm=bm, bn=bn, bk=bk)
     if not pc.dot_precisions:
-        raise TestFailure(f"{test}: the kernel of {label} calls no jnp.dot: the matmul's product is the MXU's, "
-                          "jnp.dot(a_ref[...], b_ref[...], ...)")
+        raise TestFailure(
+            f"{test}: the kernel of {label} calls no jnp.dot: the matmul's product is the MXU's, "
+            "jnp.dot(a_ref[...], b_ref[...], ...)"
+        )
     _fails(test, rules.f32_precision_problem(label, pc))
     # the lab runs matmul on bf16 too: traced and compiled there (course.yml's compile rule lists this test), where
     # HIGHEST is refused by the TPU compiler and run by interpret mode
@@ -190,9 +211,18 @@ def matmul_acc_f32_accumulator(matmul_acc: Callable[..., Any]) -> None:
     exact = as_f64(a) @ as_f64(b)
     # Gross errors first (NaN, wrong blocks: off by ~sqrt(K)), with the usual diagnosis; a bf16 running sum
     # drifts by far less than sqrt(K)/8, so it reaches the tight bound below and its own message.
-    expect_close(test, label, out, exact.astype(ml_dtypes.bfloat16), tol=0.0, atol=float(np.sqrt(k)) / 8,
-                 block=(bm, bn), seed=seed, kernel=pc,
-                 hint=lambda: rules.matmul_hint(a, b, out, bk, tol=rules.MATMUL_ACC_HINT_TOL, blocks=(bm, bn)))
+    expect_close(
+        test,
+        label,
+        out,
+        exact.astype(ml_dtypes.bfloat16),
+        tol=0.0,
+        atol=float(np.sqrt(k)) / 8,
+        block=(bm, bn),
+        seed=seed,
+        kernel=pc,
+        hint=lambda: rules.matmul_hint(a, b, out, bk, tol=rules.MATMUL_ACC_HINT_TOL, blocks=(bm, bn)),
+    )
     problem = rules.bf16_accumulation_problem(label, out, exact, k)
     if problem:
         raise TestFailure(f"{test}: {problem} [inputs from seed {seed}]")

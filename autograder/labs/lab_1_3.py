@@ -7,6 +7,7 @@ pure-jnp bypass scores 0 with a reason. References are float64 NumPy on the very
 When values are wrong, the row statistics of the output say *why* (rows not summing to 1, NaN from an
 overflowing exp, LayerNorm rows without mean 0 / variance 1, eps missing), and the message leads with that.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -16,8 +17,12 @@ import numpy as np
 
 from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_call
 from pallas_course import lab_checks, rules
-from pallas_course.lab_1_3_rules import (SOFTMAX_TIME_CASES as VISIBLE_TIME_CASES, softmax_time_families,
-                                         softmax_time_label, softmax_time_problem)
+from pallas_course.lab_1_3_rules import (
+    SOFTMAX_TIME_CASES as VISIBLE_TIME_CASES,
+    softmax_time_families,
+    softmax_time_label,
+    softmax_time_problem,
+)
 from pallas_course.compare import compare, explained, form_mismatch
 from pallas_course.kernel_trace import PallasCallInfo
 
@@ -38,29 +43,43 @@ LAYERNORM_F32_CASES = [((64, 256), None), ((96, 512), 32), ((48, 1024), 16)]
 LAYERNORM_BF16_CASES = [((64, 384), 16), ((128, 256), 32)]
 EDGE_CASE = ((64, 512), 16)
 # Structure only (traced, nothing runs): any legal shape is free, so more of them.
-FUSED_CASES = [((64, 256), np.float32, None), ((96, 384), np.float32, 32), ((256, 512), np.float32, 64),
-               ((128, 1024), BF16, 16), ((64, 128), BF16, 32)]
+FUSED_CASES = [
+    ((64, 256), np.float32, None),
+    ((96, 384), np.float32, 32),
+    ((256, 512), np.float32, 64),
+    ((128, 1024), BF16, 16),
+    ((64, 128), BF16, 32),
+]
 
 # column_sums: rows a multiple of the block first (a missing zeroing shows there, so NaN later is the edge's), then a
 # partial last block of several, then one partial block alone (n < rows_per_block).
 COLUMN_SUMS_CASES = [((64, 256), None), ((200, 128), 16), ((20, 384), 32)]
 # softmax_seconds: the notebook's cases and more of the same families (both dtypes; one and two TensorCores)
-SOFTMAX_TIME_CASES = list(VISIBLE_TIME_CASES) + [(4096, 128, "float32", "v5p"), (1000, 384, "bfloat16", "v5e"),
-                                                 (131072, 2048, "bfloat16", "v7x")]
+SOFTMAX_TIME_CASES = list(VISIBLE_TIME_CASES) + [
+    (4096, 128, "float32", "v5p"),
+    (1000, 384, "bfloat16", "v5e"),
+    (131072, 2048, "bfloat16", "v7x"),
+]
 
-CAST_HINT = ("the kernel stores a float32 value into a lower-precision output block: cast back with "
-             ".astype(o_ref.dtype) before storing")
+CAST_HINT = (
+    "the kernel stores a float32 value into a lower-precision output block: cast back with "
+    ".astype(o_ref.dtype) before storing"
+)
 
 
 def families(test: str) -> frozenset[str]:
     """The families of this test's cases (rules.rows_families): the notebook's visible checks must show each."""
     cases: list[tuple[Any, Any, Any, str]] = []
     if test == "softmax_values":
-        cases = [(s, np.float32, r, "") for s, r in SOFTMAX_F32_CASES] + [(s, BF16, r, "") for s, r in SOFTMAX_BF16_CASES]
+        cases = [(s, np.float32, r, "") for s, r in SOFTMAX_F32_CASES] + [
+            (s, BF16, r, "") for s, r in SOFTMAX_BF16_CASES
+        ]
     elif test == "softmax_stability":
         cases = [(STABILITY_CASE[0], np.float32, STABILITY_CASE[1], "large logits")]
     elif test == "layernorm_values":
-        cases = [(s, np.float32, r, "") for s, r in LAYERNORM_F32_CASES] + [(s, BF16, r, "") for s, r in LAYERNORM_BF16_CASES]
+        cases = [(s, np.float32, r, "") for s, r in LAYERNORM_F32_CASES] + [
+            (s, BF16, r, "") for s, r in LAYERNORM_BF16_CASES
+        ]
     elif test == "layernorm_edge":
         cases = [(EDGE_CASE[0], np.float32, EDGE_CASE[1], "edge rows")]
     elif test in ("softmax_fused", "layernorm_fused"):
@@ -108,6 +127,7 @@ def _run(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: An
 
 # ---------------------------------------------------------------------------------------------- structure
 
+
 def _fused_call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> PallasCallInfo:
     """The one pallas_call `fn` launches, with no work over x outside it.
 
@@ -125,15 +145,26 @@ def _size_of(x: Any) -> int:
     return int(np.prod(x.shape))
 
 
-def _check_row_blocks(test: str, label: str, pc: PallasCallInfo, shape: tuple[int, int], dtype: Any,
-                      r: int, n_params: int) -> None:
+def _check_row_blocks(
+    test: str, label: str, pc: PallasCallInfo, shape: tuple[int, int], dtype: Any, r: int, n_params: int
+) -> None:
     problem = rules.row_blocks_problem(label, pc, shape, dtype, r, n_params)
     if problem:
         raise TestFailure(f"{test}: {problem}")
 
 
-def _expect(test: str, label: str, x: Any, out: Any, expected: np.ndarray, r: int, seed: int, tols: dict,
-            hint: Callable[[], str | None], pc: PallasCallInfo) -> None:
+def _expect(
+    test: str,
+    label: str,
+    x: Any,
+    out: Any,
+    expected: np.ndarray,
+    r: int,
+    seed: int,
+    tols: dict,
+    hint: Callable[[], str | None],
+    pc: PallasCallInfo,
+) -> None:
     """Shape and dtype first (in x's dtype), then values in float64 against `tols`; `hint()` names the likely
     cause when values are wrong (pallas_course.compare.explained decides which text leads)."""
     mismatch = form_mismatch(out, expected.astype(np.dtype(x.dtype)), name=label)
@@ -147,6 +178,7 @@ def _expect(test: str, label: str, x: Any, out: Any, expected: np.ndarray, r: in
 
 # ------------------------------------------------------------------------------------------------ softmax
 
+
 def _softmax_case(test: str, softmax: Callable[..., Any], x: Any, r: int | None, seed: int) -> None:
     import jax.numpy as jnp
 
@@ -155,7 +187,9 @@ def _softmax_case(test: str, softmax: Callable[..., Any], x: Any, r: int | None,
     pc = _fused_call(test, label, softmax, x, **_kw(r))
     out = _run(test, label, softmax, x, **_kw(r))
     tols = SOFTMAX_F32 if x.dtype == np.float32 else SOFTMAX_BF16
-    _expect(test, label, x, out, rules.softmax_ref(x), r or 8, seed, tols, lambda: rules.softmax_hint(x, out, r or 8), pc)
+    _expect(
+        test, label, x, out, rules.softmax_ref(x), r or 8, seed, tols, lambda: rules.softmax_hint(x, out, r or 8), pc
+    )
 
 
 def softmax_values(softmax: Callable[..., Any]) -> None:
@@ -190,20 +224,32 @@ def softmax_fused(softmax: Callable[..., Any]) -> None:
 
 # ---------------------------------------------------------------------------------------------- LayerNorm
 
+
 def layernorm_ref(x: Any, g: Any, b: Any) -> np.ndarray:
     return rules.layernorm_ref(x, g, b)
 
 
-def _layernorm_case(test: str, layernorm: Callable[..., Any], x: Any, g: Any, b: Any, r: int | None, seed: int,
-                    tols: dict) -> None:
+def _layernorm_case(
+    test: str, layernorm: Callable[..., Any], x: Any, g: Any, b: Any, r: int | None, seed: int, tols: dict
+) -> None:
     import jax.numpy as jnp
 
     x, g, b = jnp.asarray(x), jnp.asarray(g), jnp.asarray(b)
     label = _label("layernorm", "x, g, b", tuple(x.shape), x.dtype, r)
     pc = _fused_call(test, label, layernorm, x, g, b, **_kw(r))
     out = _run(test, label, layernorm, x, g, b, **_kw(r))
-    _expect(test, label, x, out, rules.layernorm_ref(x, g, b), r or 8, seed, tols,
-            lambda: rules.layernorm_hint(x, g, b, out, tols["tol"], r or 8), pc)
+    _expect(
+        test,
+        label,
+        x,
+        out,
+        rules.layernorm_ref(x, g, b),
+        r or 8,
+        seed,
+        tols,
+        lambda: rules.layernorm_hint(x, g, b, out, tols["tol"], r or 8),
+        pc,
+    )
 
 
 def layernorm_values(layernorm: Callable[..., Any]) -> None:
@@ -211,8 +257,10 @@ def layernorm_values(layernorm: Callable[..., Any]) -> None:
     test = "layernorm_values"
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
-    for cases, dtype, tols in ((LAYERNORM_F32_CASES, np.float32, LAYERNORM_F32),
-                               (LAYERNORM_BF16_CASES, BF16, LAYERNORM_BF16)):
+    for cases, dtype, tols in (
+        (LAYERNORM_F32_CASES, np.float32, LAYERNORM_F32),
+        (LAYERNORM_BF16_CASES, BF16, LAYERNORM_BF16),
+    ):
         for shape, r in cases:
             _layernorm_case(test, layernorm, *rules.layernorm_inputs(rng, shape, dtype), r, seed, tols)
 
@@ -243,6 +291,7 @@ def layernorm_fused(layernorm: Callable[..., Any]) -> None:
 
 # ------------------------------------------------------------------------------ the ragged edge: column sums
 
+
 def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
     """One pallas_call over a pl.cdiv grid, x in (rows_per_block, d) blocks, the (1, d) f32 sums carried in the
     output block; n not a multiple of rows_per_block (and once a multiple, once smaller), float64 reference."""
@@ -262,8 +311,9 @@ def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
         expected = rules.column_sums_ref(x)
         mismatch = form_mismatch(out, expected.astype(np.float32), name=label)
         if mismatch is None:
-            mismatch = compare(rules.as_f64(out), expected, name=label, block=(1, shape[1]), kernel=pc,
-                               **rules.COLUMN_SUMS)
+            mismatch = compare(
+                rules.as_f64(out), expected, name=label, block=(1, shape[1]), kernel=pc, **rules.COLUMN_SUMS
+            )
         if mismatch is not None:
             hint = rules.column_sums_hint(x, out, r or 8) if mismatch.kind in ("nan", "values") else None
             text = lab_checks.explained_for("column_sums", mismatch, hint)
@@ -271,6 +321,7 @@ def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
 
 
 # ------------------------------------------------------------------------- the bytes-over-bandwidth model
+
 
 def softmax_time_model(softmax_seconds: Callable[..., Any]) -> None:
     """Seconds of the fused softmax: 2·n·d·itemsize bytes (x read once, the output written once) over the chip's

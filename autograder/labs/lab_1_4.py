@@ -9,6 +9,7 @@ checks): the schedule model says which blocks one steady-state grid step streams
 chip constant comes from course.yml through `pallas_course.chips`. The model matmul is the grader's own (the
 reference kernels, autograder.labs.reference_kernels), so the judgement never rests on the student's code.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,15 +17,33 @@ from typing import Any, Callable
 
 import numpy as np
 
-from autograder.labs.harness import (TestFailure, call, call_alone, expect_close, fresh_seed,
-                               one_pallas_call, quiet)
-from pallas_course.lab_1_4_rules import (BLOCK_CHOICE_CASES, BUDGET_LINE_CASES, FED_BLOCK_CASES, LEGAL_OR_NOT_CASES,
-                                         PIPELINE_OFF_CASES, STEP_CASES, WORKING_SET_CASES, block_choice_label,
-                                         block_choice_problem, budget_line_label, budget_line_problem,
-                                         fed_block_label, fed_block_problem, legal_or_not_label, legal_or_not_problem,
-                                         pipeline_off_families, pipeline_off_label, pipeline_off_problem,
-                                         step_families, step_label, step_time_problem, working_set_families,
-                                         working_set_label, working_set_problem)
+from autograder.labs.harness import TestFailure, call, call_alone, expect_close, fresh_seed, one_pallas_call, quiet
+from pallas_course.lab_1_4_rules import (
+    BLOCK_CHOICE_CASES,
+    BUDGET_LINE_CASES,
+    FED_BLOCK_CASES,
+    LEGAL_OR_NOT_CASES,
+    PIPELINE_OFF_CASES,
+    STEP_CASES,
+    WORKING_SET_CASES,
+    block_choice_label,
+    block_choice_problem,
+    budget_line_label,
+    budget_line_problem,
+    fed_block_label,
+    fed_block_problem,
+    legal_or_not_label,
+    legal_or_not_problem,
+    pipeline_off_families,
+    pipeline_off_label,
+    pipeline_off_problem,
+    step_families,
+    step_label,
+    step_time_problem,
+    working_set_families,
+    working_set_label,
+    working_set_problem,
+)
 from pallas_course.cost_model import steady_flops, steady_step, step_seconds
 from pallas_course.kernel_trace import PallasCallInfo, trace
 from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_call
@@ -40,9 +59,11 @@ def _dtype(dtype: Any) -> np.dtype:
 
 # ----------------------------------------------------------------------------------------------- the models
 
+
 @functools.cache
-def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int = 2,
-                acc_scratch: bool = False) -> PallasCallInfo:
+def _model_call(
+    m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, buffers: int = 2, acc_scratch: bool = False
+) -> PallasCallInfo:
     """The lab's matmul as a traced pallas_call: `buffers` per BlockSpec (pl.Buffered), an f32 scratch if asked
     (the reference kernels, autograder.labs.reference_kernels)."""
     import jax
@@ -50,7 +71,7 @@ def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, b
 
     from autograder.labs.reference_kernels import configurable_matmul
 
-    def matmul(a, b):       # traced only (interpret off): the pallas_call the TPU would compile
+    def matmul(a, b):  # traced only (interpret off): the pallas_call the TPU would compile
         return configurable_matmul(a, b, bm, bn, bk, buffers=buffers, acc_scratch=acc_scratch, interpret=False)
 
     dt = jnp.dtype(dtype)
@@ -62,7 +83,7 @@ def _model_call(m: int, k: int, n: int, bm: int, bn: int, bk: int, dtype: str, b
 @functools.cache
 def _step(bm: int, bn: int, bk: int, dtype: str) -> tuple[int, int, str]:
     """(bytes, FLOPs, what moves) of one steady-state grid step, read off the depth-2 schedule of the matmul."""
-    info = _model_call(bm, 3 * bk, bn, bm, bn, bk, dtype)       # grid (1, 1, 3): step 1 is steady state
+    info = _model_call(bm, 3 * bk, bn, bm, bn, bk, dtype)  # grid (1, 1, 3): step 1 is steady state
     moved, what = steady_step(info)
     return moved, steady_flops(info)[0], what
 
@@ -73,11 +94,11 @@ def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[
     return step_seconds(moved, flops, chip)
 
 
-def model_budget(bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2,
-                 acc_scratch: bool = False) -> VmemBudget:
+def model_budget(
+    bm: int, bn: int, bk: int, dtype: Any, chip: str, buffers: int = 2, acc_scratch: bool = False
+) -> VmemBudget:
     """The legality model's VMEM budget of the matmul with these blocks (the array shape does not matter)."""
-    return check_pallas_call(_model_call(bm, bk, bn, bm, bn, bk, _dtype(dtype).name, buffers, acc_scratch),
-                             chip).budget
+    return check_pallas_call(_model_call(bm, bk, bn, bm, bn, bk, _dtype(dtype).name, buffers, acc_scratch), chip).budget
 
 
 def _report(m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> PallasCallReport:
@@ -146,8 +167,9 @@ def _their_budget(rows: list[Any]) -> Any:
         v = table.get((bm, bn, bk, _dtype(dtype).name, buffers, False))
         if not _real(v):
             raise _NoAnswer((bm, bn, bk))
-        return dataclasses.replace(model_budget(bm, bn, bk, dtype, chip, buffers),
-                                   entries=(VmemEntry("vmem_working_set", int(v), 1),))
+        return dataclasses.replace(
+            model_budget(bm, bn, bk, dtype, chip, buffers), entries=(VmemEntry("vmem_working_set", int(v), 1),)
+        )
 
     return budget
 
@@ -163,6 +185,7 @@ def _judged(by_models: str | None, by_theirs: Callable[[], str | None]) -> str |
 
 
 # -------------------------------------------------------------------------------------------------- checks
+
 
 def pipeline_off(matmul_pipeline_off: Callable[..., Any]) -> None:
     """One pallas_call with the matmul's grid and blocks, every BlockSpec single-buffered; right values."""
@@ -205,14 +228,15 @@ def fed_block(smallest_fed_block: Callable[..., Any]) -> None:
     """Smallest square block (multiple of 128) whose step computes at least as long as it copies, every chip."""
     test = "fed_block"
     for dtype, chip in FED_BLOCK_CASES:
-        got, own = call_alone(test, fed_block_label(dtype, chip), smallest_fed_block, _dtype(dtype), chip,
-                              stand_in=STAND_IN)
+        got, own = call_alone(
+            test, fed_block_label(dtype, chip), smallest_fed_block, _dtype(dtype), chip, stand_in=STAND_IN
+        )
         theirs = _their_step_times(own["step_times"])
-        problem = _judged(fed_block_problem(got, dtype, chip, model_step_times),
-                          lambda: fed_block_problem(got, dtype, chip, theirs))
+        problem = _judged(
+            fed_block_problem(got, dtype, chip, model_step_times), lambda: fed_block_problem(got, dtype, chip, theirs)
+        )
         if problem is not None:
             raise TestFailure(f"{test}: {fed_block_label(dtype, chip)} {problem}")
-
 
 
 def working_set(vmem_working_set: Callable[..., Any]) -> None:
@@ -221,8 +245,9 @@ def working_set(vmem_working_set: Callable[..., Any]) -> None:
     for bm, bn, bk, dtype, buffers, acc in WORKING_SET_CASES:
         label = working_set_label(bm, bn, bk, dtype, buffers, acc)
         got = call(test, label, vmem_working_set, bm, bn, bk, _dtype(dtype), buffers=buffers, acc_scratch=acc)
-        problem = working_set_problem(got, bm, bn, bk, dtype, buffers, acc,
-                                      model_budget(bm, bn, bk, dtype, "v5e", buffers, acc))
+        problem = working_set_problem(
+            got, bm, bn, bk, dtype, buffers, acc, model_budget(bm, bn, bk, dtype, "v5e", buffers, acc)
+        )
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}")
 
@@ -232,11 +257,14 @@ def budget_line(largest_square_block: Callable[..., Any]) -> None:
     test = "budget_line"
     for dtype, chip, buffers in BUDGET_LINE_CASES:
         label = budget_line_label(dtype, chip, buffers)
-        got, own = call_alone(test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers,
-                              stand_in=STAND_IN)
+        got, own = call_alone(
+            test, label, largest_square_block, _dtype(dtype), chip, buffers=buffers, stand_in=STAND_IN
+        )
         theirs = _their_budget(own["vmem_working_set"])
-        problem = _judged(budget_line_problem(got, dtype, chip, buffers, _budget),
-                          lambda: budget_line_problem(got, dtype, chip, buffers, theirs))
+        problem = _judged(
+            budget_line_problem(got, dtype, chip, buffers, _budget),
+            lambda: budget_line_problem(got, dtype, chip, buffers, theirs),
+        )
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}")
 
@@ -250,15 +278,19 @@ def block_choice(choose_blocks: Callable[..., Any]) -> None:
         got, own = call_alone(test, label, choose_blocks, m, n, k, _dtype(dtype), chip, stand_in=STAND_IN)
         their_steps, their_budget = _their_step_times(own["step_times"]), _their_budget(own["vmem_working_set"])
 
-        def their_report(m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str,
-                         theirs: Any = their_budget) -> PallasCallReport:
+        def their_report(
+            m: int, n: int, k: int, bm: int, bn: int, bk: int, dtype: Any, chip: str, theirs: Any = their_budget
+        ) -> PallasCallReport:
             import dataclasses
 
-            return dataclasses.replace(_report(m, n, k, bm, bn, bk, dtype, chip),
-                                       budget=theirs(bm, bn, bk, dtype, chip, 2))
+            return dataclasses.replace(
+                _report(m, n, k, bm, bn, bk, dtype, chip), budget=theirs(bm, bn, bk, dtype, chip, 2)
+            )
 
-        problem = _judged(block_choice_problem(got, m, n, k, dtype, chip, model_step_times, _report),
-                          lambda: block_choice_problem(got, m, n, k, dtype, chip, their_steps, their_report))
+        problem = _judged(
+            block_choice_problem(got, m, n, k, dtype, chip, model_step_times, _report),
+            lambda: block_choice_problem(got, m, n, k, dtype, chip, their_steps, their_report),
+        )
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}")
 
@@ -279,16 +311,28 @@ def families(test: str) -> frozenset[str]:
     """The families of this test's cases: the notebook's visible checks must show each (tests/test_families.py).
     Each case is a family of its own (the notebook runs every one): its combination of dtype, chip, sizes,
     buffers and scratch."""
-    return frozenset(_case_families(test, {
-        "pipeline_off": PIPELINE_OFF_CASES, "step_time_model": STEP_CASES, "working_set": WORKING_SET_CASES,
-        "fed_block": FED_BLOCK_CASES, "budget_line": BUDGET_LINE_CASES, "block_choice": BLOCK_CHOICE_CASES,
-        "legal_or_not": LEGAL_OR_NOT_CASES,
-    }.get(test, ())))
+    return frozenset(
+        _case_families(
+            test,
+            {
+                "pipeline_off": PIPELINE_OFF_CASES,
+                "step_time_model": STEP_CASES,
+                "working_set": WORKING_SET_CASES,
+                "fed_block": FED_BLOCK_CASES,
+                "budget_line": BUDGET_LINE_CASES,
+                "block_choice": BLOCK_CHOICE_CASES,
+                "legal_or_not": LEGAL_OR_NOT_CASES,
+            }.get(test, ()),
+        )
+    )
 
 
 def _case_families(test: str, cases: Any) -> set[str]:
-    named = {"pipeline_off": pipeline_off_families, "step_time_model": step_families,
-             "working_set": working_set_families}.get(test)
+    named = {
+        "pipeline_off": pipeline_off_families,
+        "step_time_model": step_families,
+        "working_set": working_set_families,
+    }.get(test)
     found = {repr(tuple(case)) for case in cases}
     if named is not None:
         found |= set().union(*(named(*case) for case in cases))

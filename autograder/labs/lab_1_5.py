@@ -14,6 +14,7 @@ and schedule lines marked schedule. A margin that marks every line the same way 
 two-thirds that plain agreement would give it; a margin with half its lines wrong gets about half.
 Unmarked lines count as wrong.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,8 +46,10 @@ def load_key(path: Path | None = None) -> dict[str, Any]:
         raw = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         # no path in the message: it reaches the student's feedback
-        raise KeyMissing("the key is not here: it lives grader-side only, in the course repository, and no "
-                         "helpers install carries it; grade from the repository") from None
+        raise KeyMissing(
+            "the key is not here: it lives grader-side only, in the course repository, and no "
+            "helpers install carries it; grade from the repository"
+        ) from None
     if not isinstance(raw, dict):
         raise WalkDataError(f"{path}: expected a mapping with source_hash and marks")
     return raw
@@ -89,18 +92,20 @@ def revealed(on: dt.date | None = None) -> bool:
 class Tally:
     """One category of the key as feedback may state it before the reveal date: counts, never lines."""
 
-    mark: str           # "algorithm" | "schedule"
-    lines: int          # graded lines of this category
-    right: int          # marked as the key marks them
-    unmarked: int       # not marked at all (the rest of lines - right are marked the other way)
-    not_a_mark: dict[str, int] = field(default_factory=dict)   # of the unmarked: {value that is no mark: lines}
+    mark: str  # "algorithm" | "schedule"
+    lines: int  # graded lines of this category
+    right: int  # marked as the key marks them
+    unmarked: int  # not marked at all (the rest of lines - right are marked the other way)
+    not_a_mark: dict[str, int] = field(default_factory=dict)  # of the unmarked: {value that is no mark: lines}
 
     def sentence(self) -> str:
         wrong = self.lines - self.right - self.unmarked
         invalid = sum(self.not_a_mark.values())
         named = "".join(f", {k} marked {value}, which is not a mark" for value, k in self.not_a_mark.items())
-        return (f"{self.mark} lines marked {self.mark} {self.right}/{self.lines} "
-                f"({wrong} marked the other way, {self.unmarked - invalid} not marked{named})")
+        return (
+            f"{self.mark} lines marked {self.mark} {self.right}/{self.lines} "
+            f"({wrong} marked the other way, {self.unmarked - invalid} not marked{named})"
+        )
 
 
 @dataclass(frozen=True)
@@ -111,14 +116,16 @@ class ReadingFeedback:
     tallies: tuple[Tally, Tally]
     points: float
     earned: float
-    problems: tuple[str, ...]                  # about the student's own entries, in their own words
-    disagree: tuple[int, ...] | None = None    # after the reveal date: graded lines marked the other way
-    unmarked: tuple[int, ...] | None = None    # after the reveal date: graded lines not marked
+    problems: tuple[str, ...]  # about the student's own entries, in their own words
+    disagree: tuple[int, ...] | None = None  # after the reveal date: graded lines marked the other way
+    unmarked: tuple[int, ...] | None = None  # after the reveal date: graded lines not marked
 
     def lines(self) -> list[str]:
         tallies = "; ".join(t.sentence() for t in self.tallies)
-        out = [f"margin_marks: {tallies}; credit = {self.points:g} x the smaller share = {self.earned:g} of "
-               f"{self.points:g}"]
+        out = [
+            f"margin_marks: {tallies}; credit = {self.points:g} x the smaller share = {self.earned:g} of "
+            f"{self.points:g}"
+        ]
         if self.disagree is None:
             out.append(f"which lines disagree is shown from {manifest().lab(LAB).reveal} (the lab's reveal date)")
         else:
@@ -141,7 +148,7 @@ def margin_marks(marks: Any, *, on: dt.date | None = None) -> float:
         from pallas_course import tokamax_reading
 
         try:
-            answer = key(where="the grader's key")     # no grader-side path in what the student reads
+            answer = key(where="the grader's key")  # no grader-side path in what the student reads
         except (tokamax_reading.TokamaxMissing, KeyMissing, WalkDataError) as e:
             raise TestFailure(f"{test}: cannot grade here: {e}") from None
         if answer.missing:
@@ -158,21 +165,31 @@ def margin_marks(marks: Any, *, on: dt.date | None = None) -> float:
     for mark in ("algorithm", "schedule"):
         lines = [n for n in graded if answer.marks[n] == mark]
         invalid = tokamax_reading.not_a_mark_lines(margin, set(lines))
-        tallies.append(Tally(mark, len(lines), sum(1 for n in lines if given[n] == mark),
-                             sum(1 for n in lines if given[n] is None),
-                             {value: len(ns) for value, ns in invalid.items()}))
+        tallies.append(
+            Tally(
+                mark,
+                len(lines),
+                sum(1 for n in lines if given[n] == mark),
+                sum(1 for n in lines if given[n] is None),
+                {value: len(ns) for value, ns in invalid.items()},
+            )
+        )
     fraction = min(t.right / t.lines for t in tallies)
     earned = points if fraction == 1 else math.floor(points * fraction * 100) / 100
     show = revealed(on)
     feedback = ReadingFeedback(
-        tuple(tallies), points, earned, tuple(margin.problems),   # type: ignore[arg-type]
+        tuple(tallies),
+        points,
+        earned,
+        tuple(margin.problems),  # type: ignore[arg-type]
         disagree=tuple(n for n in graded if given[n] is not None and given[n] != answer.marks[n]) if show else None,
-        unmarked=tuple(n for n in graded if given[n] is None) if show else None)
+        unmarked=tuple(n for n in graded if given[n] is None) if show else None,
+    )
     print("\n".join(feedback.lines()))
     return earned
 
 
-SOLUTION_CELL = "marks"    # the grade_id of the answer cell in solutions/ (and labs/)
+SOLUTION_CELL = "marks"  # the grade_id of the answer cell in solutions/ (and labs/)
 _BEGIN, _END = "### BEGIN SOLUTION\n", "### END SOLUTION"
 
 
@@ -188,10 +205,12 @@ def model_answer(path: Path | None = None) -> str:
         else:
             runs.append((n, n, mark))
     entries = [f'range({lo}, {hi + 1}): "{mark}",' if hi > lo else f'{lo}: "{mark}",' for lo, hi, mark in runs]
-    rows = [" ".join(entries[i:i + 3]) for i in range(0, len(entries), 3)]
-    return ("# The model answer, written out from the grader's key (autograder/keys/tokamax_reading.yml) by\n"
-            "# `python -m autograder.labs.lab_1_5 --write-solution`; tests/test_reading.py checks they agree.\n"
-            "marks = {\n" + "".join(f"    {row}\n" for row in rows) + "}\n")
+    rows = [" ".join(entries[i : i + 3]) for i in range(0, len(entries), 3)]
+    return (
+        "# The model answer, written out from the grader's key (autograder/keys/tokamax_reading.yml) by\n"
+        "# `python -m autograder.labs.lab_1_5 --write-solution`; tests/test_reading.py checks they agree.\n"
+        "marks = {\n" + "".join(f"    {row}\n" for row in rows) + "}\n"
+    )
 
 
 def solution_region(source: str) -> str:
@@ -230,13 +249,22 @@ def main(argv: list[str] | None = None) -> int:
     from pallas_course.walks import render
 
     parser = argparse.ArgumentParser(prog="python -m autograder.labs.lab_1_5", description=main.__doc__)
-    parser.add_argument("--write-solution", action="store_true",
-                        help="rewrite the model answer in solutions/ from the key (re-run after re-keying)")
+    parser.add_argument(
+        "--write-solution",
+        action="store_true",
+        help="rewrite the model answer in solutions/ from the key (re-run after re-keying)",
+    )
     args = parser.parse_args(argv)
     if args.write_solution:
         changed = write_solution()
-        print("the solution's model answer " + ("was rewritten from the key; now run `nbgrader generate_assignment "
-                                                "stage-1 --force`" if changed else "already agrees with the key"))
+        print(
+            "the solution's model answer "
+            + (
+                "was rewritten from the key; now run `nbgrader generate_assignment stage-1 --force`"
+                if changed
+                else "already agrees with the key"
+            )
+        )
         return 0
     print(render(key()))
     return 0

@@ -1,6 +1,7 @@
 """A graded walk's key, the grader's: LAB·1.5's marks (autograder/keys/) laid over the walk's current lines and
 checked against them as walks.yml's own marks are (pallas_course.walks.marks_on). Students get the walk's
 lines and notes from the wheel, never this."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,12 +31,16 @@ def with_key(w: Walk, key: dict[str, Any], *, where: str = "the key") -> Walk:
         written = key.get("written_for") or {}
         package, version = written.get("package"), written.get("version")
         if package:
-            stale = (f"the key is stale for {package} {walks.installed_version(package)} (source hash {w.source_hash}): "
-                     f"the marks were written for {package}=={version} (source hash {stored}); "
-                     f"install {package}=={version} or re-key the reading ({where})")
+            stale = (
+                f"the key is stale for {package} {walks.installed_version(package)} (source hash {w.source_hash}): "
+                f"the marks were written for {package}=={version} (source hash {stored}); "
+                f"install {package}=={version} or re-key the reading ({where})"
+            )
         else:
-            stale = (f"the key is stale: the code changed since its marks were written (source hash "
-                     f"{w.source_hash}, written for {stored}); re-key the reading ({where})")
+            stale = (
+                f"the key is stale: the code changed since its marks were written (source hash "
+                f"{w.source_hash}, written for {stored}); re-key the reading ({where})"
+            )
     elif problems:
         stale = f"the key's marks don't fit the code ({where}): " + "; ".join(problems)
     return dataclasses.replace(w, marks=marks, ungraded=ungraded, key_hash=stored, stale=stale)

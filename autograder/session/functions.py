@@ -7,6 +7,7 @@ function traced to (jail_agent.description). The grader rebuilds that computatio
 nothing the jail says is believed. Where the function lives says a subclass: autograder.session.session
 .RemoteFunction (grading: in the jailed notebook), autograder.session.testing.LocalFunction (the tests of the checks).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 class Invocation:
     structure: Trace | None
     result: Any
-    error: StudentError | None = None       # the rebuilt computation failed to run (the structure stands)
-    computation: JudgedComputation | None = None   # what was graded: the judge's rebuild (None for plain calls)
+    error: StudentError | None = None  # the rebuilt computation failed to run (the structure stands)
+    computation: JudgedComputation | None = None  # what was graded: the judge's rebuild (None for plain calls)
     own: dict[str, list[Any]] | None = None  # what the stand-in helpers answered: {name: [[params, value]]}
 
 
@@ -51,8 +52,12 @@ def _is_array(x: Any) -> bool:
     """What the jail treats as an array argument once it crossed the wire (wire.encode: arrays and specs)."""
     if type(x).__name__ == "ShapeDtypeStruct":
         return True
-    return (hasattr(x, "__array__") and hasattr(x, "shape") and hasattr(x, "dtype")
-            and not isinstance(x, (np.generic, bool, int, float)))
+    return (
+        hasattr(x, "__array__")
+        and hasattr(x, "shape")
+        and hasattr(x, "dtype")
+        and not isinstance(x, (np.generic, bool, int, float))
+    )
 
 
 class StudentFunction:
@@ -69,16 +74,24 @@ class StudentFunction:
         """The judge that rebuilds, runs and compiles what this function traced to (autograder.judge.client)."""
         raise NotImplementedError
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
-              stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
+    def _send(
+        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None
+    ) -> tuple[dict[str, Any], list[bytes]]:
         """The jail's reply to one call (a header and its blobs), unchecked."""
         raise NotImplementedError
 
     def _rebuilt(self, traced: Traced) -> None:
         """Called with each new rebuild (LocalFunction checks it against the direct trace)."""
 
-    def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run: bool,
-               stand_in: list[str] | None = None, ahead: Callable[[Any], None] | None = None) -> Invocation:
+    def invoke(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        run: bool,
+        stand_in: list[str] | None = None,
+        ahead: Callable[[Any], None] | None = None,
+    ) -> Invocation:
         """Trace (and if `run`, execute) the function on these inputs.
 
         With arrays among the arguments, the jail is sent only their shapes and dtypes; it describes what the
@@ -95,8 +108,9 @@ class StudentFunction:
             enc_args, enc_kwargs, blobs = _encode_call(args, kwargs)
             key = _key([enc_args, names], enc_kwargs, blobs)
             if key not in self._cache:
-                self._cache[key] = plain_answer(*self._send(enc_args, enc_kwargs, blobs, names),
-                                                 held=self._judge().held)
+                self._cache[key] = plain_answer(
+                    *self._send(enc_args, enc_kwargs, blobs, names), held=self._judge().held
+                )
             return self._cache[key]
         import jax
 
@@ -108,10 +122,11 @@ class StudentFunction:
         trace_key = _key([enc_args, names], enc_kwargs, blobs)
         traced = self._traced.get(trace_key)
         if traced is None:
-            traced = self._traced[trace_key] = self._judge().trace(*self._send(enc_args, enc_kwargs, blobs, names),
-                                                                   in_avals)
+            traced = self._traced[trace_key] = self._judge().trace(
+                *self._send(enc_args, enc_kwargs, blobs, names), in_avals
+            )
             self._rebuilt(traced)
-        if traced.error is not None:      # the student's error, or the grader refused what was traced
+        if traced.error is not None:  # the student's error, or the grader refused what was traced
             raise traced.error
         if not run or any(type(args[i]).__name__ == "ShapeDtypeStruct" for i in positions):
             return Invocation(traced.structure, None, computation=traced.computation)

@@ -2,6 +2,7 @@
 and the notebook's functions as the checks reach them (RemoteFunction). The only place that knows a submission has
 both: the jail does not know a judge exists, nor the judge a jail.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ from autograder.judge.box import BoxLimits
 from autograder.judge.client import BoxedJudge
 from autograder.session.functions import StudentFunction
 
-STDERR_KEEP = 64 * 1024     # the tail of the jail's stderr kept for diagnosis; the rest is drained and dropped
+STDERR_KEEP = 64 * 1024  # the tail of the jail's stderr kept for diagnosis; the rest is drained and dropped
 
 
 class RemoteFunction(StudentFunction):
@@ -33,27 +34,47 @@ class RemoteFunction(StudentFunction):
     def _judge(self) -> BoxedJudge:
         return self.session.judge
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
-              stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
+    def _send(
+        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None
+    ) -> tuple[dict[str, Any], list[bytes]]:
         return self.session.request(
-            {"op": "call", "name": self.name, "args": enc_args, "kwargs": enc_kwargs,
-             "stand_in": stand_in, "timeout_s": self.session.call_timeout_s()}, blobs,
-            timeout=self.session.call_timeout_s() + 10)
+            {
+                "op": "call",
+                "name": self.name,
+                "args": enc_args,
+                "kwargs": enc_kwargs,
+                "stand_in": stand_in,
+                "timeout_s": self.session.call_timeout_s(),
+            },
+            blobs,
+            timeout=self.session.call_timeout_s() + 10,
+        )
 
 
 class Session:
     """One notebook's jailed agent: start it, run cells, look names up, call functions, end it."""
 
-    def __init__(self, *, limits: JailLimits, cell_timeout_s: float, deadline: float, jailed: bool = True,
-                 judge: BoxLimits | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        limits: JailLimits,
+        cell_timeout_s: float,
+        deadline: float,
+        jailed: bool = True,
+        judge: BoxLimits | None = None,
+    ) -> None:
         self.cell_timeout_s_ = float(cell_timeout_s)
         self.deadline = deadline
         self._stderr: Tail | None = None
-        if jailed:   # no jail, no grading: said before anything starts (JailUnavailable, in one line)
+        if jailed:  # no jail, no grading: said before anything starts (JailUnavailable, in one line)
             jails.require_jail()
         # The judge first: its imports run while the jail starts and runs the notebook's first cells.
-        self.judge = BoxedJudge(limits=judge or BoxLimits(), deadline=deadline, cell_timeout_s=self.cell_timeout_s_,
-                                wall_s=max(1.0, deadline - time.monotonic()))
+        self.judge = BoxedJudge(
+            limits=judge or BoxLimits(),
+            deadline=deadline,
+            cell_timeout_s=self.cell_timeout_s_,
+            wall_s=max(1.0, deadline - time.monotonic()),
+        )
         try:
             self._start_jail(limits, jailed)
         except BaseException:
@@ -69,19 +90,30 @@ class Session:
     def _start_jail(self, limits: JailLimits, jailed: bool) -> None:
         env = jail_env()
         if timeline.enabled():
-            env["COURSE_AGENT_CLOCK"] = "1"   # the agent's hello then tells when it started and was ready
-        if not jailed:   # --no-jail: no binds, so the agent and the grader's helpers are imported from where they lie
+            env["COURSE_AGENT_CLOCK"] = "1"  # the agent's hello then tells when it started and was ready
+        if not jailed:  # --no-jail: no binds, so the agent and the grader's helpers are imported from where they lie
             env["PYTHONPATH"] = f"{AGENT_DIR.parent}{os.pathsep}{helpers_dir().parent}"
-        self.jail = jails.start([sys.executable, "-m", "jail_agent.agent"], binds=agent_binds(), env=env,
-                               limits=limits, cwd="/tmp", jailed=jailed, files=agent_files() if jailed else None)
+        self.jail = jails.start(
+            [sys.executable, "-m", "jail_agent.agent"],
+            binds=agent_binds(),
+            env=env,
+            limits=limits,
+            cwd="/tmp",
+            jailed=jailed,
+            files=agent_files() if jailed else None,
+        )
         proc = self.jail.process
         self.reader = wire.Reader(proc.stdout.fileno())
         self._stderr = Tail(proc.stderr, STDERR_KEEP, name="jail-stderr")
         try:
             hello, _ = self._read(timeout=min(120.0, self._left()))
-            if timeline.enabled() and isinstance(hello.get("clock"), dict):   # the agent's own, before any cell
-                timeline.record("jail agent", *[float(hello["clock"].get(k, 0)) for k in ("started", "ready")],
-                                cpu_s=float(hello["clock"].get("cpu_s", 0)), where="jail")
+            if timeline.enabled() and isinstance(hello.get("clock"), dict):  # the agent's own, before any cell
+                timeline.record(
+                    "jail agent",
+                    *[float(hello["clock"].get(k, 0)) for k in ("started", "ready")],
+                    cpu_s=float(hello["clock"].get("cpu_s", 0)),
+                    where="jail",
+                )
             if hello.get("ready") is not True:
                 raise BadAnswer("the agent did not say it was ready")
         except (StudentGone, BadAnswer) as e:
@@ -92,8 +124,10 @@ class Session:
         want = self.jail.path(f"{JAIL_HELPERS}/__init__.py") if jailed else str(helpers_dir() / "__init__.py")
         if hello.get("helpers") != want:
             self.jail.kill()
-            raise SetupFailed(f"the jail's Python would import pallas_course from {str(hello.get('helpers'))[:300]}, "
-                              f"not the grader's own helpers ({want}): is another checkout installed first?")
+            raise SetupFailed(
+                f"the jail's Python would import pallas_course from {str(hello.get('helpers'))[:300]}, "
+                f"not the grader's own helpers ({want}): is another checkout installed first?"
+            )
 
     def _jail_said(self) -> str:
         """The last lines of the jail's stderr (bubblewrap's or Python's own message), for a set-up error."""
@@ -129,8 +163,9 @@ class Session:
             raise BadAnswer("a reply that is not a mapping")
         return header, blobs
 
-    def request(self, header: dict[str, Any], blobs: list[bytes] | None = None, *,
-                timeout: float) -> tuple[dict[str, Any], list[bytes]]:
+    def request(
+        self, header: dict[str, Any], blobs: list[bytes] | None = None, *, timeout: float
+    ) -> tuple[dict[str, Any], list[bytes]]:
         with timeline.span(f"jail {header.get('op')}"):
             try:
                 self.jail.process.stdin.write(wire.pack(header, blobs))
@@ -150,8 +185,9 @@ class Session:
 
     # ---- what the engine asks
     def run_cell(self, source: str) -> tuple[list[dict[str, Any]], int | None]:
-        header, _ = self.request({"op": "run_cell", "source": source, "timeout_s": self.call_timeout_s()},
-                                 timeout=self.call_timeout_s() + 10)
+        header, _ = self.request(
+            {"op": "run_cell", "source": source, "timeout_s": self.call_timeout_s()}, timeout=self.call_timeout_s() + 10
+        )
         outputs = header.get("outputs")
         if not isinstance(outputs, list):
             raise BadAnswer("a cell reply without outputs")

@@ -1,6 +1,7 @@
 """For the tests of the checks: a function of this process, traced and described exactly as the jail does, its
 description making the same JSON round trip and the same rebuild (autograder.judge.testing.LocalJudge). Grading
 never uses it: a graded function lives in the jail (autograder.session.session.RemoteFunction)."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ class LocalFunction(StudentFunction):
             self._local = LocalJudge()
         return self._local
 
-    def _send(self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes],
-              stand_in: list[str] | None) -> tuple[dict[str, Any], list[bytes]]:
+    def _send(
+        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None
+    ) -> tuple[dict[str, Any], list[bytes]]:
         from autograder.jail.jail_agent.calls import CallFailed, invoke, reply
 
         args, kwargs = wire.decode(enc_args, blobs), wire.decode(enc_kwargs, blobs)
@@ -51,7 +53,7 @@ class LocalFunction(StudentFunction):
         direct, self._direct = self._direct, None
         if direct is None or traced.structure is None:
             return
-        if "platform_index" in primitive_names(direct):   # the rebuild keeps the TPU's branch alone, by design
+        if "platform_index" in primitive_names(direct):  # the rebuild keeps the TPU's branch alone, by design
             return
         want, got = structure_data(trace_jaxpr(direct)), structure_data(traced.structure)
         if want != got:

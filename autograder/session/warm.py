@@ -10,6 +10,7 @@ session), or starts one there and then. A session waiting to be taken has run no
 Jails are started on one thread that lives as long as the process: the parent-death signal that ends a jail
 with its grader follows the thread that started it (autograder.jail.jails).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -27,7 +28,7 @@ from autograder.session.session import Session
 _STARTER = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="jail-starter")
 _LOCK = threading.Lock()
 _waiting: tuple[tuple[Any, ...], cf.Future] | None = None
-_ahead: tuple[Limits, bool] | None = None     # keep_ahead's (limits, jailed): one more is started at each take
+_ahead: tuple[Limits, bool] | None = None  # keep_ahead's (limits, jailed): one more is started at each take
 
 
 def _key(limits: Limits, cell_timeout_s: float, jailed: bool) -> tuple[Any, ...]:
@@ -36,8 +37,12 @@ def _key(limits: Limits, cell_timeout_s: float, jailed: bool) -> tuple[Any, ...]
 
 def _start(limits: Limits, cell_timeout_s: float, jailed: bool, wall_s: float) -> Session:
     with timeline.span("jail and judge start"):
-        return Session(limits=JailLimits(memory_mb=limits.memory_mb, file_mb=limits.file_mb),
-                       cell_timeout_s=cell_timeout_s, deadline=time.monotonic() + wall_s, jailed=jailed)
+        return Session(
+            limits=JailLimits(memory_mb=limits.memory_mb, file_mb=limits.file_mb),
+            cell_timeout_s=cell_timeout_s,
+            deadline=time.monotonic() + wall_s,
+            jailed=jailed,
+        )
 
 
 def start_ahead(limits: Limits, *, jailed: bool = True) -> None:
@@ -61,15 +66,16 @@ def take(limits: Limits, *, cell_timeout_s: float, jailed: bool, deadline: float
             with timeline.span("wait for the jail started ahead"):
                 session = waiting[1].result()
         except SetupFailed:
-            session = None   # started while the submission before ran (its processes busy): once more, now
+            session = None  # started while the submission before ran (its processes busy): once more, now
         if session is not None:
             session.restart_clock(deadline)
             if _ahead is not None:
-                start_ahead(*_ahead[:1], jailed=_ahead[1])    # the next submission's, while this one is graded
+                start_ahead(*_ahead[:1], jailed=_ahead[1])  # the next submission's, while this one is graded
             return session
         with timeline.span("jail start"):
-            session = _STARTER.submit(_start, limits, cell_timeout_s, jailed,
-                                      max(0.1, deadline - time.monotonic())).result()
+            session = _STARTER.submit(
+                _start, limits, cell_timeout_s, jailed, max(0.1, deadline - time.monotonic())
+            ).result()
         if _ahead is not None:
             start_ahead(*_ahead[:1], jailed=_ahead[1])
         return session

@@ -20,6 +20,7 @@ Paths the instructor names on the command line are followed (a `submitted/` that
 fine); only what is inside is held to these rules. Names are shown through `autograder.untrusted.name`: a byte
 that is not UTF-8 shows as U+FFFD, and such a notebook is still found and graded.
 """
+
 from __future__ import annotations
 
 import errno
@@ -33,7 +34,7 @@ from autograder import untrusted
 
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git"}
 TIMESTAMP_FILE = "timestamp.txt"
-MAX_TIMESTAMP_BYTES = 100   # "2026-11-29 10:00:00.000000 UTC" is 30
+MAX_TIMESTAMP_BYTES = 100  # "2026-11-29 10:00:00.000000 UTC" is 30
 
 
 class SubmissionNotFound(FileNotFoundError):
@@ -43,20 +44,20 @@ class SubmissionNotFound(FileNotFoundError):
 @dataclass(frozen=True)
 class Skipped:
     path: Path
-    label: str          # as shown: relative to the folder given
+    label: str  # as shown: relative to the folder given
     reason: str
-    refused: bool       # True: a link, a special file, an unreadable folder; False: an extra notebook
+    refused: bool  # True: a link, a special file, an unreadable folder; False: an extra notebook
 
 
 @dataclass(frozen=True)
 class Stamp:
-    value: str | None   # as nbgrader stores it ("2026-11-29 10:00:00.000000 UTC"), None if absent or invalid
+    value: str | None  # as nbgrader stores it ("2026-11-29 10:00:00.000000 UTC"), None if absent or invalid
     problem: str | None = None
 
 
 @dataclass
 class Discovery:
-    root: Path | None                     # the one folder given, labels are relative to it
+    root: Path | None  # the one folder given, labels are relative to it
     notebooks: list[Path] = field(default_factory=list)
     labels: dict[Path, str] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
@@ -79,8 +80,12 @@ def nbgrader_place(label: str) -> tuple[str, str] | None:
     from autograder.course_manifest import manifest
 
     parts = Path(label).parts
-    if len(parts) == 3 and parts[1] == manifest().stage.id and parts[2].endswith(".ipynb") \
-            and parts[0] not in ("/", ".", ".."):
+    if (
+        len(parts) == 3
+        and parts[1] == manifest().stage.id
+        and parts[2].endswith(".ipynb")
+        and parts[0] not in ("/", ".", "..")
+    ):
         return parts[0], parts[2]
     return None
 
@@ -134,8 +139,14 @@ def _walk(top: Path, root: Path | None, notebooks: list[Path], found: Discovery)
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: os.fsencode(e.name))
         except OSError as e:
-            found.skipped.append(Skipped(folder, untrusted.relative_name(folder, root),
-                                         f"could not list this folder ({e.strerror or e})", refused=True))
+            found.skipped.append(
+                Skipped(
+                    folder,
+                    untrusted.relative_name(folder, root),
+                    f"could not list this folder ({e.strerror or e})",
+                    refused=True,
+                )
+            )
             continue
         subfolders = []
         for entry in entries:
@@ -152,8 +163,14 @@ def _walk(top: Path, root: Path | None, notebooks: list[Path], found: Discovery)
                 else:
                     found.skipped.append(Skipped(path, untrusted.relative_name(path, root), SPECIAL, refused=True))
             except OSError as e:
-                found.skipped.append(Skipped(path, untrusted.relative_name(path, root),
-                                             f"could not be read ({e.strerror or e})", refused=True))
+                found.skipped.append(
+                    Skipped(
+                        path,
+                        untrusted.relative_name(path, root),
+                        f"could not be read ({e.strerror or e})",
+                        refused=True,
+                    )
+                )
         stack.extend(reversed(subfolders))
 
 
@@ -162,8 +179,9 @@ def _one_per_lab(notebooks: list[Path], found: Discovery) -> None:
     Refuse a second notebook whose name shows the same as one already taken."""
     labs = lab_file_names()
     in_layout = found.root is not None and any(
-        nbgrader_place(untrusted.relative_name(nb, found.root)) for nb in notebooks)
-    lab_files: dict[Path, dict[str, Path]] = {}   # folder -> {lab file name: path}
+        nbgrader_place(untrusted.relative_name(nb, found.root)) for nb in notebooks
+    )
+    lab_files: dict[Path, dict[str, Path]] = {}  # folder -> {lab file name: path}
     for nb in notebooks:
         if nb.name in labs and (not in_layout or nbgrader_place(untrusted.relative_name(nb, found.root))):
             lab_files.setdefault(nb.parent, {})[nb.name] = nb
@@ -174,17 +192,24 @@ def _one_per_lab(notebooks: list[Path], found: Discovery) -> None:
         if why:
             found.skipped.append(Skipped(nb, label, why, refused=False))
         elif label in taken:
-            found.skipped.append(Skipped(nb, label, f"its name shows the same as {label} (bytes that are not "
-                                         "UTF-8 or control characters in it): rename it to grade it",
-                                         refused=True))
+            found.skipped.append(
+                Skipped(
+                    nb,
+                    label,
+                    f"its name shows the same as {label} (bytes that are not "
+                    "UTF-8 or control characters in it): rename it to grade it",
+                    refused=True,
+                )
+            )
         else:
             taken[label] = nb
             found.labels[nb] = label
     found.notebooks = sorted(taken.values(), key=os.fsencode)
 
 
-def _ignored_because(nb: Path, labs: dict[str, str], lab_files: dict[Path, dict[str, Path]],
-                     root: Path | None) -> str | None:
+def _ignored_because(
+    nb: Path, labs: dict[str, str], lab_files: dict[Path, dict[str, Path]], root: Path | None
+) -> str | None:
     folders = [nb.parent, *nb.parent.parents]
     for depth, folder in enumerate(folders):
         held = lab_files.get(folder)
@@ -192,8 +217,10 @@ def _ignored_because(nb: Path, labs: dict[str, str], lab_files: dict[Path, dict[
             continue
         if nb.name not in labs or (depth > 0 and nb.name in held):
             lab_file = held.get(nb.name) or sorted(held.values())[0]
-            return (f"not graded: {untrusted.relative_name(lab_file, root)} is the file named as the lab, and "
-                    "only that file of the student's folder is graded")
+            return (
+                f"not graded: {untrusted.relative_name(lab_file, root)} is the file named as the lab, and "
+                "only that file of the student's folder is graded"
+            )
     return None
 
 
@@ -207,8 +234,10 @@ def _off_layout(label: str) -> str | None:
     parts, stage = Path(label).parts, manifest().stage.id
     if len(parts) == 1:
         return f"not graded: not in a student's folder (<student>/{stage}/<notebook>.ipynb)"
-    return (f"not graded: an extra file in {untrusted.plain(parts[0], 100)}'s folder; a submission is "
-            f"<student>/{stage}/<notebook>.ipynb and nothing deeper, so it is never graded as anyone's")
+    return (
+        f"not graded: an extra file in {untrusted.plain(parts[0], 100)}'s folder; a submission is "
+        f"<student>/{stage}/<notebook>.ipynb and nothing deeper, so it is never graded as anyone's"
+    )
 
 
 def read_timestamp(folder: Path) -> Stamp:
@@ -229,8 +258,9 @@ def read_timestamp(folder: Path) -> Stamp:
     finally:
         os.close(fd)
     if len(data) > MAX_TIMESTAMP_BYTES:
-        return Stamp(None, f"{TIMESTAMP_FILE} is longer than {MAX_TIMESTAMP_BYTES} bytes, not a date; the "
-                           "submission has no time")
+        return Stamp(
+            None, f"{TIMESTAMP_FILE} is longer than {MAX_TIMESTAMP_BYTES} bytes, not a date; the submission has no time"
+        )
     return parse_timestamp(data)
 
 
@@ -241,13 +271,16 @@ def parse_timestamp(data: bytes | str) -> Stamp:
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     text = text.strip()
     if not text:
-        return Stamp(None)   # nbgrader: "Empty timestamp file", no time
+        return Stamp(None)  # nbgrader: "Empty timestamp file", no time
     try:
         when = parse_utc(text)
         value = f"{when:%Y-%m-%d %H:%M:%S.%f} UTC"
         parse_utc(value)
     except Exception:  # noqa: BLE001 - dateutil raises ValueError, OverflowError, TypeError, ...
         shown = untrusted.plain(text, 60)
-        return Stamp(None, f"{TIMESTAMP_FILE} is not a date nbgrader reads ({shown!r}); the submission has no "
-                           "time and is not marked late")
+        return Stamp(
+            None,
+            f"{TIMESTAMP_FILE} is not a date nbgrader reads ({shown!r}); the submission has no "
+            "time and is not marked late",
+        )
     return Stamp(value)

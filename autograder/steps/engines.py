@@ -8,6 +8,7 @@ Tests register their own stand-in (`register("fake", ...)`). An engine is `(note
 Execution`: it runs the notebook it is given (a copy: it fills in outputs in place) and never raises for
 what the notebook does.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable

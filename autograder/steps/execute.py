@@ -9,6 +9,7 @@ credit; nothing: full marks), so `course grade` and `nbgrader autograde` (autogr
 the same outputs with nbgrader's own rule. Every hidden-test cell gets an explicit outcome: one the run never
 reached holds the reason as an error, never an empty (full-marks) output.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,7 +34,7 @@ from autograder.session.session import Session
 from autograder.course_manifest import REPO_ROOT, LabSpec
 from pallas_course import pyparse
 
-MAX_TEXT = 100_000        # characters of one output field kept from the jail
+MAX_TEXT = 100_000  # characters of one output field kept from the jail
 # Characters of all the notebook's cell outputs kept, together: the caps per field and per cell (the agent's)
 # alone let 600 small cells of floods make a 2 x 568 MB notebook and a 4.4 GB grader. The hidden tests'
 # outcomes (written here, small) are always kept; past the budget a cell's outputs are dropped, with one note.
@@ -43,11 +44,11 @@ CHECKS_PACKAGE = "autograder.labs."
 
 @dataclass(frozen=True)
 class Execution:
-    notebook: NotebookNode          # the executed notebook (partial if the run stopped early)
-    stopped: str | None             # why the run stopped before the last cell, if it did
-    replied: frozenset[int] = field(default_factory=frozenset)   # cells that finished
-    stopped_in: int | None = None   # the cell running when the run stopped
-    notes: tuple[str, ...] = ()     # what the grader did to the notebook's outputs (a cut), for the feedback
+    notebook: NotebookNode  # the executed notebook (partial if the run stopped early)
+    stopped: str | None  # why the run stopped before the last cell, if it did
+    replied: frozenset[int] = field(default_factory=frozenset)  # cells that finished
+    stopped_in: int | None = None  # the cell running when the run stopped
+    notes: tuple[str, ...] = ()  # what the grader did to the notebook's outputs (a cut), for the feedback
 
 
 @dataclass(frozen=True)
@@ -67,15 +68,24 @@ class BadHiddenTest(ValueError):
 def parse_hidden_test(grade_id: str, source: str) -> HiddenTest:
     """`from autograder.labs import lab_1_1` then `lab_1_1.add_f32(add)`: nothing else is allowed."""
     body = [n for n in pyparse.parse(source).body]
-    imports = {a.asname or a.name: f"{n.module}.{a.name}" for n in body if isinstance(n, ast.ImportFrom)
-               for a in n.names if n.module}
+    imports = {
+        a.asname or a.name: f"{n.module}.{a.name}"
+        for n in body
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+        if n.module
+    }
     calls = [n.value for n in body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]
     if len(calls) != 1 or len(body) != len(calls) + sum(isinstance(n, ast.ImportFrom) for n in body):
         raise BadHiddenTest(f"{grade_id}: a hidden test is one import and one call of a check")
     call = calls[0]
-    if not (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)
-            and call.func.value.id in imports and not call.keywords
-            and all(isinstance(a, ast.Name) for a in call.args)):
+    if not (
+        isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id in imports
+        and not call.keywords
+        and all(isinstance(a, ast.Name) for a in call.args)
+    ):
         raise BadHiddenTest(f"{grade_id}: expected `<lab module>.<check>(<name>, ...)`")
     module = imports[call.func.value.id]
     if not module.startswith(CHECKS_PACKAGE):
@@ -102,6 +112,7 @@ def hidden_tests(lab: LabSpec) -> dict[str, HiddenTest]:
 
 # ------------------------------------------------------------------------------------------------ outputs
 
+
 def _text(v: Any) -> str:
     if isinstance(v, list):
         v = "".join(str(x) for x in v)
@@ -122,14 +133,14 @@ def clean_output(raw: Any) -> NotebookNode | None:
         clean = {str(k)[:100]: _text(v) for k, v in list(data.items())[:20] if isinstance(k, str)}
         if kind == "execute_result":
             count = raw.get("execution_count")
-            return nbformat.v4.new_output(kind, data=clean,
-                                          execution_count=count if isinstance(count, int) else None)
+            return nbformat.v4.new_output(kind, data=clean, execution_count=count if isinstance(count, int) else None)
         return nbformat.v4.new_output(kind, data=clean)
     if kind == "error":
         tb = raw.get("traceback")
         lines = [_text(x)[:2000] for x in tb[:200]] if isinstance(tb, list) else []
-        return nbformat.v4.new_output("error", ename=_text(raw.get("ename"))[:200], evalue=_text(raw.get("evalue")),
-                                      traceback=lines)
+        return nbformat.v4.new_output(
+            "error", ename=_text(raw.get("ename"))[:200], evalue=_text(raw.get("evalue")), traceback=lines
+        )
     return None
 
 
@@ -147,7 +158,7 @@ class OutputBudget:
 
     def __init__(self, limit: int = MAX_NOTEBOOK_OUTPUT) -> None:
         self.limit, self.used, self.dropped = limit, 0, 0
-        self.cut_at: int | None = None     # the cell where the cut began
+        self.cut_at: int | None = None  # the cell where the cut began
 
     def keep(self, index: int, outputs: list[NotebookNode]) -> list[NotebookNode]:
         kept: list[NotebookNode] = []
@@ -164,8 +175,10 @@ class OutputBudget:
         return kept
 
     def note(self) -> str:
-        return (f"the notebook's outputs passed the grader's limit of {self.limit:,} characters in all; from "
-                f"cell {(self.cut_at or 0) + 1} on, its cells' outputs were dropped (the tests' outcomes are kept)")
+        return (
+            f"the notebook's outputs passed the grader's limit of {self.limit:,} characters in all; from "
+            f"cell {(self.cut_at or 0) + 1} on, its cells' outputs were dropped (the tests' outcomes are kept)"
+        )
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -174,6 +187,7 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
 
 # -------------------------------------------------------------------------------------------------- checks
 
+
 def run_check(test: HiddenTest, session: Session) -> list[NotebookNode]:
     """Run one hidden test here, against the student's functions in the jail; its outcome as outputs."""
     check = getattr(importlib.import_module(test.module), test.function)
@@ -181,9 +195,10 @@ def run_check(test: HiddenTest, session: Session) -> list[NotebookNode]:
         args = [session.argument(name) for name in test.arguments]
     except NameError as e:
         return [error_output("NameError", str(e))]
-    except BadAnswer as e:   # a value that is not data this test can take: this test's 0, the run goes on
-        return [error_output("TestFailure", f"{test.function}: the notebook's process answered with malformed "
-                                            f"data ({e})")]
+    except BadAnswer as e:  # a value that is not data this test can take: this test's 0, the run goes on
+        return [
+            error_output("TestFailure", f"{test.function}: the notebook's process answered with malformed data ({e})")
+        ]
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
@@ -191,13 +206,15 @@ def run_check(test: HiddenTest, session: Session) -> list[NotebookNode]:
     except TestFailure as e:
         outputs = [error_output("TestFailure", str(e))]
     except BadAnswer as e:
-        outputs = [error_output("TestFailure", f"{test.function}: the notebook's process answered with malformed "
-                                               f"data ({e})")]
+        outputs = [
+            error_output("TestFailure", f"{test.function}: the notebook's process answered with malformed data ({e})")
+        ]
     else:
         outputs = []
         if isinstance(earned, (int, float)) and not isinstance(earned, bool):
-            outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(earned))},
-                                                  execution_count=None))
+            outputs.append(
+                nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(earned))}, execution_count=None)
+            )
     if printed.getvalue():
         outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text=_text(printed.getvalue())))
     return outputs
@@ -205,14 +222,19 @@ def run_check(test: HiddenTest, session: Session) -> list[NotebookNode]:
 
 # ------------------------------------------------------------------------------------------------ the run
 
+
 def _why_stopped(gone: StudentGone, *, wall_s: float, cell_timeout_s: float, deadline: float) -> str:
     why = gone.why
     if time.monotonic() >= deadline - 0.5:
-        return (f"the notebook ran past the {wall_s:g} s wall-clock limit and was stopped "
-                "(an infinite loop, a hung kernel, or kernels the TPU compiler is slow on?)")
+        return (
+            f"the notebook ran past the {wall_s:g} s wall-clock limit and was stopped "
+            "(an infinite loop, a hung kernel, or kernels the TPU compiler is slow on?)"
+        )
     if gone.silent:
-        return (f"a cell ran past the {cell_timeout_s:g} s per-cell limit and did not stop when interrupted "
-                "(an infinite loop inside a kernel?); the cells after it did not run")
+        return (
+            f"a cell ran past the {cell_timeout_s:g} s per-cell limit and did not stop when interrupted "
+            "(an infinite loop inside a kernel?); the cells after it did not run"
+        )
     if why.startswith("memory"):
         return f"the kernel died: {why}"
     if why.startswith("CPU"):
@@ -245,8 +267,9 @@ def _import_meanwhile(modules: list[str]) -> None:
         threading.Thread(target=load, name="import-meanwhile", daemon=True).start()
 
 
-def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: float = CELL_TIMEOUT_S,
-            jailed: bool = True) -> Execution:
+def execute(
+    nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: float = CELL_TIMEOUT_S, jailed: bool = True
+) -> Execution:
     """Run `nb` (already restored from solutions/) cell by cell; fill in every cell's outputs (in place)."""
     tests = hidden_tests(lab)
     _import_meanwhile([t.module for t in tests.values()] + ["nbgrader.preprocessors"])
@@ -283,17 +306,26 @@ def execute(nb: NotebookNode, lab: LabSpec, *, limits: Any, cell_timeout_s: floa
                     del outputs
                     cell.execution_count = count
                     if "parameters" in cell.get("metadata", {}).get("tags", []):
-                        session.run_cell(f"MODE = {GRADING_MODE!r}")   # papermill's injected parameters
+                        session.run_cell(f"MODE = {GRADING_MODE!r}")  # papermill's injected parameters
                 replied.add(index)
             except (StudentGone, BadAnswer, Overrun) as e:
                 # Overrun: the judge stopped at the notebook's deadline (its compiles, each within its own limit,
                 # took the notebook past --timeout): the notebook's doing, so its result, never a grader failure
-                gone = (e if isinstance(e, StudentGone) else StudentGone(e.why, silent=True) if isinstance(e, Overrun)
-                        else StudentGone(f"malformed answer: {e}"))
+                gone = (
+                    e
+                    if isinstance(e, StudentGone)
+                    else StudentGone(e.why, silent=True)
+                    if isinstance(e, Overrun)
+                    else StudentGone(f"malformed answer: {e}")
+                )
                 stopped = _why_stopped(gone, wall_s=limits.wall_s, cell_timeout_s=cell_timeout_s, deadline=deadline)
                 stopped_in = index
-                cell.outputs = [error_output("TestFailure" if gid in tests else "KernelStopped",
-                                             f"the run stopped during this cell: {stopped}")]
+                cell.outputs = [
+                    error_output(
+                        "TestFailure" if gid in tests else "KernelStopped",
+                        f"the run stopped during this cell: {stopped}",
+                    )
+                ]
     finally:
         session.mark_jail_cpu("jail cpu at the end")
         with timeline.span("jail close"):

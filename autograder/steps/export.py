@@ -13,6 +13,7 @@ submission time from the validated `timestamp` of the record (autograder.steps.d
 submission on its own: one that cannot be exported is recorded in `failures` and the others go on.
 Student strings go into the CSV through `untrusted.for_csv` (no spreadsheet formulas).
 """
+
 from __future__ import annotations
 
 import csv
@@ -29,8 +30,19 @@ from autograder.steps.report import Failures
 from autograder.steps.results import SubmissionResult
 from autograder.course_manifest import manifest
 
-NBGRADER_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
-                    "raw_score", "late_submission_penalty", "score", "max_score"]
+NBGRADER_COLUMNS = [
+    "assignment",
+    "duedate",
+    "timestamp",
+    "student_id",
+    "last_name",
+    "first_name",
+    "email",
+    "raw_score",
+    "late_submission_penalty",
+    "score",
+    "max_score",
+]
 
 
 class GradebookError(RuntimeError):
@@ -55,8 +67,10 @@ def _student_id(label: str) -> str | None:
 
 
 def assignment_max_score() -> float:
-    return float(sum(t.points for lab in manifest().labs for t in lab.tests)
-                 + sum(w.points for lab in manifest().labs for w in lab.written))
+    return float(
+        sum(t.points for lab in manifest().labs for t in lab.tests)
+        + sum(w.points for lab in manifest().labs for w in lab.written)
+    )
 
 
 def _timestamp(root: Path | None, r: SubmissionResult) -> str:
@@ -84,9 +98,11 @@ def one_per_student_lab(results: Sequence[SubmissionResult]) -> tuple[list[Submi
             continue
         chosen.setdefault((student, r.lab), r)
     kept = {id(r) for r in chosen.values()}
-    notes += [f"{r.submission}: not exported, {chosen[(student, r.lab)].submission} is this student's {r.lab}"
-              for r in results if r.lab is not None and id(r) not in kept
-              and (student := _student_id(r.submission)) is not None]
+    notes += [
+        f"{r.submission}: not exported, {chosen[(student, r.lab)].submission} is this student's {r.lab}"
+        for r in results
+        if r.lab is not None and id(r) not in kept and (student := _student_id(r.submission)) is not None
+    ]
     return [r for r in results if id(r) in kept], notes
 
 
@@ -94,8 +110,9 @@ def _lab_file(lab_id: str | None) -> str | None:
     return Path(manifest().lab(lab_id).notebook).name if lab_id else None
 
 
-def write_nbgrader_csv(results: Sequence[SubmissionResult], path: Path, *, root: Path | None = None,
-                       failures: Failures | None = None) -> Path:
+def write_nbgrader_csv(
+    results: Sequence[SubmissionResult], path: Path, *, root: Path | None = None, failures: Failures | None = None
+) -> Path:
     """One row per student (the assignment is the stage), nbgrader export's columns; written answers count
     0 until graded by hand, as in nbgrader before manual grading."""
     failures = failures or Failures()
@@ -104,7 +121,7 @@ def write_nbgrader_csv(results: Sequence[SubmissionResult], path: Path, *, root:
     stamps: dict[str, str] = {}
     for r in one_per_student_lab(results)[0]:
         with failures.guard(r.submission, "nbgrader-grades.csv"):
-            student = _student_id(r.submission) or ""   # one_per_student_lab kept only results with one
+            student = _student_id(r.submission) or ""  # one_per_student_lab kept only results with one
             stamp = _timestamp(root, r)
             raw[student] += r.score
             stamps[student] = max(stamps.get(student, ""), stamp)
@@ -114,13 +131,32 @@ def write_nbgrader_csv(results: Sequence[SubmissionResult], path: Path, *, root:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(NBGRADER_COLUMNS)
         for student in sorted(raw):
-            w.writerow([stage, "", c(stamps[student]), c(student), "", "", "", raw[student], 0.0,
-                        max(0.0, raw[student]), assignment_max_score()])
+            w.writerow(
+                [
+                    stage,
+                    "",
+                    c(stamps[student]),
+                    c(student),
+                    "",
+                    "",
+                    "",
+                    raw[student],
+                    0.0,
+                    max(0.0, raw[student]),
+                    assignment_max_score(),
+                ]
+            )
     return path
 
 
-def merge_into_gradebook(results: Sequence[SubmissionResult], gradebook: Path, *, instructor_dir: Path,
-                         root: Path | None = None, failures: Failures | None = None) -> list[str]:
+def merge_into_gradebook(
+    results: Sequence[SubmissionResult],
+    gradebook: Path,
+    *,
+    instructor_dir: Path,
+    root: Path | None = None,
+    failures: Failures | None = None,
+) -> list[str]:
     """Record autograde scores in `gradebook` (an nbgrader gradebook.db) as `nbgrader autograde` would, and
     copy each executed notebook to `autograded/<student>/<assignment>/` beside it. Returns one line per
     submission left out (not in nbgrader's layout, not a lab)."""
@@ -131,16 +167,19 @@ def merge_into_gradebook(results: Sequence[SubmissionResult], gradebook: Path, *
     results, skipped = one_per_student_lab(results) if results else ([], [])
     skipped = list(skipped)
     if not gradebook.exists():
-        raise GradebookError(f"{gradebook}: no such gradebook; nbgrader creates it with "
-                             f"`nbgrader generate_assignment {stage}`")
+        raise GradebookError(
+            f"{gradebook}: no such gradebook; nbgrader creates it with `nbgrader generate_assignment {stage}`"
+        )
     course_root = gradebook.resolve().parent
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{gradebook.resolve()}") as gb:
-        warnings.simplefilter("ignore")   # SQLAlchemy's autoflush notes from nbgrader's own add_submission
+        warnings.simplefilter("ignore")  # SQLAlchemy's autoflush notes from nbgrader's own add_submission
         try:
             gb.find_assignment(stage)
         except MissingEntry:
-            raise GradebookError(f"{gradebook} has no assignment {stage!r}: run `nbgrader generate_assignment "
-                                 f"{stage}` in the course folder first") from None
+            raise GradebookError(
+                f"{gradebook} has no assignment {stage!r}: run `nbgrader generate_assignment "
+                f"{stage}` in the course folder first"
+            ) from None
         for r in results:
             try:
                 _merge_one(gb, r, stage, course_root, instructor_dir, root, skipped, gradebook)
@@ -150,8 +189,16 @@ def merge_into_gradebook(results: Sequence[SubmissionResult], gradebook: Path, *
     return skipped
 
 
-def _merge_one(gb: Any, r: SubmissionResult, stage: str, course_root: Path, instructor_dir: Path, root: Path | None,
-               skipped: list[str], gradebook: Path) -> None:
+def _merge_one(
+    gb: Any,
+    r: SubmissionResult,
+    stage: str,
+    course_root: Path,
+    instructor_dir: Path,
+    root: Path | None,
+    skipped: list[str],
+    gradebook: Path,
+) -> None:
     """One submission into the gradebook, committed on its own."""
     from nbgrader.api import MissingEntry
 
@@ -166,8 +213,10 @@ def _merge_one(gb: Any, r: SubmissionResult, stage: str, course_root: Path, inst
     try:
         gb.find_notebook(notebook_id, stage)
     except MissingEntry:
-        skipped.append(f"{r.submission}: {gradebook} has no notebook {notebook_id!r} in {stage!r} "
-                       f"(re-run `nbgrader generate_assignment {stage}`); not merged")
+        skipped.append(
+            f"{r.submission}: {gradebook} has no notebook {notebook_id!r} in {stage!r} "
+            f"(re-run `nbgrader generate_assignment {stage}`); not merged"
+        )
         return
     gb.update_or_create_student(student)
     stamp = _timestamp(root, r)
@@ -192,7 +241,7 @@ def _merge_one(gb: Any, r: SubmissionResult, stage: str, course_root: Path, inst
         dest = course_root / "autograded" / student / stage / f"{notebook_id}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(executed, dest)
-    else:   # unreadable submission: the tests as scored, written answers as unanswered
+    else:  # unreadable submission: the tests as scored, written answers as unanswered
         scores = {t.name: t.points for t in r.tests} | {w.name: 0.0 for w in r.written}
         for name, points in scores.items():
             grade = gb.find_grade(name, notebook_id, stage, student)

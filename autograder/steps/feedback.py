@@ -8,6 +8,7 @@ one-line header and the student's own printed output, and its error shrinks to `
 traceback would quote the checks' source lines). Feedback pages are built from the result records alone,
 which never hold test source.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,10 +25,12 @@ BEGIN, END = cells.HIDDEN_TEST_MARKERS
 _HIDDEN = re.compile(rf"^[ \t]*{re.escape(BEGIN)}.*?^[ \t]*{re.escape(END)}[^\n]*\n?", re.S | re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 REMOVED = "# (hidden test: its code is not shown; the feedback gives its result)"
-AFTER_TESTS = ("[the outputs of this cell and the cells after it are not handed back: they ran after a hidden test, "
-               "and what they printed could show how the hidden tests called your functions; run the notebook "
-               "yourself to see them]")
-GRADER_OUTPUTS = ("KernelStopped",)      # error outputs the grader writes into a cell (autograder.steps.execute)
+AFTER_TESTS = (
+    "[the outputs of this cell and the cells after it are not handed back: they ran after a hidden test, "
+    "and what they printed could show how the hidden tests called your functions; run the notebook "
+    "yourself to see them]"
+)
+GRADER_OUTPUTS = ("KernelStopped",)  # error outputs the grader writes into a cell (autograder.steps.execute)
 
 
 def strip_hidden(source: str) -> str:
@@ -53,11 +56,14 @@ def drop_outputs_after_tests(nb: NotebookNode) -> NotebookNode:
             after = True
             continue
         if after:
-            kept = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"
-                    and o.get("ename") in GRADER_OUTPUTS]
+            kept = [
+                o
+                for o in cell.get("outputs", [])
+                if o.get("output_type") == "error" and o.get("ename") in GRADER_OUTPUTS
+            ]
             note = [] if noted else [new_output("stream", name="stdout", text=AFTER_TESTS + "\n")]
             cell.outputs, noted = [*note, *kept], True
-            cell.execution_count = None    # a cell can set the next one's count
+            cell.execution_count = None  # a cell can set the next one's count
     return nb
 
 
@@ -85,9 +91,9 @@ def _title(r: SubmissionResult) -> str:
 
 
 def _verdict(t: TestResult) -> str:
-    """"passed", "PARTIAL 2.7/3 · why" or "FAIL · why" (the message still to be escaped by the caller)."""
+    """ "passed", "PARTIAL 2.7/3 · why" or "FAIL · why" (the message still to be escaped by the caller)."""
     if t.status == "passed":
-        return t.message if t.message.startswith("passed · ") else "passed"    # with its note (not compiled)
+        return t.message if t.message.startswith("passed · ") else "passed"  # with its note (not compiled)
     if t.status == "partial":
         return f"PARTIAL {t.points:g}/{t.max_points:g} · {t.message}"
     return f"FAIL · {t.message}"
@@ -96,8 +102,7 @@ def _verdict(t: TestResult) -> str:
 def to_markdown(r: SubmissionResult) -> str:
     """Test and question names are course.yml's ids; everything else here is escaped as student text."""
     md = untrusted.for_markdown
-    lines = [f"# Feedback: {md(_title(r))}", "",
-             f"**Autograded score: {r.score:g} / {r.max_score:g}**", ""]
+    lines = [f"# Feedback: {md(_title(r))}", "", f"**Autograded score: {r.score:g} / {r.max_score:g}**", ""]
     if r.error:
         lines += [f"> {md(r.error)}", ""]
     if r.failed:
@@ -124,11 +129,15 @@ def to_html(r: SubmissionResult) -> str:
     e = untrusted.for_html
     rows = "".join(
         f"<tr class=\"{t.status}\"><td>{e(t.name)}</td><td>{t.points:g} / {t.max_points:g}</td>"
-        f"<td>{e(_verdict(t))}</td></tr>" for t in r.tests)
-    written = "".join(f"<tr><td>{e(w.name)}</td><td>– / {w.max_points:g}</td><td>{e(w.status)}</td></tr>"
-                      for w in r.written)
+        f"<td>{e(_verdict(t))}</td></tr>"
+        for t in r.tests
+    )
+    written = "".join(
+        f"<tr><td>{e(w.name)}</td><td>– / {w.max_points:g}</td><td>{e(w.status)}</td></tr>" for w in r.written
+    )
     parts = [
-        "<!doctype html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<!doctype html>",
+        "<html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>Feedback: {e(_title(r))}</title>",
         "<style>body{font:15px/1.45 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
         "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.35rem .5rem;"
@@ -146,21 +155,25 @@ def to_html(r: SubmissionResult) -> str:
     if r.timestamp:
         parts.append(f"<p>Submitted: {e(r.timestamp)}</p>")
     if r.tests:
-        parts.append(f"<table><thead><tr><th>test</th><th>points</th><th>result</th></tr></thead><tbody>{rows}"
-                     "</tbody></table>")
+        parts.append(
+            f"<table><thead><tr><th>test</th><th>points</th><th>result</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
     if r.written:
-        parts.append("<h2>Written answers (graded by hand)</h2><table><thead><tr><th>question</th><th>points</th>"
-                     f"<th>status</th></tr></thead><tbody>{written}</tbody></table>")
+        parts.append(
+            "<h2>Written answers (graded by hand)</h2><table><thead><tr><th>question</th><th>points</th>"
+            f"<th>status</th></tr></thead><tbody>{written}</tbody></table>"
+        )
     if r.ignored:
-        parts.append("<h2>Not graded</h2><ul>" + "".join(f"<li>{e(i.name)}: {e(i.reason)}</li>" for i in r.ignored)
-                     + "</ul>")
+        parts.append(
+            "<h2>Not graded</h2><ul>" + "".join(f"<li>{e(i.name)}: {e(i.reason)}</li>" for i in r.ignored) + "</ul>"
+        )
     if r.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in r.notes) + "</ul>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
 
-MAX_NAME_BYTES = 200   # a path component (255 bytes on most file systems) with room for ".html"
+MAX_NAME_BYTES = 200  # a path component (255 bytes on most file systems) with room for ".html"
 
 
 def _safe_part(part: str) -> str:
@@ -171,12 +184,12 @@ def _safe_part(part: str) -> str:
         return part
     import hashlib
 
-    return data[:MAX_NAME_BYTES - 13].decode("utf-8", "ignore") + "-" + hashlib.sha256(data).hexdigest()[:12]
+    return data[: MAX_NAME_BYTES - 13].decode("utf-8", "ignore") + "-" + hashlib.sha256(data).hexdigest()[:12]
 
 
 def feedback_stem(out_dir: Path, r: SubmissionResult) -> Path:
     """feedback/<submission without .ipynb>, inside feedback/ whatever the label holds (no .., no /)."""
-    label = r.submission[:-len(".ipynb")] if r.submission.endswith(".ipynb") else r.submission
+    label = r.submission[: -len(".ipynb")] if r.submission.endswith(".ipynb") else r.submission
     parts = [_safe_part(p) for p in Path(label).parts if p not in ("/", "..", ".", "")]
     return out_dir / "feedback" / Path(*(parts or ["submission"]))
 

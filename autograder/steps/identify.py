@@ -5,6 +5,7 @@ holds another lab's cells is graded as its name says, with the mismatch in its e
 same); one that holds none of the named lab's cells scores 0 without running. Whatever cannot be graded
 raises `Ungradable` with the reason, which becomes a score of 0 (autograder.steps.pipeline).
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,7 +31,7 @@ class Ungradable(Exception):
 @dataclass(frozen=True)
 class Identified:
     submission: Submission
-    notebook: NotebookNode       # as submitted, validated
+    notebook: NotebookNode  # as submitted, validated
     lab: LabSpec
     mismatch: str | None = None  # it holds another lab's cells than its name says (graded as its name says)
 
@@ -53,21 +54,27 @@ def identify(submission: Submission) -> Identified:
     holds = lab_of_cells(nb)
     mismatch = None
     if holds is not None and holds.id != lab.id:
-        mismatch = (f"this notebook holds the cells of {holds.code} ({holds.id}), not of {lab.code}, the lab its "
-                    f"file name names")
+        mismatch = (
+            f"this notebook holds the cells of {holds.code} ({holds.id}), not of {lab.code}, the lab its "
+            f"file name names"
+        )
         if not _grade_ids(nb) & distinct_cell_ids().get(lab.id, frozenset()):
             # Not one cell of the named lab: its tests would find none of their functions (nbgrader runs it
             # to the same 0).
-            raise Ungradable(f"{mismatch}; none of {lab.code}'s cells is in it, so every test scores 0 (submit "
-                             f"the {lab.code} notebook)", lab)
+            raise Ungradable(
+                f"{mismatch}; none of {lab.code}'s cells is in it, so every test scores 0 (submit "
+                f"the {lab.code} notebook)",
+                lab,
+            )
     return Identified(submission, nb, lab, mismatch)
 
 
 def read_notebook(submission: Submission) -> NotebookNode:
     """The notebook in `submission`'s bytes, validated against nbformat's schema; raises why not."""
     if submission.size > MAX_NOTEBOOK_MB * 2**20:
-        raise ValueError(f"the file is {submission.size / 2**20:.0f} MB; a submission may be at most "
-                         f"{MAX_NOTEBOOK_MB} MB")
+        raise ValueError(
+            f"the file is {submission.size / 2**20:.0f} MB; a submission may be at most {MAX_NOTEBOOK_MB} MB"
+        )
     nb = nbformat.reads(submission.data.decode("utf-8"), as_version=4)
     nbformat.validate(nb)
     return nb

@@ -18,6 +18,7 @@ skips the rest. Nothing raises for a bad submission. The record keeps the names 
 door split across two callers (nbgrader's) resumes where it stopped and no step runs twice.
 `grade_payload` is the task a worker runs: a Submission in, plain data (a `Graded`) out.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,15 +52,15 @@ class Grading:
     submission: Submission
     limits: Limits = field(default_factory=Limits)
     engine: str = engines.JAIL
-    lab: LabSpec | None = None               # identify: the lab it is graded as
-    notebook: NotebookNode | None = None     # identify: as submitted, validated; restore: instructor's cells back
-    mismatch: str | None = None              # identify: it holds another lab's cells than its name says
-    notes: tuple[str, ...] = ()              # restore: what it changed, one line each
-    run: Execution | None = None             # execute: the executed notebook, where and why it stopped
-    result: SubmissionResult | None = None   # score, or a 0 with why from the step that stopped the grading
-    executed: str | None = None              # score: the executed notebook safe to hand back (nbformat JSON)
-    full: str | None = None                  # score: whole, for the instructor and nbgrader's formgrader
-    done: tuple[str, ...] = ()               # the steps run so far, in order (the runner keeps it)
+    lab: LabSpec | None = None  # identify: the lab it is graded as
+    notebook: NotebookNode | None = None  # identify: as submitted, validated; restore: instructor's cells back
+    mismatch: str | None = None  # identify: it holds another lab's cells than its name says
+    notes: tuple[str, ...] = ()  # restore: what it changed, one line each
+    run: Execution | None = None  # execute: the executed notebook, where and why it stopped
+    result: SubmissionResult | None = None  # score, or a 0 with why from the step that stopped the grading
+    executed: str | None = None  # score: the executed notebook safe to hand back (nbformat JSON)
+    full: str | None = None  # score: whole, for the instructor and nbgrader's formgrader
+    done: tuple[str, ...] = ()  # the steps run so far, in order (the runner keeps it)
 
     @property
     def label(self) -> str:
@@ -113,8 +114,15 @@ def score(g: Grading) -> Grading:
     tests = score_tests(nb, lab, run.stopped, stopped_in=run.stopped_in, replied=run.replied)
     notes = [*g.notes, *run.notes] + ([f"the run stopped early: {run.stopped}"] if run.stopped else [])
     result = SubmissionResult(
-        submission=g.label, lab=lab.id, score=sum(t.points for t in tests), max_score=lab.autograded_max,
-        tests=tests, written=written_status(nb, lab), notes=notes, error=g.mismatch or run.stopped)
+        submission=g.label,
+        lab=lab.id,
+        score=sum(t.points for t in tests),
+        max_score=lab.autograded_max,
+        tests=tests,
+        written=written_status(nb, lab),
+        notes=notes,
+        error=g.mismatch or run.stopped,
+    )
     return dataclasses.replace(g, result=result, executed=_text(sanitize(nb)), full=_text(nb))
 
 
@@ -153,15 +161,17 @@ def run(steps: Sequence[Callable[[S], S]], state: S, *, through: str | None = No
 
 # ------------------------------------------------------------------------------------ the worker's task
 
+
 class Graded(BaseModel):
     """What grading one submission gives, as plain data: its result and its executed notebooks."""
+
     model_config = ConfigDict(frozen=True)
 
     result: SubmissionResult
-    executed: str | None = None   # safe to hand back: hidden tests and their tracebacks removed
-    full: str | None = None       # whole, for the instructor and nbgrader's formgrader
+    executed: str | None = None  # safe to hand back: hidden tests and their tracebacks removed
+    full: str | None = None  # whole, for the instructor and nbgrader's formgrader
     seconds: float = 0.0
-    grader: str = ""              # grader_fingerprint(lab) where it was graded: a different one is refused
+    grader: str = ""  # grader_fingerprint(lab) where it was graded: a different one is refused
 
 
 def grade_submission(submission: Submission, limits: Limits | None = None, engine: str = engines.JAIL) -> Graded:
@@ -169,8 +179,13 @@ def grade_submission(submission: Submission, limits: Limits | None = None, engin
     start = time.perf_counter()
     g = run(COURSE_GRADE, Grading(submission, limits or Limits(), engine))
     assert g.result is not None
-    return Graded(result=g.result, executed=g.executed, full=g.full, seconds=time.perf_counter() - start,
-                  grader=grader_fingerprint(g.result.lab))
+    return Graded(
+        result=g.result,
+        executed=g.executed,
+        full=g.full,
+        seconds=time.perf_counter() - start,
+        grader=grader_fingerprint(g.result.lab),
+    )
 
 
 def grade_payload(submission: Submission, limits: Limits, engine: str = engines.JAIL) -> dict[str, Any]:
@@ -179,8 +194,14 @@ def grade_payload(submission: Submission, limits: Limits, engine: str = engines.
     return grade_submission(submission, limits, engine).model_dump(mode="json")
 
 
-def grade_one(path: Path, *, label: str | None = None, keep: Path | None = None,
-              keep_full: Path | None = None, limits: Limits | None = None) -> SubmissionResult:
+def grade_one(
+    path: Path,
+    *,
+    label: str | None = None,
+    keep: Path | None = None,
+    keep_full: Path | None = None,
+    limits: Limits | None = None,
+) -> SubmissionResult:
     """Grade the notebook at `path` in this process (its cells still jailed); never raises for a bad one.
 
     `keep`: where to save the executed copy a student may receive; `keep_full`: where to save it whole.
@@ -196,6 +217,7 @@ def grade_one(path: Path, *, label: str | None = None, keep: Path | None = None,
 
 # ------------------------------------------------------------------------------------------------ helpers
 
+
 def limit_output(nb: NotebookNode) -> None:
     """nbgrader's LimitOutput (autograde runs it before scoring): at most 1000 stream lines per cell, tracebacks
     shortened. Run here too, so a cell that prints past the limit scores the same on both doors (a second
@@ -207,15 +229,23 @@ def limit_output(nb: NotebookNode) -> None:
 
 def _text(nb: NotebookNode) -> str:
     text = nbformat.writes(nb)
-    return text if text.endswith("\n") else text + "\n"   # as nbformat.write saves it
+    return text if text.endswith("\n") else text + "\n"  # as nbformat.write saves it
 
 
 def zero(lab: LabSpec | None, label: str, why: str) -> SubmissionResult:
     """0 on every test of `lab` (if any), with `why` as the reason."""
-    tests = [TestResult(name=t.id, points=0, max_points=t.points, passed=False, message=why)
-             for t in (lab.tests if lab else [])]
-    return SubmissionResult(submission=label, lab=lab.id if lab else None, score=0,
-                            max_score=lab.autograded_max if lab else 0, tests=tests, error=why)
+    tests = [
+        TestResult(name=t.id, points=0, max_points=t.points, passed=False, message=why)
+        for t in (lab.tests if lab else [])
+    ]
+    return SubmissionResult(
+        submission=label,
+        lab=lab.id if lab else None,
+        score=0,
+        max_score=lab.autograded_max if lab else 0,
+        tests=tests,
+        error=why,
+    )
 
 
 def zero_result(path: Path | str, label: str, why: str) -> SubmissionResult:

@@ -5,6 +5,7 @@ the others are still written. Student strings reach the CSV through `untrusted.f
 records are already plain text (autograder.steps.results). Tables and progress on the terminal are
 course_tools.grading_report's.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,7 +42,7 @@ class Failures:
             lines = self.by_submission.get(r.submission)
             if lines:
                 r = r.model_copy(update={"failed": "; ".join(([r.failed] if r.failed else []) + lines)})
-                r = SubmissionResult.model_validate(r.model_dump())   # through the validators (cap)
+                r = SubmissionResult.model_validate(r.model_dump())  # through the validators (cap)
             out.append(r)
         return out
 
@@ -50,8 +51,14 @@ def _record(r: SubmissionResult) -> dict[str, Any]:
     try:
         return r.model_dump()
     except Exception as e:  # noqa: BLE001 - keep the submission in the file, with why its record is missing
-        return {"submission": r.submission, "lab": r.lab, "score": 0.0, "max_score": 0.0, "tests": [],
-                "failed": untrusted.plain(f"its record could not be written ({type(e).__name__}: {e})")}
+        return {
+            "submission": r.submission,
+            "lab": r.lab,
+            "score": 0.0,
+            "max_score": 0.0,
+            "tests": [],
+            "failed": untrusted.plain(f"its record could not be written ({type(e).__name__}: {e})"),
+        }
 
 
 def to_json(results: Sequence[SubmissionResult]) -> str:
@@ -66,8 +73,10 @@ def csv_rows(r: SubmissionResult) -> list[list[Any]]:
     c = untrusted.for_csv
     if not r.tests:
         return [[c(r.submission), r.lab or "", r.score, r.max_score, "", "", "", "", c(r.failed or r.error or "")]]
-    return [[c(r.submission), r.lab, r.score, r.max_score, t.name, t.points, t.max_points, t.passed, c(t.message)]
-            for t in r.tests]
+    return [
+        [c(r.submission), r.lab, r.score, r.max_score, t.name, t.points, t.max_points, t.passed, c(t.message)]
+        for t in r.tests
+    ]
 
 
 def write_csv(results: Sequence[SubmissionResult], path: Path, failures: Failures | None = None) -> None:
@@ -81,8 +90,9 @@ def write_csv(results: Sequence[SubmissionResult], path: Path, failures: Failure
                 w.writerows(csv_rows(r))
 
 
-def write_reports(results: Sequence[SubmissionResult], out_dir: Path,
-                  failures: Failures | None = None) -> tuple[Path, Path]:
+def write_reports(
+    results: Sequence[SubmissionResult], out_dir: Path, failures: Failures | None = None
+) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, csv_path = out_dir / "results.json", out_dir / "results.csv"
     json_path.write_text(to_json(results) + "\n", encoding="utf-8")

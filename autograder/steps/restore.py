@@ -5,6 +5,7 @@ deleted graded cells are re-inserted after the cell that preceded them in the so
 graded cells only, so a deleted set-up cell stays deleted here too). So a notebook can
 neither edit nor delete its hidden tests, and `course grade` runs exactly the cells nbgrader runs.
 """
+
 from __future__ import annotations
 
 import copy
@@ -76,12 +77,11 @@ def restore(submission: NotebookNode, source: NotebookNode, release: NotebookNod
     present = {grade_id(c) for c in submission.cells if grade_id(c)}
     for pos, gid in enumerate(order):
         src = source_cells[gid]
-        if gid in present or not is_grade(src):   # like nbgrader: graded cells only
+        if gid in present or not is_grade(src):  # like nbgrader: graded cells only
             continue
         notes.append(f"cell {gid!r} was missing; it was added back")
         before = next((g for g in reversed(order[:pos]) if g in present), None)
-        index = 0 if before is None else 1 + next(
-            i for i, c in enumerate(submission.cells) if grade_id(c) == before)
+        index = 0 if before is None else 1 + next(i for i, c in enumerate(submission.cells) if grade_id(c) == before)
         # A deleted answer comes back as handed out (nbgrader re-adds the gradebook's copy, the stub):
         # the source's copy holds the model answer, which must not reach the student's notebook.
         fresh = copy.deepcopy(release_cells[gid] if is_solution(src) and gid in release_cells else src)

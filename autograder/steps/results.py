@@ -5,6 +5,7 @@ Every string a student can influence (the submission's path, test messages, note
 files) passes through `autograder.untrusted.plain` when a record is built, wherever it is built (the
 grader, a worker's payload, a stored record): no control characters, at most `MAX_CHARS` characters.
 """
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -16,7 +17,7 @@ NO_CREDIT = "no credit"
 
 class TestResult(BaseModel):
     model_config = ConfigDict(frozen=True)
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
 
     name: str
     points: float
@@ -41,7 +42,7 @@ class TestResult(BaseModel):
 
     @property
     def status(self) -> str:
-        """"passed", "partial" (some of its points) or "failed"."""
+        """ "passed", "partial" (some of its points) or "failed"."""
         if self.passed or (self.max_points > 0 and self.points >= self.max_points):
             return "passed"
         return "partial" if self.points > 0 else "failed"
@@ -52,16 +53,17 @@ class WrittenResult(BaseModel):
 
     name: str
     max_points: float
-    status: str        # "answered: awaiting manual grading" or "not answered"
+    status: str  # "answered: awaiting manual grading" or "not answered"
 
     _plain = field_validator("status", mode="before")(lambda v: plain(v))
 
 
 class IgnoredFile(BaseModel):
     """A file beside a submission that was not graded, and why."""
+
     model_config = ConfigDict(frozen=True)
 
-    name: str          # path as shown (relative to the folder given)
+    name: str  # path as shown (relative to the folder given)
     reason: str
 
     _name = field_validator("name", mode="before")(lambda v: shown_name(v))
@@ -71,20 +73,19 @@ class IgnoredFile(BaseModel):
 class SubmissionResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    submission: str            # path as given (or relative to the folder given)
-    lab: str | None            # course.yml lab id, None if the file matches no lab
-    score: float               # autograded points earned
-    max_score: float           # autograded points available
+    submission: str  # path as given (or relative to the folder given)
+    lab: str | None  # course.yml lab id, None if the file matches no lab
+    score: float  # autograded points earned
+    max_score: float  # autograded points available
     tests: list[TestResult]
     written: list[WrittenResult] = []
-    notes: list[str] = []      # what the grader restored or noticed, one line each
-    error: str | None = None   # why grading could not run normally (corrupt file, no such lab, ...)
+    notes: list[str] = []  # what the grader restored or noticed, one line each
+    error: str | None = None  # why grading could not run normally (corrupt file, no such lab, ...)
     # Added by `course grade` around the grading (all optional; older records read as before):
-    timestamp: str | None = None       # timestamp.txt beside the submission, validated, as nbgrader stores it
-    ignored: list[IgnoredFile] = []    # other files in the student's folder, not graded, each with why
-    failed: str | None = None          # why this submission could not be handled (grader or report failure)
+    timestamp: str | None = None  # timestamp.txt beside the submission, validated, as nbgrader stores it
+    ignored: list[IgnoredFile] = []  # other files in the student's folder, not graded, each with why
+    failed: str | None = None  # why this submission could not be handled (grader or report failure)
 
     _name = field_validator("submission", mode="before")(lambda v: plain(shown_name(v), MAX_NAME_CHARS))
     _notes = field_validator("notes", mode="before")(lambda v: [plain(n) for n in v] if isinstance(v, list) else v)
-    _plain = field_validator("error", "failed", "timestamp", mode="before")(
-        lambda v: None if v is None else plain(v))
+    _plain = field_validator("error", "failed", "timestamp", mode="before")(lambda v: None if v is None else plain(v))

@@ -1,5 +1,6 @@
 """Score an executed notebook exactly as nbgrader does (`nbgrader.utils.determine_grade`), and say why
 each test lost its points."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,6 @@ from pallas_course.compile_verdict import NOT_COMPILED
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-
 def _reason(cell: NotebookNode) -> str:
     outputs = cell.get("outputs", [])
     for out in outputs:
@@ -24,8 +24,10 @@ def _reason(cell: NotebookNode) -> str:
             value = _ANSI.sub("", str(out.get("evalue", ""))).strip()
             ename = out.get("ename", "error")
             if ename == "NameError" and value:
-                return (f"{value}: the hidden tests call the functions by the names and signatures the lab "
-                        "gave them; keep those")
+                return (
+                    f"{value}: the hidden tests call the functions by the names and signatures the lab "
+                    "gave them; keep those"
+                )
             return value if value else ename
     for out in outputs:
         if out.get("output_type") == "stream" and out.get("name") == "stderr":
@@ -52,12 +54,18 @@ def _tally(cell: NotebookNode, test_id: str) -> str:
         if out.get("output_type") == "stream" and out.get("name") == "stdout":
             for line in "".join(out.get("text", "")).splitlines():
                 if line.startswith(f"{test_id}: "):
-                    return line.strip()[len(test_id) + 2:][:600]
+                    return line.strip()[len(test_id) + 2 :][:600]
     return ""
 
 
-def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, stopped_in: int | None = None,
-                replied: Iterable[int] | None = None) -> list[TestResult]:
+def score_tests(
+    nb: NotebookNode,
+    lab: LabSpec,
+    stopped: str | None = None,
+    *,
+    stopped_in: int | None = None,
+    replied: Iterable[int] | None = None,
+) -> list[TestResult]:
     """One result per test in course.yml, in that order; a test missing from the run scores 0.
 
     `stopped_in`: the cell running when the run stopped (its outputs are partial: it scores 0, where
@@ -70,12 +78,26 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
     for spec in lab.tests:
         index, cell = by_id.get(spec.id, (None, None))
         if cell is None:
-            results.append(TestResult(name=spec.id, points=0, max_points=spec.points, passed=False,
-                                      message="the test cell is missing from the notebook"))
+            results.append(
+                TestResult(
+                    name=spec.id,
+                    points=0,
+                    max_points=spec.points,
+                    passed=False,
+                    message="the test cell is missing from the notebook",
+                )
+            )
             continue
         if index == stopped_in:
-            results.append(TestResult(name=spec.id, points=0, max_points=spec.points, passed=False,
-                                      message=f"the run stopped during this test: {stopped}"))
+            results.append(
+                TestResult(
+                    name=spec.id,
+                    points=0,
+                    max_points=spec.points,
+                    passed=False,
+                    message=f"the run stopped during this test: {stopped}",
+                )
+            )
             continue
         ran = cell.get("execution_count") is not None or cell.get("outputs")
         if not ran or (finished is not None and index not in finished):
@@ -88,10 +110,9 @@ def score_tests(nb: NotebookNode, lab: LabSpec, stopped: str | None = None, *, s
         message = ("passed" + (f" · {_note(cell)}" if _note(cell) else "")) if passed else _reason(cell)
         if 0 < points < spec.points and message == "no credit":
             message = f"partial credit: {points:g} of {spec.points:g} points"
-        if not passed and _tally(cell, spec.id):     # LAB·1.5: the counts per category, on the feedback page too
+        if not passed and _tally(cell, spec.id):  # LAB·1.5: the counts per category, on the feedback page too
             message += f" · {_tally(cell, spec.id)}"
-        results.append(TestResult(name=spec.id, points=points, max_points=spec.points, passed=passed,
-                                  message=message))
+        results.append(TestResult(name=spec.id, points=points, max_points=spec.points, passed=passed, message=message))
     return results
 
 
@@ -100,8 +121,14 @@ def written_status(nb: NotebookNode, lab: LabSpec) -> list[WrittenResult]:
     out = []
     for spec in lab.written:
         cell = by_id.get(spec.id)
-        answered = (cell is not None and cell.source.strip() not in ("", "YOUR ANSWER HERE")
-                    and not cells.unchanged(cell))
-        out.append(WrittenResult(name=spec.id, max_points=spec.points,
-                                 status="answered: awaiting manual grading" if answered else "not answered"))
+        answered = (
+            cell is not None and cell.source.strip() not in ("", "YOUR ANSWER HERE") and not cells.unchanged(cell)
+        )
+        out.append(
+            WrittenResult(
+                name=spec.id,
+                max_points=spec.points,
+                status="answered: awaiting manual grading" if answered else "not answered",
+            )
+        )
     return out

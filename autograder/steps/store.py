@@ -7,6 +7,7 @@ autograder.fingerprint); `executed/<label>` (the executed notebook safe to hand 
 the record step's decision (autograder.steps.record). What another run left in executed/ and instructor/ is removed
 by the report step (`remove_all_but`); the records stay, and one whose notebooks are gone is graded again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,12 +28,12 @@ class Record(BaseModel):
 
     label: str
     notebook_sha256: str
-    grader: str                   # grader_fingerprint(lab) when graded
+    grader: str  # grader_fingerprint(lab) when graded
     graded_at: str
     seconds: float
-    retry: bool = False           # the grader itself failed (not the notebook): a re-run grades it again
+    retry: bool = False  # the grader itself failed (not the notebook): a re-run grades it again
     result: SubmissionResult
-    kept: tuple[str, ...] = ()    # the executed notebooks kept beside it (EXECUTED, INSTRUCTOR)
+    kept: tuple[str, ...] = ()  # the executed notebooks kept beside it (EXECUTED, INSTRUCTOR)
 
 
 class Store:
@@ -49,7 +50,7 @@ class Store:
         try:
             return Record.model_validate_json(self.path(label).read_text())
         except (OSError, ValueError):
-            return None   # missing, half-written by an older crash, or from another schema: grade again
+            return None  # missing, half-written by an older crash, or from another schema: grade again
 
     def put(self, record: Record) -> Path:
         path = self.path(record.label)

@@ -7,6 +7,7 @@ pallas_course.legality, on the traced reference matmul), then the compiler's ver
 deviceless) at b and at b + 128. Writes bench/budget-line.json with its provenance (chip, topology, versions,
 date, method). Nothing runs a kernel: these are compile verdicts, not timings.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,12 @@ from autograder.course_manifest import REPO_ROOT, manifest
 
 OUT = REPO_ROOT / "bench" / "budget-line.json"
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-METHOD = ("predicted: pallas_course.legality.check_pallas_call on the traced reference matmul "
-          "(the chapter's matmul, reference_kernels.py, blocks (b, b, b), arrays (2b, 2b), 2 buffers, no scratch) "
-          "against course.yml's default_scoped_vmem_bytes; confirmed: pallas_course.tpu_compile.compile_for on the same "
-          "matmul (interpret mode off), deviceless, for the chip's topology, at b and b + 128")
+METHOD = (
+    "predicted: pallas_course.legality.check_pallas_call on the traced reference matmul "
+    "(the chapter's matmul, reference_kernels.py, blocks (b, b, b), arrays (2b, 2b), 2 buffers, no scratch) "
+    "against course.yml's default_scoped_vmem_bytes; confirmed: pallas_course.tpu_compile.compile_for on the same "
+    "matmul (interpret mode off), deviceless, for the chip's topology, at b and b + 128"
+)
 
 
 def working_set(b: int, dtype: Any, chip: str) -> int:
@@ -41,8 +44,8 @@ def working_set(b: int, dtype: Any, chip: str) -> int:
 def scoped_limit(dtype: Any, chip: str) -> int:
     """The VMEM limit the legality model applies to the reference matmul on `chip`."""
     return legality.check_pallas_call(
-        trace_reference("matmul", dtype, m=256, n=256, k=256, bm=128, bn=128, bk=128),
-        chip).budget.limit_bytes
+        trace_reference("matmul", dtype, m=256, n=256, k=256, bm=128, bn=128, bk=128), chip
+    ).budget.limit_bytes
 
 
 def predicted_line(dtype: Any, chip: str) -> int | None:
@@ -58,13 +61,29 @@ def confirm(chip: str, dtype_name: str) -> dict[str, Any]:
     for b in (line, line + 128) if line else ():
         a = jax_struct((2 * b, 2 * b), dtype)
         result = tpu_compile.compile_for(
-            lambda x, y, b=b: reference_kernels.matmul(x, y, bm=b, bn=b, bk=b), a, a, chip=chip)
-        rows.append({"block": b, "predicted_bytes": working_set(b, dtype, chip), "compiles": result.ok,
-                     "skipped": result.skipped, "compiler": result.message, "seconds": round(result.seconds, 2)})
+            lambda x, y, b=b: reference_kernels.matmul(x, y, bm=b, bn=b, bk=b), a, a, chip=chip
+        )
+        rows.append(
+            {
+                "block": b,
+                "predicted_bytes": working_set(b, dtype, chip),
+                "compiles": result.ok,
+                "skipped": result.skipped,
+                "compiler": result.message,
+                "seconds": round(result.seconds, 2),
+            }
+        )
     limit = scoped_limit(dtype, chip)
     agrees = bool(rows) and rows[0]["compiles"] and not rows[1]["compiles"]
-    return {"chip": chip, "topology": tpu_compile.TOPOLOGIES[chip], "dtype": dtype_name, "limit_bytes": limit,
-            "predicted_line": line, "verdicts": rows, "agrees": agrees}
+    return {
+        "chip": chip,
+        "topology": tpu_compile.TOPOLOGIES[chip],
+        "dtype": dtype_name,
+        "limit_bytes": limit,
+        "predicted_line": line,
+        "verdicts": rows,
+        "agrees": agrees,
+    }
 
 
 def jax_struct(shape: tuple[int, ...], dtype: Any) -> Any:
@@ -82,9 +101,15 @@ def record(chips: list[str]) -> dict[str, Any]:
         "what": "LAB·1.4's VMEM budget line for a double-buffered square matmul: predicted, then compiled",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "method": METHOD,
-        "provenance": {"commit": course_commit(), "python": sys.version.split()[0], "jax": dist_version("jax"),
-                       "jaxlib": dist_version("jaxlib"), "libtpu": tpu_compile.libtpu_version(),
-                       "machine": machine(), "device": "none: deviceless compile on the CPU"},
+        "provenance": {
+            "commit": course_commit(),
+            "python": sys.version.split()[0],
+            "jax": dist_version("jax"),
+            "jaxlib": dist_version("jaxlib"),
+            "libtpu": tpu_compile.libtpu_version(),
+            "machine": machine(),
+            "device": "none: deviceless compile on the CPU",
+        },
         "lines": rows,
     }
 
@@ -92,16 +117,23 @@ def record(chips: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = sorted({c for lab in manifest().labs if lab.compile for c in lab.compile.chips})
-    parser.add_argument("--chips", default=",".join(default), help="comma-separated chips (default: the compile rules')")
+    parser.add_argument(
+        "--chips", default=",".join(default), help="comma-separated chips (default: the compile rules')"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     data = record([c for c in args.chips.split(",") if c])
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     for r in data["lines"]:
-        cells = " · ".join(f"b={v['block']}: predicted {v['predicted_bytes'] / 2**20:.2f} MiB, "
-                           f"{'compiles' if v['compiles'] else 'fails: ' + v['compiler']}" for v in r["verdicts"])
-        print(f"{r['chip']:4} {r['dtype']:8} line {r['predicted_line']} ({'agrees' if r['agrees'] else 'DISAGREES'}): "
-              f"{cells}")
+        cells = " · ".join(
+            f"b={v['block']}: predicted {v['predicted_bytes'] / 2**20:.2f} MiB, "
+            f"{'compiles' if v['compiles'] else 'fails: ' + v['compiler']}"
+            for v in r["verdicts"]
+        )
+        print(
+            f"{r['chip']:4} {r['dtype']:8} line {r['predicted_line']} ({'agrees' if r['agrees'] else 'DISAGREES'}): "
+            f"{cells}"
+        )
     print(f"wrote {args.out.relative_to(REPO_ROOT) if args.out.is_relative_to(REPO_ROOT) else args.out}")
 
 

@@ -1,5 +1,6 @@
 """What both grading benchmarks share: timing a whole command, the machine it ran on, package versions, and
 their provenance."""
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -24,8 +25,9 @@ def timed(cmd: list[str], cwd: Path) -> float:
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 
 
-def run_counting_cpu(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
-                     timeout: float = 7200) -> tuple[subprocess.CompletedProcess, float, float | None, str]:
+def run_counting_cpu(
+    cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 7200
+) -> tuple[subprocess.CompletedProcess, float, float | None, str]:
     """Run `cmd`; return (the run, its wall clock, the CPU seconds of everything it started, how they were
     counted). Counted by a cpuacct cgroup of its own where one can be made (cgroup v1, root): every process the
     command starts is born in it and stays there (the jails and judges move to cgroups of other controllers only),
@@ -42,7 +44,7 @@ def run_counting_cpu(cmd: list[str], cwd: Path, env: dict[str, str] | None = Non
         group = None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    if group is not None:   # the shell joins the group, then becomes the command: nothing starts outside it
+    if group is not None:  # the shell joins the group, then becomes the command: nothing starts outside it
         cmd = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *cmd]
     run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     wall = time.perf_counter() - start
@@ -54,8 +56,9 @@ def run_counting_cpu(cmd: list[str], cwd: Path, env: dict[str, str] | None = Non
         time.sleep(0.1)
     left = len((group / "cgroup.procs").read_text().split())
     cpu = int((group / "cpuacct.usage").read_text()) / 1e9
-    how = "a cpuacct cgroup of its own (everything it started)" + (f"; {left} process(es) still there after 60 s"
-                                                                    if left else "")
+    how = "a cpuacct cgroup of its own (everything it started)" + (
+        f"; {left} process(es) still there after 60 s" if left else ""
+    )
     if not left:
         group.rmdir()
     return run, wall, cpu, how
@@ -71,8 +74,11 @@ def dist_version(name: str) -> str | None:
 def machine() -> dict:
     cpu = ""
     try:
-        cpu = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                   if l.startswith("model name"))
+        cpu = next(
+            l.split(":", 1)[1].strip()
+            for l in Path("/proc/cpuinfo").read_text().splitlines()
+            if l.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
     mem = ""
@@ -81,8 +87,13 @@ def machine() -> dict:
         mem = f"{kb / 2**20:.1f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
-    return {"cpu_count": os.cpu_count(), "cpu_model": cpu, "memory": mem, "machine": platform.machine(),
-            "system": f"{platform.system()} {platform.release()}"}
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu,
+        "memory": mem,
+        "machine": platform.machine(),
+        "system": f"{platform.system()} {platform.release()}",
+    }
 
 
 def python_bytecode() -> str:
@@ -92,8 +103,9 @@ def python_bytecode() -> str:
     import jax
 
     cached = Path(importlib.util.cache_from_source(jax.__file__)).is_file()
-    return ("cached: .pyc beside the sources" if cached else "not cached: each process compiles its imports") + \
-        (" (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
+    return ("cached: .pyc beside the sources" if cached else "not cached: each process compiles its imports") + (
+        " (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
+    )
 
 
 def grading_provenance(**extra: object) -> dict:
@@ -102,6 +114,12 @@ def grading_provenance(**extra: object) -> dict:
     from course_tools.bench_records import provenance
 
     prov = provenance().model_dump(mode="json")
-    prov.update(nbgrader_version=dist_version("nbgrader"), papermill_version=dist_version("papermill"),
-                python_bytecode=python_bytecode(), load_average_1_5_15=list(os.getloadavg()), **machine(), **extra)
+    prov.update(
+        nbgrader_version=dist_version("nbgrader"),
+        papermill_version=dist_version("papermill"),
+        python_bytecode=python_bytecode(),
+        load_average_1_5_15=list(os.getloadavg()),
+        **machine(),
+        **extra,
+    )
     return prov

@@ -4,6 +4,7 @@ each chip of the rule). Prints JSON; course_tools.bench.grading_time runs it in 
 
   python -m course_tools.bench.compile_step "LAB·1.1"
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,14 +36,21 @@ def measure(code: str) -> dict[str, Any]:
         spent.extend(r.seconds for r in v.results)
         return v
 
-    compile_rule.compile_verdict = timed     # _Cache.verdict looks it up at call time
+    compile_rule.compile_verdict = timed  # _Cache.verdict looks it up at call time
     t0 = time.perf_counter()
     for test in lab.compile.tests:
         getattr(checks, test)(ns[lab.test(test).kernel])
     wall = time.perf_counter() - t0
-    return {"lab": code, "tests": lab.compile.tests, "chips": lab.compile.chips, "libtpu": tpu_compile.libtpu_version(),
-            "compiles": len(spent), "compile_s": round(sum(spent), 3),
-            "first_compile_s": round(spent[0], 3) if spent else None, "tests_wall_s": round(wall, 3)}
+    return {
+        "lab": code,
+        "tests": lab.compile.tests,
+        "chips": lab.compile.chips,
+        "libtpu": tpu_compile.libtpu_version(),
+        "compiles": len(spent),
+        "compile_s": round(sum(spent), 3),
+        "first_compile_s": round(spent[0], 3) if spent else None,
+        "tests_wall_s": round(wall, 3),
+    }
 
 
 if __name__ == "__main__":

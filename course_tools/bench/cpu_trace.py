@@ -6,6 +6,7 @@ interpreter's io_callbacks (its simulated DMAs and memory), not as the TPU's pip
 Run with `python -m course_tools.bench.cpu_trace`; writes pallas_course/records/lab-1.4-cpu-trace.json (shipped in the
 student wheel: LAB·1.4 draws it with pallas_course.trace_svg).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,29 +37,50 @@ def record() -> dict[str, Any]:
     a = jax.random.normal(jax.random.key(0), (SIZE, SIZE))
     b = jax.random.normal(jax.random.key(1), (SIZE, SIZE))
     run = jax.jit(lambda x, y: reference_kernels.matmul(x, y, bm=BLOCK, bn=BLOCK, bk=BLOCK))
-    jax.block_until_ready(run(a, b))                      # compile outside the trace, as the lab does
+    jax.block_until_ready(run(a, b))  # compile outside the trace, as the lab does
     logdir = Path(tempfile.mkdtemp(prefix="lab-1.4-cpu-trace-"))
     with jax.profiler.trace(str(logdir), create_perfetto_trace=True):
         with jax.profiler.TraceAnnotation(ANNOTATION):
             jax.block_until_ready(run(a, b))
     events = json.load(gzip.open(next(logdir.rglob("perfetto_trace.json.gz"))))
     events = events["traceEvents"] if isinstance(events, dict) else events
-    threads = {(e["pid"], e["tid"]): e.get("args", {}).get("name", "") for e in events
-               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    threads = {
+        (e["pid"], e["tid"]): e.get("args", {}).get("name", "")
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
     (window,) = [e for e in events if e.get("ph") == "X" and e["name"] == ANNOTATION]
     t0, t1 = window["ts"], window["ts"] + window["dur"]
-    kept = sorted(({"name": e["name"], "ts_us": round(e["ts"] - t0, 3), "dur_us": round(e.get("dur", 0), 3),
-                    "thread": threads.get((e["pid"], e["tid"]), str(e["tid"])).split("/")[0]}
-                   for e in events if e.get("ph") == "X" and e["name"].startswith("io_callback")
-                   and t0 <= e["ts"] <= t1), key=lambda e: e["ts_us"])
+    kept = sorted(
+        (
+            {
+                "name": e["name"],
+                "ts_us": round(e["ts"] - t0, 3),
+                "dur_us": round(e.get("dur", 0), 3),
+                "thread": threads.get((e["pid"], e["tid"]), str(e["tid"])).split("/")[0],
+            }
+            for e in events
+            if e.get("ph") == "X" and e["name"].startswith("io_callback") and t0 <= e["ts"] <= t1
+        ),
+        key=lambda e: e["ts_us"],
+    )
     return {
-        "what": ("a CPU trace of LAB·1.4's trace recipe in TPU interpret mode: the io_callback events (the "
-                 "interpreter's simulated DMAs and memory accesses) inside the annotation"),
-        "annotation": ANNOTATION, "grid": [SIZE // BLOCK] * 3, "window_us": round(t1 - t0, 3),
+        "what": (
+            "a CPU trace of LAB·1.4's trace recipe in TPU interpret mode: the io_callback events (the "
+            "interpreter's simulated DMAs and memory accesses) inside the annotation"
+        ),
+        "annotation": ANNOTATION,
+        "grid": [SIZE // BLOCK] * 3,
+        "window_us": round(t1 - t0, 3),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "provenance": {"commit": course_commit(), "python": sys.version.split()[0], "jax": dist_version("jax"),
-                       "jaxlib": dist_version("jaxlib"), "machine": machine(),
-                       "device": "CPU (TPU interpret mode): not a TPU trace"},
+        "provenance": {
+            "commit": course_commit(),
+            "python": sys.version.split()[0],
+            "jax": dist_version("jax"),
+            "jaxlib": dist_version("jaxlib"),
+            "machine": machine(),
+            "device": "CPU (TPU interpret mode): not a TPU trace",
+        },
         "events": kept,
     }
 

@@ -13,6 +13,7 @@ grader process, and of its children (the jails, and after the box the judges); t
 worker's memory: before, it held the rebuilds, interpret-mode runs and libtpu itself) and, after, each judge's
 peak RSS (VmHWM, read just before it is closed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,14 @@ print(json.dumps({"notebooks": out, "grader_peak_rss_mb": resource.getrusage(res
 
 def _run(checkout: Path, notebooks: list[Path]) -> dict:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(checkout)}
-    done = subprocess.run([sys.executable, "-c", WORKER, *map(str, notebooks)], cwd=checkout, capture_output=True,
-                          text=True, timeout=3600, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, *map(str, notebooks)],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env=env,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"grading in {checkout} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -92,16 +99,22 @@ def _summary(runs: list[dict]) -> dict:
 
     per = {}
     for i, lab in enumerate(LABS):
-        per[lab] = {key: med([r["notebooks"][i][key] for r in runs])
-                    for key in ("wall_s", "grader_cpu_s", "children_cpu_s")}
+        per[lab] = {
+            key: med([r["notebooks"][i][key] for r in runs]) for key in ("wall_s", "grader_cpu_s", "children_cpu_s")
+        }
         # the grader's own CPU and its waited children's: the judges (the jails' agents run under bubblewrap, whose
         # children are reaped inside the jail's pid namespace, so their CPU is not in either number)
-        per[lab]["grader_and_judge_cpu_s"] = med([r["notebooks"][i]["grader_cpu_s"] + r["notebooks"][i]["children_cpu_s"]
-                                                  for r in runs])
+        per[lab]["grader_and_judge_cpu_s"] = med(
+            [r["notebooks"][i]["grader_cpu_s"] + r["notebooks"][i]["children_cpu_s"] for r in runs]
+        )
         per[lab]["score"] = f"{runs[0]['notebooks'][i]['score']}/{runs[0]['notebooks'][i]['max_score']}"
     judges = [p for r in runs for p in r["judge_peak_rss_mb"]]
-    return {"per_notebook": per, "grader_peak_rss_mb": med([r["grader_peak_rss_mb"] for r in runs]),
-            "judge_peak_rss_mb": med(judges) if judges else None, "samples": runs}
+    return {
+        "per_notebook": per,
+        "grader_peak_rss_mb": med([r["grader_peak_rss_mb"] for r in runs]),
+        "judge_peak_rss_mb": med(judges) if judges else None,
+        "samples": runs,
+    }
 
 
 def main() -> None:
@@ -122,35 +135,61 @@ def main() -> None:
             nbformat.write(filled_in(lab), path)
             notebooks.append(path)
         load_before = list(os.getloadavg())
-        for _ in range(args.warmup):                                    # file caches, bytecode
+        for _ in range(args.warmup):  # file caches, bytecode
             _run(args.before, notebooks), _run(args.after, notebooks)
         before, after = [], []
         for i in range(args.n):
             before.append(_run(args.before, notebooks))
             after.append(_run(args.after, notebooks))
-            print(f"pair {i + 1}: before {[round(n['wall_s'], 1) for n in before[-1]['notebooks']]} s, after "
-                  f"{[round(n['wall_s'], 1) for n in after[-1]['notebooks']]} s", file=sys.stderr)
+            print(
+                f"pair {i + 1}: before {[round(n['wall_s'], 1) for n in before[-1]['notebooks']]} s, after "
+                f"{[round(n['wall_s'], 1) for n in after[-1]['notebooks']]} s",
+                file=sys.stderr,
+            )
         load_after = list(os.getloadavg())
-    diffs = {lab: round(statistics.median([a["notebooks"][i]["wall_s"] - b["notebooks"][i]["wall_s"]
-                                           for a, b in zip(after, before)]), 3) for i, lab in enumerate(LABS)}
+    diffs = {
+        lab: round(
+            statistics.median(
+                [a["notebooks"][i]["wall_s"] - b["notebooks"][i]["wall_s"] for a, b in zip(after, before)]
+            ),
+            3,
+        )
+        for i, lab in enumerate(LABS)
+    }
     report = {
         "benchmark": "the judge's box: grading time per notebook and memory per worker, before and after",
-        "method": (f"{args.n} pairs, alternated (before, after), after {args.warmup} untimed warm-up run(s) of each: one fresh worker process "
-                   f"per run grades the {' and '.join(LABS)} solution notebooks one after the other "
-                   "(autograder.pipeline.grade_one, as course grade does; jailed); medians of each measure, and the median "
-                   "of the per-pair differences of wall clock (after minus before); CPU: the grader's own and its waited "
-                   "children's (the judges); the jails' CPU is in neither (bubblewrap reaps them inside the jail's pid "
-                   "namespace)"),
+        "method": (
+            f"{args.n} pairs, alternated (before, after), after {args.warmup} untimed warm-up run(s) of each: one fresh worker process "
+            f"per run grades the {' and '.join(LABS)} solution notebooks one after the other "
+            "(autograder.pipeline.grade_one, as course grade does; jailed); medians of each measure, and the median "
+            "of the per-pair differences of wall clock (after minus before); CPU: the grader's own and its waited "
+            "children's (the judges); the jails' CPU is in neither (bubblewrap reaps them inside the jail's pid "
+            "namespace)"
+        ),
         "before": {"commit": _git(args.before, "rev-parse", "HEAD"), **_summary(before)},
         "after": {"commit": _git(args.after, "rev-parse", "HEAD"), **_summary(after)},
         "after_minus_before_wall_s_median_of_pairs": diffs,
-        "after_minus_before_cpu_s_median_of_pairs": {lab: round(statistics.median([
-            a["notebooks"][i]["grader_cpu_s"] + a["notebooks"][i]["children_cpu_s"]
-            - b["notebooks"][i]["grader_cpu_s"] - b["notebooks"][i]["children_cpu_s"] for a, b in zip(after, before)]), 3)
-            for i, lab in enumerate(LABS)},
-        "provenance": grading_provenance(load_average_at_start=load_before, load_average_at_end=load_after,
-                                         note="2 vCPUs shared with 4 other engineers' builds and tests: noisy; "
-                                              "CPU seconds are steadier than wall clock"),
+        "after_minus_before_cpu_s_median_of_pairs": {
+            lab: round(
+                statistics.median(
+                    [
+                        a["notebooks"][i]["grader_cpu_s"]
+                        + a["notebooks"][i]["children_cpu_s"]
+                        - b["notebooks"][i]["grader_cpu_s"]
+                        - b["notebooks"][i]["children_cpu_s"]
+                        for a, b in zip(after, before)
+                    ]
+                ),
+                3,
+            )
+            for i, lab in enumerate(LABS)
+        },
+        "provenance": grading_provenance(
+            load_average_at_start=load_before,
+            load_average_at_end=load_after,
+            note="2 vCPUs shared with 4 other engineers' builds and tests: noisy; "
+            "CPU seconds are steadier than wall clock",
+        ),
     }
     OUT.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {OUT}")

@@ -12,6 +12,7 @@ included, which the kernel drops before it kills). Writes bench/platform-fit.jso
 
 Needs root and cgroup v1's memory and cpu controllers (this project's machines).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,13 +64,19 @@ def measure(lab_id: str, cpus: float, memory_mb: int | None = None) -> dict:
         lab = manifest().lab(lab_id)
         nbformat.write(filled_in(lab_id), root / "submission" / Path(lab.notebook).name)
         env = {**os.environ, "GRADESCOPE_ROOT": str(root)}
-        join = (f'echo $$ > {memory}/cgroup.procs && echo $$ > {cpu}/cgroup.procs && '
-                f'echo $$ > {cpuacct}/cgroup.procs && exec "$@"')
+        join = (
+            f'echo $$ > {memory}/cgroup.procs && echo $$ > {cpu}/cgroup.procs && '
+            f'echo $$ > {cpuacct}/cgroup.procs && exec "$@"'
+        )
         start = time.perf_counter()
-        process = subprocess.Popen(["/bin/sh", "-c", join, "fit", sys.executable, "-m",
-                                    "autograder.doors.gradescope", "--lab", lab_id], env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        peak = [0, 0]   # the container's, the jail's (its own memory group, below the container's)
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", join, "fit", sys.executable, "-m", "autograder.doors.gradescope", "--lab", lab_id],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        peak = [0, 0]  # the container's, the jail's (its own memory group, below the container's)
 
         def sample() -> None:
             while process.poll() is None:
@@ -91,13 +98,18 @@ def measure(lab_id: str, cpus: float, memory_mb: int | None = None) -> dict:
         except (OSError, ValueError):
             results = {"score": None}
         return {
-            "lab": lab_id, "cpus": cpus, "memory_limit_mb": memory_mb, "wall_s": round(wall, 2),
+            "lab": lab_id,
+            "cpus": cpus,
+            "memory_limit_mb": memory_mb,
+            "wall_s": round(wall, 2),
             "cpu_s": round(int((cpuacct / "cpuacct.usage").read_text()) / 1e9, 2),
-            "peak_anon_mb": round(peak[0] / 2**20), "jail_peak_anon_mb": round(peak[1] / 2**20),
-            "max_usage_mb": round(
-                int((memory / "memory.max_usage_in_bytes").read_text()) / 2**20),
-            "score": results["score"], "max_score": lab.autograded_max,
-            "jail": results.get("extra_data", {}).get("jail"), "exit": process.returncode,
+            "peak_anon_mb": round(peak[0] / 2**20),
+            "jail_peak_anon_mb": round(peak[1] / 2**20),
+            "max_usage_mb": round(int((memory / "memory.max_usage_in_bytes").read_text()) / 2**20),
+            "score": results["score"],
+            "max_score": lab.autograded_max,
+            "jail": results.get("extra_data", {}).get("jail"),
+            "exit": process.returncode,
             "stderr_tail": err[-300:] if process.returncode else "",
         }
     finally:
@@ -115,9 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--labs", default="", help="comma-separated lab ids (default: every lab with tests)")
     parser.add_argument("--cpus", default="1,0.5", help="CPU shares to measure at (cgroup cfs quota)")
-    parser.add_argument("--limited", default="lab-1.2-tiled-matmul:0.5:768",
-                        help="LAB:CPUS:MB runs under a container's memory limit too (comma-separated; default: the "
-                             "largest lab at Gradescope's default ½ vCPU and 768 MB)")
+    parser.add_argument(
+        "--limited",
+        default="lab-1.2-tiled-matmul:0.5:768",
+        help="LAB:CPUS:MB runs under a container's memory limit too (comma-separated; default: the "
+        "largest lab at Gradescope's default ½ vCPU and 768 MB)",
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     labs = [l for l in args.labs.split(",") if l] or [l.id for l in manifest().labs if l.tests]
@@ -136,16 +151,18 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(row)
     record = {
         "what": "one solution notebook per lab through the Gradescope door (python -m autograder.doors.gradescope), "
-                "a fresh process in its own memory+cpu cgroup standing in for the platform's container, --jobs 1",
+        "a fresh process in its own memory+cpu cgroup standing in for the platform's container, --jobs 1",
         "method": "wall: perf_counter around the process; cpu: the cgroup's cpuacct.usage (grader and jail); "
-                  "peak_anon_mb: max of the cgroup's total_rss + total_shmem sampled every 0.1 s (jail_peak_anon_mb: "
-                  "the same of the jail's own memory group, below it); max_usage_mb: memory.max_usage_in_bytes "
-                  "(page cache included); cpus: cpu.cfs_quota_us / cpu.cfs_period_us; memory_limit_mb: memory.limit_in_bytes "
-                  "and memsw of the cgroup (a container's limit), none where null",
+        "peak_anon_mb: max of the cgroup's total_rss + total_shmem sampled every 0.1 s (jail_peak_anon_mb: "
+        "the same of the jail's own memory group, below it); max_usage_mb: memory.max_usage_in_bytes "
+        "(page cache included); cpus: cpu.cfs_quota_us / cpu.cfs_period_us; memory_limit_mb: memory.limit_in_bytes "
+        "and memsw of the cgroup (a container's limit), none where null",
         "rows": rows,
-        "provenance": grading_provenance(load_average_before_1_5_15=load_before,
-                                         note="2 cores shared with other engineers' runs: wall times are upper bounds; "
-                                              "CPU seconds and memory are not load-dependent"),
+        "provenance": grading_provenance(
+            load_average_before_1_5_15=load_before,
+            note="2 cores shared with other engineers' runs: wall times are upper bounds; "
+            "CPU seconds and memory are not load-dependent",
+        ),
     }
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)

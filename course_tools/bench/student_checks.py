@@ -6,6 +6,7 @@ execute_reply); writes bench/student-checks.json (one record per label: each che
 
 The budget (issue 29, point 4): each check cell <= 2 s median, none over 5 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,14 +38,23 @@ def run_lab(lab_id: str) -> tuple[dict[int, float], dict[int, str], list[str]]:
     from course_tools.demo import filled_in
 
     nb = filled_in(lab_id)
-    NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=True, allow_errors=True,
-                   resources={"metadata": {"path": str(Path.cwd())}}).execute()
+    NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        record_timing=True,
+        allow_errors=True,
+        resources={"metadata": {"path": str(Path.cwd())}},
+    ).execute()
     times, heads, errors = {}, {}, []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        errors += [f"cell {i}: {o.get('ename')}: {str(o.get('evalue'))[:200]}" for o in cell.get("outputs", [])
-                   if o.get("output_type") == "error"]
+        errors += [
+            f"cell {i}: {o.get('ename')}: {str(o.get('evalue'))[:200]}"
+            for o in cell.get("outputs", [])
+            if o.get("output_type") == "error"
+        ]
         if "check" in cell.metadata.get("tags", []):
             s = _seconds(cell)
             if s is not None:
@@ -78,24 +88,37 @@ def main(argv: list[str] | None = None) -> int:
                 errors[lab.code] = errs
             for i, s in times.items():
                 runs.setdefault(i, []).append(round(s, 3))
-        cells += [{"lab": lab.code, "cell": i, "first_line": heads[i], "median_s": round(statistics.median(r), 3),
-                   "max_s": max(r), "runs_s": r} for i, r in sorted(runs.items())]
+        cells += [
+            {
+                "lab": lab.code,
+                "cell": i,
+                "first_line": heads[i],
+                "median_s": round(statistics.median(r), 3),
+                "max_s": max(r),
+                "runs_s": r,
+            }
+            for i, r in sorted(runs.items())
+        ]
     over = [c for c in cells if c["median_s"] > BUDGET_MEDIAN_S or c["max_s"] > BUDGET_MAX_S]
     record = {
         "label": args.label,
         "what": "each visible check cell (tag `check`) of the five labs, labs/ filled in from solutions/, each lab "
-                f"in a fresh Jupyter kernel, {args.repeat} runs; seconds from the kernel's execute_input to "
-                "execute_reply (nbclient record_timing)",
+        f"in a fresh Jupyter kernel, {args.repeat} runs; seconds from the kernel's execute_input to "
+        "execute_reply (nbclient record_timing)",
         "budget": f"median <= {BUDGET_MEDIAN_S} s, max <= {BUDGET_MAX_S} s per cell",
         "over_budget": [f"{c['lab']} cell {c['cell']}: median {c['median_s']} s, max {c['max_s']} s" for c in over],
         "errors": errors,
         "libtpu": tpu_compile.libtpu_version(),
         "cells": cells,
-        "provenance": {**provenance().model_dump(mode="json"), **machine(),
-                       "load_average_1_5_15_start": [round(x, 2) for x in load0],
-                       "load_average_1_5_15_end": [round(x, 2) for x in os.getloadavg()],
-                       "note": "2 CPU cores shared with other engineers' work: wall times are noisy (see the load)",
-                       "python": sys.version.split()[0], "total_s": round(time.perf_counter() - t0, 1)},
+        "provenance": {
+            **provenance().model_dump(mode="json"),
+            **machine(),
+            "load_average_1_5_15_start": [round(x, 2) for x in load0],
+            "load_average_1_5_15_end": [round(x, 2) for x in os.getloadavg()],
+            "note": "2 CPU cores shared with other engineers' work: wall times are noisy (see the load)",
+            "python": sys.version.split()[0],
+            "total_s": round(time.perf_counter() - t0, 1),
+        },
     }
     records = json.loads(args.out.read_text()) if args.out.exists() else []
     records = [r for r in records if r.get("label") != args.label] + [record]

@@ -7,6 +7,7 @@ The install is what a student runs (`pip install -r requirements.txt` in the rel
 machine's package sources (pip's configured index and wheelhouse: no network download is timed, so the seconds
 are unpacking and byte-compiling, not a download). Sizes are the venv on disk (du), largest packages first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,17 @@ def measure(label: str, release: Path | None = None, extra_pip: list[str] | None
             build_release("stage-1", release)
         venv = tmp_path / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-cache-dir",
-               "-r", "requirements.txt", *(extra_pip or [])]
+        pip = [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-cache-dir",
+            "-r",
+            "requirements.txt",
+            *(extra_pip or []),
+        ]
         cpu0 = os.times()
         t0 = time.perf_counter()
         run = subprocess.run(pip, cwd=release, capture_output=True, text=True)
@@ -54,25 +64,30 @@ def measure(label: str, release: Path | None = None, extra_pip: list[str] | None
         if run.returncode != 0:
             raise RuntimeError(f"the student install failed:\n{run.stderr[-3000:]}")
         site = next((venv / "lib").glob("python*/site-packages"))
-        freeze = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "freeze"], capture_output=True,
-                                text=True, check=True).stdout.split()
+        freeze = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "freeze"], capture_output=True, text=True, check=True
+        ).stdout.split()
         return {
             "label": label,
             "what": "a fresh venv, `pip install --no-cache-dir -r requirements.txt` in the release built by "
-                    "`course release stage-1` at this commit" + (f", plus {extra_pip}" if extra_pip else ""),
+            "`course release stage-1` at this commit" + (f", plus {extra_pip}" if extra_pip else ""),
             "requirements": (release / "requirements.txt").read_text().splitlines(),
             "venv_mib": round(_du_mib(venv), 1),
             "install_seconds_wall": round(seconds, 1),
-            "install_seconds_cpu_children": round((cpu1.children_user - cpu0.children_user)
-                                                   + (cpu1.children_system - cpu0.children_system), 1),
+            "install_seconds_cpu_children": round(
+                (cpu1.children_user - cpu0.children_user) + (cpu1.children_system - cpu0.children_system), 1
+            ),
             "packages": len(freeze),
             "libtpu": any(l.lower().startswith("libtpu") for l in freeze),
             "tokamax": any(l.lower().startswith("tokamax") for l in freeze),
             "largest": _largest(site),
-            "provenance": {**provenance().model_dump(mode="json"), **machine(),
-                           "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-                           "package_source": "pip's configured index and wheelhouse on this machine (local files)",
-                           "python": sys.version.split()[0]},
+            "provenance": {
+                **provenance().model_dump(mode="json"),
+                **machine(),
+                "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+                "package_source": "pip's configured index and wheelhouse on this machine (local files)",
+                "python": sys.version.split()[0],
+            },
         }
 
 
@@ -86,8 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     records = json.loads(args.out.read_text()) if args.out.exists() else []
     records = [r for r in records if r.get("label") != args.label] + [record]
     args.out.write_text(json.dumps(records, indent=1) + "\n")
-    print(json.dumps({k: record[k] for k in ("label", "venv_mib", "install_seconds_wall", "packages", "libtpu",
-                                              "tokamax")}))
+    print(
+        json.dumps(
+            {k: record[k] for k in ("label", "venv_mib", "install_seconds_wall", "packages", "libtpu", "tokamax")}
+        )
+    )
     return 0
 
 

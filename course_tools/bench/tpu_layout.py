@@ -10,6 +10,7 @@ compiles on this CPU (pallas_course.tpu_compile), nothing runs a kernel:
   steps) on a kernel that also streams two (8, 16384) float32 blocks (2 MiB: 2 operands x 2 buffers), for
   whole-array operands (single-buffered by jax 0.10.2: trivial window) and one windowed (1, d) operand.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,17 +31,24 @@ TILING_BLOCKS = ((8, 128), (16, 128), (24, 128), (32, 128), (40, 128), (4, 128),
 TILING_DTYPES = ("float32", "bfloat16", "int8", "float8_e4m3fn")
 # (dtype, operand shape, "trivial" | "windowed"): whole-array operands of 1 to 40 rows, and one (None, 1, d) block
 PADDING_CASES = (
-    [("float32", (r, D), "trivial") for r in (1, 2, 3, 5, 8, 12)] + [("float32", (1, D - 64), "trivial"),
-                                                                       ("float32", (1, 128), "trivial")]
+    [("float32", (r, D), "trivial") for r in (1, 2, 3, 5, 8, 12)]
+    + [("float32", (1, D - 64), "trivial"), ("float32", (1, 128), "trivial")]
     + [("bfloat16", (r, D), "trivial") for r in (1, 3, 8, 16, 24)]
     + [("int8", (r, D), "trivial") for r in (1, 8, 32, 40)]
-    + [("float32", (4, 1, D), "windowed")])
+    + [("float32", (4, 1, D), "windowed")]
+)
 
 
 def _provenance() -> dict[str, Any]:
-    return {"commit": course_commit(), "python": sys.version.split()[0], "jax": dist_version("jax"),
-            "jaxlib": dist_version("jaxlib"), "libtpu": tpu_compile.libtpu_version(), "machine": machine(),
-            "device": "none: deviceless compile on the CPU"}
+    return {
+        "commit": course_commit(),
+        "python": sys.version.split()[0],
+        "jax": dist_version("jax"),
+        "jaxlib": dist_version("jaxlib"),
+        "libtpu": tpu_compile.libtpu_version(),
+        "machine": machine(),
+        "device": "none: deviceless compile on the CPU",
+    }
 
 
 def _copy(rows: int, cols: int, shape: tuple[int, int]) -> Callable[..., Any]:
@@ -52,8 +60,14 @@ def _copy(rows: int, cols: int, shape: tuple[int, int]) -> Callable[..., Any]:
 
     def f(x):
         spec = pl.BlockSpec((rows, cols), lambda i, j: (i, j))
-        return pl.pallas_call(kernel, grid=(shape[0] // rows, shape[1] // cols), in_specs=[spec], out_specs=spec,
-                              out_shape=jax.ShapeDtypeStruct(shape, x.dtype))(x)
+        return pl.pallas_call(
+            kernel,
+            grid=(shape[0] // rows, shape[1] // cols),
+            in_specs=[spec],
+            out_specs=spec,
+            out_shape=jax.ShapeDtypeStruct(shape, x.dtype),
+        )(x)
+
     return f
 
 
@@ -66,13 +80,31 @@ def tiling_record(chips: list[str]) -> dict[str, Any]:
         for dtype in TILING_DTYPES:
             for r, c in TILING_BLOCKS:
                 shape = (r * 8, 256)
-                res = tpu_compile.compile_for(_copy(r, c, shape), jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)), chip=chip)
-                where = ("compiles" if res.ok else "cannot judge" if res.skipped else
-                         "mosaic E2002" if "E2002" in res.message else
-                         "lowering" if "Pallas TPU lowering" in res.message else "other")
-                rows.append({"chip": chip, "dtype": dtype, "array": list(shape), "block": [r, c], "outcome": where,
-                             # the checkout's path, which the compiler's message names, as the repository's
-                             "compiler": res.message.replace(f"{REPO_ROOT}/", "")[:300]})
+                res = tpu_compile.compile_for(
+                    _copy(r, c, shape), jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)), chip=chip
+                )
+                where = (
+                    "compiles"
+                    if res.ok
+                    else "cannot judge"
+                    if res.skipped
+                    else "mosaic E2002"
+                    if "E2002" in res.message
+                    else "lowering"
+                    if "Pallas TPU lowering" in res.message
+                    else "other"
+                )
+                rows.append(
+                    {
+                        "chip": chip,
+                        "dtype": dtype,
+                        "array": list(shape),
+                        "block": [r, c],
+                        "outcome": where,
+                        # the checkout's path, which the compiler's message names, as the repository's
+                        "compiler": res.message.replace(f"{REPO_ROOT}/", "")[:300],
+                    }
+                )
     return {"what": "copy kernels with (rows, cols) blocks: where each is refused", "rows": rows}
 
 
@@ -86,16 +118,24 @@ def _needs(dtype: str, shape: tuple[int, ...], kind: str, chip: str) -> int:
     def make(limit: int) -> Callable[..., Any]:
         def kernel(x_ref, g_ref, o_ref):
             o_ref[...] = x_ref[...]
-            o_ref[0:1, 0:128] += g_ref[0:1, 0:128].astype(o_ref.dtype)   # g is read, so it is allocated
+            o_ref[0:1, 0:128] += g_ref[0:1, 0:128].astype(o_ref.dtype)  # g is read, so it is allocated
 
-        g_spec = (pl.BlockSpec(shape, lambda i: (0,) * len(shape)) if kind == "trivial"
-                  else pl.BlockSpec((None, *shape[1:]), lambda i: (i, 0, 0)))
+        g_spec = (
+            pl.BlockSpec(shape, lambda i: (0,) * len(shape))
+            if kind == "trivial"
+            else pl.BlockSpec((None, *shape[1:]), lambda i: (i, 0, 0))
+        )
 
         def f(x, g):
             return pl.pallas_call(
-                kernel, grid=(4,), in_specs=[pl.BlockSpec((8, D), lambda i: (i, 0)), g_spec],
-                out_specs=pl.BlockSpec((8, D), lambda i: (i, 0)), out_shape=jax.ShapeDtypeStruct((32, D), x.dtype),
-                compiler_params=pltpu.CompilerParams(vmem_limit_bytes=limit))(x, g)
+                kernel,
+                grid=(4,),
+                in_specs=[pl.BlockSpec((8, D), lambda i: (i, 0)), g_spec],
+                out_specs=pl.BlockSpec((8, D), lambda i: (i, 0)),
+                out_shape=jax.ShapeDtypeStruct((32, D), x.dtype),
+                compiler_params=pltpu.CompilerParams(vmem_limit_bytes=limit),
+            )(x, g)
+
         return f
 
     avals = (jax.ShapeDtypeStruct((32, D), jnp.float32), jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)))
@@ -112,15 +152,26 @@ def _needs(dtype: str, shape: tuple[int, ...], kind: str, chip: str) -> int:
 def padding_record(chip: str) -> dict[str, Any]:
     import numpy as np
 
-    base = 2 * 2 * 8 * D * 4      # x and out, (8, D) float32, 2 buffers each
+    base = 2 * 2 * 8 * D * 4  # x and out, (8, D) float32, 2 buffers each
     rows = []
     for dtype, shape, kind in PADDING_CASES:
         needs = _needs(dtype, shape, kind, chip)
-        rows.append({"chip": chip, "dtype": dtype, "shape": list(shape), "kind": kind,
-                     "operand_bytes": int(np.prod(shape)) * np.dtype(dtype).itemsize,
-                     "compiler_needs_bytes": needs, "extra_bytes": needs - base})
-    return {"what": "the scoped VMEM one extra operand costs, as the compiler allocates it",
-            "base_bytes": base, "rows": rows}
+        rows.append(
+            {
+                "chip": chip,
+                "dtype": dtype,
+                "shape": list(shape),
+                "kind": kind,
+                "operand_bytes": int(np.prod(shape)) * np.dtype(dtype).itemsize,
+                "compiler_needs_bytes": needs,
+                "extra_bytes": needs - base,
+            }
+        )
+    return {
+        "what": "the scoped VMEM one extra operand costs, as the compiler allocates it",
+        "base_bytes": base,
+        "rows": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,7 +183,9 @@ def main(argv: list[str] | None = None) -> None:
     chips = [c for c in args.chips.split(",") if c]
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     for out, rec in ((TILING_OUT, tiling_record(chips)), (PADDING_OUT, padding_record(chips[0]))):
-        out.write_text(json.dumps({"date": now, "method": __doc__, "provenance": _provenance(), **rec}, indent=1) + "\n")
+        out.write_text(
+            json.dumps({"date": now, "method": __doc__, "provenance": _provenance(), **rec}, indent=1) + "\n"
+        )
         print(f"wrote {out.relative_to(REPO_ROOT)}")
 
 

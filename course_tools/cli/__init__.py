@@ -1,4 +1,5 @@
 """`course`: the command line. Each command is a thin function that parses and delegates."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """The `course` Typer app. Commands live one per module beside this file and register on `app`."""
+
 from __future__ import annotations
 
 import typer
@@ -33,6 +34,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Pallas from Zero, stage 01: grade submissions, draw schedules, check BlockSpecs, bench, gates."""

@@ -1,5 +1,6 @@
 """`course autograder gradescope|prairielearn --lab LAB --out DIR`: one lab's grader for a platform
 (course_tools/platforms; the doors are autograder/doors; docs/platforms.md says how to publish)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,8 +9,9 @@ import typer
 
 from ._app import app, fail
 
-autograder_app = typer.Typer(help="Build one lab's autograder for Gradescope or PrairieLearn (docs/platforms.md).",
-                             no_args_is_help=True)
+autograder_app = typer.Typer(
+    help="Build one lab's autograder for Gradescope or PrairieLearn (docs/platforms.md).", no_args_is_help=True
+)
 app.add_typer(autograder_app, name="autograder")
 
 
@@ -40,12 +42,21 @@ def gradescope(
 @autograder_app.command()
 def prairielearn(
     lab: str = typer.Option(..., "--lab", help="The course.yml lab id, e.g. lab-1.1-first-kernels."),
-    out: Path = typer.Option(..., "--out", help="Folder to write into: questions/, serverFilesCourse/, image/, "
-                             "assessment-question.json."),
-    image: str = typer.Option("pallas-from-zero/grader:0.1", "--image", help="The grading image's name, as "
-                              "`docker pull` takes it (build it from image/Dockerfile and push it there)."),
-    timeout: int = typer.Option(None, "--timeout", min=1, max=600, help="externalGradingOptions.timeout in "
-                                "seconds (default: the course's fit, docs/platforms.md; at most 600)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Folder to write into: questions/, serverFilesCourse/, image/, assessment-question.json."
+    ),
+    image: str = typer.Option(
+        "pallas-from-zero/grader:0.1",
+        "--image",
+        help="The grading image's name, as `docker pull` takes it (build it from image/Dockerfile and push it there).",
+    ),
+    timeout: int = typer.Option(
+        None,
+        "--timeout",
+        min=1,
+        max=600,
+        help="externalGradingOptions.timeout in seconds (default: the course's fit, docs/platforms.md; at most 600).",
+    ),
 ) -> None:
     """Write a PrairieLearn question (info.json with external grading, question.html), the grader's files for
     serverFilesCourse/, the image's Dockerfile, and the question's entry for infoAssessment.json."""
@@ -53,5 +64,7 @@ def prairielearn(
     from course_tools.platforms import prairielearn_question
 
     question = prairielearn_question(_lab_id(lab), out, image=image, timeout_s=timeout or PL_TIMEOUT_S)
-    typer.echo(f"wrote {question} (info.json, question.html), {out / 'serverFilesCourse'}, {out / 'image'} and "
-               f"{out / 'assessment-question.json'} (autoPoints, manualPoints for your infoAssessment.json)")
+    typer.echo(
+        f"wrote {question} (info.json, question.html), {out / 'serverFilesCourse'}, {out / 'image'} and "
+        f"{out / 'assessment-question.json'} (autoPoints, manualPoints for your infoAssessment.json)"
+    )

@@ -1,4 +1,5 @@
 """`course bench`: time the GATE 01 workloads on this machine and append the records to bench/."""
+
 from __future__ import annotations
 
 from enum import Enum
@@ -17,8 +18,12 @@ class Workload(str, Enum):
 
 @app.command("bench")
 def bench(
-    quick: Annotated[bool, typer.Option("--quick", help="Smaller CPU shapes, for a smoke test (no effect on TPU/GPU shapes).")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Directory for the records file (default: the checkout's bench/).")] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Smaller CPU shapes, for a smoke test (no effect on TPU/GPU shapes).")
+    ] = False,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", help="Directory for the records file (default: the checkout's bench/).")
+    ] = None,
     n: Annotated[int, typer.Option("--n", min=1, help="Timed calls per case; the median of these is the number.")] = 20,
     warmup: Annotated[int, typer.Option("--warmup", min=0, help="Untimed calls first (compilation, first touch).")] = 3,
     only: Annotated[Optional[Workload], typer.Option("--only", help="Run one workload.")] = None,
@@ -52,8 +57,14 @@ def bench(
         raise fail(str(e)) from None
     out_file = (out or default_out_dir()) / record_file_name(provenance())
     typer.echo(mode_note(backend, kind))
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("bench", total=len(cases))
 
         def progress(items):
@@ -69,8 +80,12 @@ def bench(
     for rec in records:
         cfg = " ".join(f"{k}={v}" for k, v in rec.config.items())
         dims = "×".join(map(str, rec.shape.values()))
-        value = f"{rec.median_ms:10.3f} ms ± {rec.iqr_ms:.3f} IQR" if rec.status == "ok" else f"skipped: {rec.skip_reason}"
+        value = (
+            f"{rec.median_ms:10.3f} ms ± {rec.iqr_ms:.3f} IQR" if rec.status == "ok" else f"skipped: {rec.skip_reason}"
+        )
         typer.echo(f"  {rec.impl:<20} {dims:<16} {cfg:<26} {value}")
     skipped = sum(r.status != "ok" for r in records)
-    typer.echo(f"{len(records)} records ({skipped} skipped, gating: {str(records[0].gating).lower() if records else '-'}) "
-               f"-> {out_file}")
+    typer.echo(
+        f"{len(records)} records ({skipped} skipped, gating: {str(records[0].gating).lower() if records else '-'}) "
+        f"-> {out_file}"
+    )

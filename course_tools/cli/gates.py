@@ -1,4 +1,5 @@
 """`course gates`: each gate's PASS, FAIL or QUEUED, from course.yml's criteria and the bench records."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +13,9 @@ from ._app import app, fail
 @app.command("gates")
 def gates(
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON (for the site).")] = False,
-    records: Annotated[Optional[Path], typer.Option("--records", help="Directory of *.jsonl records (default: the checkout's bench/).")] = None,
+    records: Annotated[
+        Optional[Path], typer.Option("--records", help="Directory of *.jsonl records (default: the checkout's bench/).")
+    ] = None,
     gate_id: Annotated[str, typer.Option("--gate", help="Which gate in course.yml.")] = "GATE-01",
 ) -> None:
     """Print GATE 01: each criterion PASS or FAIL from TPU records, else QUEUED with its estimate.

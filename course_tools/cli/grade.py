@@ -1,6 +1,7 @@
 """`course grade`: grade notebooks (their cells in a jail, the hidden checks outside it, under TPU interpret
 mode), in parallel and resumably; print a table, write JSON/CSV, feedback pages and (on request) the nbgrader
 gradebook."""
+
 from __future__ import annotations
 
 import sys
@@ -15,41 +16,101 @@ from ._app import app, fail
 
 @app.command()
 def grade(
-    paths: Annotated[Optional[list[Path]], typer.Argument(
-        help="Notebooks, or folders searched for notebooks (e.g. submitted/ in nbgrader's layout).")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for results.json, results.csv, "
-                                      "nbgrader-grades.csv, feedback/, executed/ (safe to hand back), "
-                                      "instructor/ (whole) and submissions/ (one record each).")] = Path("grades"),
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON on stdout instead of "
-                                          "the table.")] = False,
-    demo: Annotated[bool, typer.Option("--demo", help="Grade the bundled demo set: the LAB·1.1 solution, "
-                                       "its student stub and a wrong submission.")] = False,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Submissions graded at once, each in its "
-                                      "own worker process (about one per CPU core).")] = 1,
-    force: Annotated[bool, typer.Option("--force", help="Grade every submission again, even those whose "
-                                        "notebook and grader are unchanged since the last run.")] = False,
-    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="Grade on Dask distributed: a "
-                                                     "scheduler address (tcp://host:8786), or 'local' for a "
-                                                     "LocalCluster of --jobs workers.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Wall-clock limit per submission, in "
-                                           "seconds; the kernel is killed past it.")] = 600,
-    cell_timeout: Annotated[Optional[int], typer.Option("--cell-timeout", min=1, help="Per-cell limit, in "
-                                                        "seconds (nbgrader's c.Execute.timeout, 120); the "
-                                                        "cell is interrupted and the run goes on.")] = None,
+    paths: Annotated[
+        Optional[list[Path]],
+        typer.Argument(help="Notebooks, or folders searched for notebooks (e.g. submitted/ in nbgrader's layout)."),
+    ] = None,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for results.json, results.csv, "
+            "nbgrader-grades.csv, feedback/, executed/ (safe to hand back), "
+            "instructor/ (whole) and submissions/ (one record each).",
+        ),
+    ] = Path("grades"),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the results as JSON on stdout instead of the table.")
+    ] = False,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo", help="Grade the bundled demo set: the LAB·1.1 solution, its student stub and a wrong submission."
+        ),
+    ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Submissions graded at once, each in its own worker process (about one per CPU core).",
+        ),
+    ] = 1,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Grade every submission again, even those whose notebook and grader are unchanged since the last run.",
+        ),
+    ] = False,
+    scheduler: Annotated[
+        Optional[str],
+        typer.Option(
+            "--scheduler",
+            help="Grade on Dask distributed: a "
+            "scheduler address (tcp://host:8786), or 'local' for a "
+            "LocalCluster of --jobs workers.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout", min=1, help="Wall-clock limit per submission, in seconds; the kernel is killed past it."
+        ),
+    ] = 600,
+    cell_timeout: Annotated[
+        Optional[int],
+        typer.Option(
+            "--cell-timeout",
+            min=1,
+            help="Per-cell limit, in "
+            "seconds (nbgrader's c.Execute.timeout, 120); the "
+            "cell is interrupted and the run goes on.",
+        ),
+    ] = None,
     memory: Annotated[int, typer.Option("--memory", min=256, help="Memory limit per kernel, in MB.")] = 4096,
-    gradebook: Annotated[Optional[Path], typer.Option("--gradebook", help="Merge the autograde scores into "
-                                                      "this nbgrader gradebook.db (and copy the executed "
-                                                      "notebooks to autograded/ beside it) for the "
-                                                      "formgrader.")] = None,
-    no_jail: Annotated[bool, typer.Option("--no-jail", help="Grade without the jail, where none can be made "
-                                          "(macOS, no bubblewrap). Student code then runs as a plain process "
-                                          "with your rights: it can read solutions/, your files and the "
-                                          "network, and so forge its score. Only for trusted notebooks.")] = False,
-    jail_without_namespaces: Annotated[bool, typer.Option(
-        "--jail-without-namespaces", help="Where bubblewrap cannot make a jail (a container without namespaces), "
-        "jail each notebook as a uid of its own instead (needs root and the grader's files unreadable to other "
-        "users; it sees the machine's processes and world-readable files: docs/grader.md, 'Configurations'). "
-        "Made for a container that grades one course's submissions, never needed where bubblewrap works.")] = False,
+    gradebook: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--gradebook",
+            help="Merge the autograde scores into "
+            "this nbgrader gradebook.db (and copy the executed "
+            "notebooks to autograded/ beside it) for the "
+            "formgrader.",
+        ),
+    ] = None,
+    no_jail: Annotated[
+        bool,
+        typer.Option(
+            "--no-jail",
+            help="Grade without the jail, where none can be made "
+            "(macOS, no bubblewrap). Student code then runs as a plain process "
+            "with your rights: it can read solutions/, your files and the "
+            "network, and so forge its score. Only for trusted notebooks.",
+        ),
+    ] = False,
+    jail_without_namespaces: Annotated[
+        bool,
+        typer.Option(
+            "--jail-without-namespaces",
+            help="Where bubblewrap cannot make a jail (a container without namespaces), "
+            "jail each notebook as a uid of its own instead (needs root and the grader's files unreadable to other "
+            "users; it sees the machine's processes and world-readable files: docs/grader.md, 'Configurations'). "
+            "Made for a container that grades one course's submissions, never needed where bubblewrap works.",
+        ),
+    ] = False,
 ) -> None:
     """Grade submissions against the hidden tests.
 
@@ -86,7 +147,7 @@ def grade(
 
     timeline.record("course grade process until its command", timeline.process_started(), time.time())
     if jail_without_namespaces:
-        os.environ[KIND_ENV] = AUTO   # before any jail or worker starts: they read it
+        os.environ[KIND_ENV] = AUTO  # before any jail or worker starts: they read it
     ahead = scheduler is None and jobs <= 1 and not no_jail and bool(paths or demo)
     if ahead:
         # the first jail and judge start now, while this process imports and reads the notebooks (autograder.session.warm)
@@ -97,7 +158,7 @@ def grade(
     from autograder.doors.batch import start_workers
 
     if scheduler is None:
-        start_workers(jobs)   # first: the workers' imports then overlap with the imports below
+        start_workers(jobs)  # first: the workers' imports then overlap with the imports below
     from rich.console import Console
 
     from autograder.steps import engines
@@ -111,22 +172,31 @@ def grade(
 
     timeline.mark("course grade imports done")
     if (warning := libtpu_warning()) is not None:
-        typer.echo(warning, err=True)      # once, before anything is graded
+        typer.echo(warning, err=True)  # once, before anything is graded
     if demo:
         paths = [demo_submissions()]
     elif not paths:
         raise fail("give at least one notebook or folder to grade, or --demo")
     try:
-        options = GradeOptions(out=out, jobs=jobs, force=force, scheduler=scheduler, timeout_s=timeout,
-                               cell_timeout_s=cell_timeout, memory_mb=memory, gradebook=gradebook,
-                               engine=engines.NO_JAIL if no_jail else engines.JAIL)
-        run = run_grade(paths, options,
-                        progress=lambda failures: BatchProgress(Console(stderr=True, quiet=as_json), failures))
+        options = GradeOptions(
+            out=out,
+            jobs=jobs,
+            force=force,
+            scheduler=scheduler,
+            timeout_s=timeout,
+            cell_timeout_s=cell_timeout,
+            memory_mb=memory,
+            gradebook=gradebook,
+            engine=engines.NO_JAIL if no_jail else engines.JAIL,
+        )
+        run = run_grade(
+            paths, options, progress=lambda failures: BatchProgress(Console(stderr=True, quiet=as_json), failures)
+        )
     except (SubmissionNotFound, ValueError, RuntimeError) as e:
         raise fail(plain(e)) from None
     finally:
         if ahead:
-            warm.discard()   # one started ahead that no grading took (nothing to grade, a refused file)
+            warm.discard()  # one started ahead that no grading took (nothing to grade, a refused file)
     with timeline.span("print the table"):
         if as_json:
             sys.stdout.write(run.json_text + "\n")
@@ -135,6 +205,8 @@ def grade(
     if run.error:
         raise fail(plain(run.error))
     if run.exit_code:
-        typer.echo(f"{run.unhandled} submission(s) could not be handled; each says why in "
-                   f"{out / 'results.json'} ('failed')", err=True)
+        typer.echo(
+            f"{run.unhandled} submission(s) could not be handled; each says why in {out / 'results.json'} ('failed')",
+            err=True,
+        )
         raise typer.Exit(code=run.exit_code)

@@ -1,4 +1,5 @@
 """`course release STAGE --out DIR`: the student release (course_tools/release.py)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -13,8 +14,12 @@ from ._app import app, fail
 def release(
     stage: str = typer.Argument(..., help="The stage to release, e.g. stage-1."),
     out: Path = typer.Option(..., "--out", help="Folder to write (created; an earlier release there is replaced)."),
-    today: str = typer.Option("", "--today", help="Release as of this day (YYYY-MM-DD; default today): decides "
-                              "which labs' model code is public (course.yml `reveal:`)."),
+    today: str = typer.Option(
+        "",
+        "--today",
+        help="Release as of this day (YYYY-MM-DD; default today): decides "
+        "which labs' model code is public (course.yml `reveal:`).",
+    ),
 ) -> None:
     """Build what students get: lab notebooks, the helpers' wheel, requirements, README, the student site."""
     from course_tools.release import ReleaseError, build_release

@@ -1,4 +1,5 @@
 """`course schedule`: print the pipeline frames of a lab kernel at given sizes and buffer depth."""
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,23 @@ def schedule(
     bk: Annotated[Optional[int], typer.Option("--bk", help="matmul: block length along K.")] = None,
     rows: Annotated[Optional[int], typer.Option("--rows", help="softmax/layernorm: rows of X.")] = None,
     d: Annotated[Optional[int], typer.Option("--d", help="softmax/layernorm: features per row.")] = None,
-    rows_per_block: Annotated[Optional[int], typer.Option("--rows-per-block", help="softmax/layernorm: rows per block.")] = None,
-    buffers: Annotated[int, typer.Option("--buffers", help="Buffers per operand: 2 = double-buffered (the TPU "
-                                         "default), 1 = pipeline off (pl.Buffered(1)).")] = 2,
-    dtype: Annotated[str, typer.Option("--dtype", help="Element type of the arrays (float32, bfloat16, ...).")] = "float32",
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write the steppable picture to this "
-                                                 "self-contained HTML file.")] = None,
+    rows_per_block: Annotated[
+        Optional[int], typer.Option("--rows-per-block", help="softmax/layernorm: rows per block.")
+    ] = None,
+    buffers: Annotated[
+        int,
+        typer.Option(
+            "--buffers",
+            help="Buffers per operand: 2 = double-buffered (the TPU default), 1 = pipeline off (pl.Buffered(1)).",
+        ),
+    ] = 2,
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="Element type of the arrays (float32, bfloat16, ...).")
+    ] = "float32",
+    html: Annotated[
+        Optional[Path],
+        typer.Option("--html", help="Also write the steppable picture to this self-contained HTML file."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the schedule as JSON instead of text.")] = False,
 ) -> None:
     """Draw the grid of a lab kernel as a software pipeline, one frame per line.
@@ -50,8 +62,17 @@ def schedule(
 
     if kernel not in KERNELS:
         raise fail(f"no lab kernel {kernel!r}; choose one of {', '.join(KERNELS)}")
-    given = {"m": m, "n": n, "k": k, "bm": bm, "bn": bn, "bk": bk, "rows": rows, "d": d,
-             "rows_per_block": rows_per_block}
+    given = {
+        "m": m,
+        "n": n,
+        "k": k,
+        "bm": bm,
+        "bn": bn,
+        "bk": bk,
+        "rows": rows,
+        "d": d,
+        "rows_per_block": rows_per_block,
+    }
     sizes = {key: v for key, v in given.items() if v is not None}
     extra = set(sizes) - set(SIZES[kernel])
     if extra:
@@ -70,7 +91,9 @@ def schedule(
     try:
         gaps = coverage_gaps(trace_reference(kernel, dt, **sizes))
         if gaps:
-            raise fail(f"the grid does not cover the arrays ({'; '.join(gaps)}): make each size a multiple of its block")
+            raise fail(
+                f"the grid does not cover the arrays ({'; '.join(gaps)}): make each size a multiple of its block"
+            )
         sched = reference_schedule(kernel, buffers, dt, **sizes)
     except (ValueError, TypeError) as e:
         raise fail(f"{kernel} cannot be traced at these sizes: {str(e).splitlines()[0]}") from None
@@ -82,7 +105,9 @@ def schedule(
         typer.echo(json.dumps(sched.to_dict(), indent=1))
         return
     width = len(str(len(sched.frames)))
-    typer.echo(f"{sched.kernel}: grid {sched.grid}, {buffers} buffer(s) per operand, {len(sched.frames)} frames, "
-               f"{sched.idle_frames} idle")
+    typer.echo(
+        f"{sched.kernel}: grid {sched.grid}, {buffers} buffer(s) per operand, {len(sched.frames)} frames, "
+        f"{sched.idle_frames} idle"
+    )
     for f in sched.frames:
         typer.echo(f"{f.index:0{width}d}/{len(sched.frames):0{width}d} {f.phase:<8} {f.label} · {f.caption}")

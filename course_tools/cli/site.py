@@ -1,4 +1,5 @@
 """`course site build`: the chapter site, one static page built from the course's own sources."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,19 +9,36 @@ import typer
 
 from ._app import app, fail
 
-site_app = typer.Typer(help="The chapter site: stage 01 as a static page (opens from disk or any static host).",
-                       no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+site_app = typer.Typer(
+    help="The chapter site: stage 01 as a static page (opens from disk or any static host).",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 app.add_typer(site_app, name="site")
 
 
 @site_app.command("build")
 def build(
-    out: Annotated[Optional[Path], typer.Option("--out", help="Folder to write index.html into "
-                                                "(default: _build/site in the checkout; ignored by git).")] = None,
-    preview: Annotated[bool, typer.Option("--preview", help="The instructor's private preview: every lab's model "
-                                          "code, whatever its reveal date. Never publish this page.")] = False,
-    today: Annotated[Optional[str], typer.Option("--today", help="Build as of this day (YYYY-MM-DD) instead of "
-                                                 "today: which labs' reveal dates have come.")] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out", help="Folder to write index.html into (default: _build/site in the checkout; ignored by git)."
+        ),
+    ] = None,
+    preview: Annotated[
+        bool,
+        typer.Option(
+            "--preview",
+            help="The instructor's private preview: every lab's model "
+            "code, whatever its reveal date. Never publish this page.",
+        ),
+    ] = False,
+    today: Annotated[
+        Optional[str],
+        typer.Option(
+            "--today", help="Build as of this day (YYYY-MM-DD) instead of today: which labs' reveal dates have come."
+        ),
+    ] = None,
 ) -> None:
     """Build the stage 01 page: chapter, instruments, walks, labs, plan, self-test and GATE 01.
 
@@ -57,8 +75,11 @@ def build(
     except SiteError as e:
         raise fail(str(e)) from None
     typer.echo(f"wrote {result.index} ({result.bytes / 1024:.0f} KiB) in {result.seconds:.1f} s")
-    typer.echo("  PREVIEW: every lab's model code is on this page; do not publish it" if preview else
-               f"  as of {public_on}: each lab's model code from its reveal date on (--preview: all of it)")
+    typer.echo(
+        "  PREVIEW: every lab's model code is on this page; do not publish it"
+        if preview
+        else f"  as of {public_on}: each lab's model code from its reveal date on (--preview: all of it)"
+    )
     typer.echo(f"  frames: EX·02 {result.frames['ex02']}, EX·07 {result.frames['ex07']}, EX·12 {result.frames['ex12']}")
     for code, where in result.labs.items():
         typer.echo(f"  {code}: {where}")

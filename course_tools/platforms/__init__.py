@@ -3,6 +3,7 @@ course files and its image's Dockerfile). Both carry the course's source tree (`
 student helpers, the instructor tools, solutions/, labs/, course.yml, the grader's requirements) and enter
 through autograder.doors' doors. The scripts beside this file are the templates (@NAME@ filled in).
 """
+
 from __future__ import annotations
 
 import io
@@ -17,35 +18,43 @@ from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 
 HERE = Path(__file__).resolve().parent
 TREE = ("autograder", "pallas_course", "course_tools", "solutions", "labs")
-TOP_FILES = ("course.yml", "pyproject.toml", "bench/platform-needs.json")   # the last: what each lab needs of
-                                                                           # the container (doors.platforms.fit)
-UV_VERSION = "0.13.9"                    # uv from PyPI, where apt has none of PYTHONS
+TOP_FILES = ("course.yml", "pyproject.toml", "bench/platform-needs.json")  # the last: what each lab needs of
+# the container (doors.platforms.fit)
+UV_VERSION = "0.13.9"  # uv from PyPI, where apt has none of PYTHONS
 # The Pythons setup.sh may build the grader's environment from: requirements.txt's pins have wheels for these
 # (PyPI's simple index, 2026-12-04: jaxlib and libtpu cp311-cp314, numpy 2.4.6 cp311-cp314); 3.11 is what CI
 # tests, 3.12 and 3.13 are the distributions' own on Ubuntu 24.04 and Debian 13 (compat/fresh-roots.json).
 PYTHONS = ("3.11", "3.12", "3.13")
-NOT_FOR_GRADING = ("pytest", "pytest-xdist", "hypothesis", "playwright", "greenlet", "-e ")   # tests, the site
-PL_FOLDER = "pallas-course"              # under the PrairieLearn course's serverFilesCourse/
+NOT_FOR_GRADING = ("pytest", "pytest-xdist", "hypothesis", "playwright", "greenlet", "-e ")  # tests, the site
+PL_FOLDER = "pallas-course"  # under the PrairieLearn course's serverFilesCourse/
 DEFAULT_IMAGE = "pallas-from-zero/grader:0.1"
 
 
 def _tracked(folder: str) -> list[str]:
     """The files git tracks under `folder` (nothing local: no gradebook, grades or caches), else all files."""
     try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others",
-                              "--exclude-standard", "--", folder], capture_output=True,
-                             check=True).stdout
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", folder],
+            capture_output=True,
+            check=True,
+        ).stdout
         return sorted(p for p in out.decode().split("\0") if p)
     except (OSError, subprocess.CalledProcessError):
-        return sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / folder).rglob("*")
-                      if p.is_file() and "__pycache__" not in p.parts)
+        return sorted(
+            str(p.relative_to(REPO_ROOT))
+            for p in (REPO_ROOT / folder).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        )
 
 
 def grader_requirements() -> str:
     """requirements.txt without the test and site stack and without the course itself (`-e .`): the course's
     code is the tree's, on the grader's PYTHONPATH, and never in the environment the jail can read."""
-    keep = [line for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
-            if not line.strip().startswith(NOT_FOR_GRADING)]
+    keep = [
+        line
+        for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+        if not line.strip().startswith(NOT_FOR_GRADING)
+    ]
     return "\n".join(keep) + "\n"
 
 
@@ -107,8 +116,7 @@ def gradescope_zip(lab_id: str, out: Path) -> Path:
             info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             info.external_attr = 0o100755 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, _template(name, LAB=lab.id, UV_VERSION=UV_VERSION, PYTHONS=" ".join(PYTHONS),
-                                       **_modes()))
+            z.writestr(info, _template(name, LAB=lab.id, UV_VERSION=UV_VERSION, PYTHONS=" ".join(PYTHONS), **_modes()))
         for rel, data in sorted(course_tree().items()):
             info = zipfile.ZipInfo(f"course/{rel}", date_time=(2026, 1, 1, 0, 0, 0))
             info.external_attr = 0o100644 << 16
@@ -121,6 +129,7 @@ def gradescope_zip(lab_id: str, out: Path) -> Path:
 def assessment_entry(lab: LabSpec) -> dict[str, object]:
     """The question's entry in an assessment's infoAssessment.json (a zone's `questions`): the autograded points
     as autoPoints, the written answers' as manualPoints (graded by hand in PrairieLearn's manual grading)."""
+
     def points(x: float) -> float | int:
         return int(x) if float(x).is_integer() else x
 
@@ -153,7 +162,7 @@ def prairielearn_question(lab_id: str, out: Path, *, image: str = DEFAULT_IMAGE,
         "type": "v3",
         "singleVariant": True,
         "gradingMethod": "External",
-        "externalGradingOptions": {      # current schema: external grading is on by gradingMethod (no "enabled")
+        "externalGradingOptions": {  # current schema: external grading is on by gradingMethod (no "enabled")
             "image": image,
             "serverFilesCourse": [f"{PL_FOLDER}/"],
             "entrypoint": f"/grade/serverFilesCourse/{PL_FOLDER}/run.sh {lab.id}",
@@ -161,8 +170,9 @@ def prairielearn_question(lab_id: str, out: Path, *, image: str = DEFAULT_IMAGE,
         },
     }
     (question / "info.json").write_text(json.dumps(info, indent=2) + "\n")
-    (question / "question.html").write_text(_template("question.html", TITLE=f"{lab.code} {lab.title}",
-                                                      NOTEBOOK=notebook))
+    (question / "question.html").write_text(
+        _template("question.html", TITLE=f"{lab.code} {lab.title}", NOTEBOOK=notebook)
+    )
     for rel, data in course_tree().items():
         p = grader / "course" / rel
         p.parent.mkdir(parents=True, exist_ok=True)

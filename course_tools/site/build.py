@@ -7,6 +7,7 @@ pallas_course.legality and chips (EX·09's constants), course_tools.gates (GATE 
 import map as data: URLs, so the page opens from disk (file://, where browsers refuse to fetch module
 files) as well as from any static host, and fetches nothing at run time.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -48,14 +49,15 @@ class BuildResult:
     index: Path
     bytes: int
     seconds: float
-    frames: dict[str, int]              # instrument -> frame count
-    labs: dict[str, str]                # lab code -> source notebook, or why nothing is shown
-    walks: dict[str, str]               # walk code -> where its steps came from
-    gate: str                           # "GATE 01 QUEUED"
+    frames: dict[str, int]  # instrument -> frame count
+    labs: dict[str, str]  # lab code -> source notebook, or why nothing is shown
+    walks: dict[str, str]  # walk code -> where its steps came from
+    gate: str  # "GATE 01 QUEUED"
     notes: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------ views
+
 
 def _hbm_rows(s: Schedule) -> list[tuple[str, list[str]]]:
     return list(blocks_by_operand(s).items())
@@ -66,20 +68,50 @@ def frame_view(s: Schedule, f: Frame, unit: str) -> dict[str, Any]:
     moving = {t.block: t.kind for t in f.transfers if t.action != "wait"}
     filling = {t.slot: t.kind for t in f.transfers if t.action != "wait"}
     waited = {t.slot for t in f.transfers if t.action == "wait"}
-    slot_owner = {slot: s.operands[key] for key in s.operands
-                  for slot in s.slot_names if slot.rstrip("0123456789") == s.operands[key].lower()}
+    slot_owner = {
+        slot: s.operands[key]
+        for key in s.operands
+        for slot in s.slot_names
+        if slot.rstrip("0123456789") == s.operands[key].lower()
+    }
     roles = {name: ("out" if key.startswith("out") else "in") for key, name in s.operands.items()}
-    hbm = [{"name": name, "role": roles[name],
-            "blocks": [{"label": b, "moving": moving.get(b)} for b in blocks]} for name, blocks in _hbm_rows(s)]
-    slots = [{"slot": slot, "held": f.slots.get(slot), "role": roles.get(slot_owner.get(slot, ""), "in"),
-              "moving": filling.get(slot), "waited": slot in waited} for slot in s.slot_names]
-    moves = [f"{t.block} → {t.slot}" if t.kind == "fetch" else f"{t.slot} → {t.block} (HBM)"
-             for t in f.transfers if t.action != "wait"]
+    hbm = [
+        {"name": name, "role": roles[name], "blocks": [{"label": b, "moving": moving.get(b)} for b in blocks]}
+        for name, blocks in _hbm_rows(s)
+    ]
+    slots = [
+        {
+            "slot": slot,
+            "held": f.slots.get(slot),
+            "role": roles.get(slot_owner.get(slot, ""), "in"),
+            "moving": filling.get(slot),
+            "waited": slot in waited,
+        }
+        for slot in s.slot_names
+    ]
+    moves = [
+        f"{t.block} → {t.slot}" if t.kind == "fetch" else f"{t.slot} → {t.block} (HBM)"
+        for t in f.transfers
+        if t.action != "wait"
+    ]
     waits = [t.slot for t in f.transfers if t.action == "wait"]
-    return {"index": f.index, "n": len(s.frames), "label": f.label, "caption": f.caption, "phase": f.phase,
-            "idle": f.idle, "lines": list(f.lines), "compute": f.compute, "unit": unit, "hbm": hbm,
-            "slots": slots, "moves": moves, "waits": waits, "skipped": [k.block for k in f.skipped],
-            "grid_point": list(f.grid_point) if f.grid_point is not None else None}
+    return {
+        "index": f.index,
+        "n": len(s.frames),
+        "label": f.label,
+        "caption": f.caption,
+        "phase": f.phase,
+        "idle": f.idle,
+        "lines": list(f.lines),
+        "compute": f.compute,
+        "unit": unit,
+        "hbm": hbm,
+        "slots": slots,
+        "moves": moves,
+        "waits": waits,
+        "skipped": [k.block for k in f.skipped],
+        "grid_point": list(f.grid_point) if f.grid_point is not None else None,
+    }
 
 
 def _listing(lines: tuple[str, ...], marks: tuple[str, ...], first: int = 1) -> list[dict[str, Any]]:
@@ -108,8 +140,14 @@ def _step_view(walk: Walk, step) -> dict[str, Any]:
     kind = "alg" if kinds == {"alg"} else "sch" if kinds == {"sch"} else "plain"
     words = {"alg": "algorithm", "sch": "schedule"}.get(kind, "algorithm and schedule" if kinds else "")
     first = next((walk.listing[i].strip() for i in idx if walk.listing[i].strip()), "")
-    return {"lines": list(step.lines), "note": step.note, "ranges": _line_ranges(step.lines), "kind": kind,
-            "kind_words": words, "first_text": first if len(first) <= 60 else first[:57] + "..."}
+    return {
+        "lines": list(step.lines),
+        "note": step.note,
+        "ranges": _line_ranges(step.lines),
+        "kind": kind,
+        "kind_words": words,
+        "first_text": first if len(first) <= 60 else first[:57] + "...",
+    }
 
 
 @dataclass(frozen=True)
@@ -117,8 +155,8 @@ class LabView:
     spec: LabSpec
     cells: list[ShownCell]
     exists: bool
-    shown_from: str = ""                # the notebook the cells come from (the stubs until the reveal date)
-    withheld: str | None = None         # student mode, before the reveal date: when the model code appears
+    shown_from: str = ""  # the notebook the cells come from (the stubs until the reveal date)
+    withheld: str | None = None  # student mode, before the reveal date: when the model code appears
 
     @property
     def anchor(self) -> str:
@@ -127,8 +165,10 @@ class LabView:
 
 def _sizes_text(s: LabSchedules) -> str:
     z = s.sizes
-    return (f"A ({z['m']}, {z['k']}) @ B ({z['k']}, {z['n']}) {s.dtype}, blocks bm={z['bm']}, bn={z['bn']}, "
-            f"bk={z['bk']}: grid {s.info.grid}")
+    return (
+        f"A ({z['m']}, {z['k']}) @ B ({z['k']}, {z['n']}) {s.dtype}, blocks bm={z['bm']}, bn={z['bn']}, "
+        f"bk={z['bk']}: grid {s.info.grid}"
+    )
 
 
 def _fill(note: str, **values: str) -> str:
@@ -138,6 +178,7 @@ def _fill(note: str, **values: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ scripts
+
 
 def import_map(assets: Path) -> str:
     """The page's modules as an import map of data: URLs ("pfz/<name>" -> the module's source)."""
@@ -158,6 +199,7 @@ def _json_script(data: Any) -> Markup:
 
 
 # ------------------------------------------------------------------------------------------------ build
+
 
 def _lab_for_kernel(m: Manifest, kernel: str) -> LabSpec:
     for lab in m.labs:
@@ -194,8 +236,15 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
     for lab in m.labs:
         shown = lab.notebook if lab.code in hidden else lab.source
         path = root / shown
-        labs.append(LabView(lab, shown_cells(path) if path.exists() else [], path.exists(), shown,
-                            withheld_note(lab) if lab.code in hidden else None))
+        labs.append(
+            LabView(
+                lab,
+                shown_cells(path) if path.exists() else [],
+                path.exists(),
+                shown,
+                withheld_note(lab) if lab.code in hidden else None,
+            )
+        )
     by_code = {lab.code: lab for lab in m.labs}
 
     try:
@@ -204,21 +253,36 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
         raise SiteError(str(e)) from None
     listing = _listing(sched.listing, sched.marks)
     matmul_lab = _lab_for_kernel(m, "matmul")
-    if matmul_lab.code in hidden:       # the schedule stays; the model code's text goes until its reveal date
+    if matmul_lab.code in hidden:  # the schedule stays; the model code's text goes until its reveal date
         listing = [{**row, "text": ""} for row in listing]
         listing[0]["text"] = f"# {withheld_note(matmul_lab)}"
     ex = content.instruments
     origin_note = sched.origin + (f" (reference copy: {sched.fallback})" if sched.fallback else "")
-    if public_on is not None:       # students get the lab's notebook, never the instructor's source or tools
+    if public_on is not None:  # students get the lab's notebook, never the instructor's source or tools
         origin_note = f"{matmul_lab.code}'s notebook ({matmul_lab.notebook})"
     instruments = {
-        "ex02": {"meta": ex["ex02"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
-                 "note": _fill(ex["ex02"].note, function=f"{sched.wrapper}()", notebook=origin_note,
-                               sizes=_sizes_text(sched), depth=str(sched.depth2.depth))},
-        "ex07": {"meta": ex["ex07"], "frames": [frame_view(sched.depth1, f, sched.unit) for f in sched.depth1.frames],
-                 "note": _fill(ex["ex07"].note)},
-        "ex12": {"meta": ex["ex12"], "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
-                 "listing": listing, "note": _fill(ex["ex12"].note, notebook=origin_note)},
+        "ex02": {
+            "meta": ex["ex02"],
+            "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
+            "note": _fill(
+                ex["ex02"].note,
+                function=f"{sched.wrapper}()",
+                notebook=origin_note,
+                sizes=_sizes_text(sched),
+                depth=str(sched.depth2.depth),
+            ),
+        },
+        "ex07": {
+            "meta": ex["ex07"],
+            "frames": [frame_view(sched.depth1, f, sched.unit) for f in sched.depth1.frames],
+            "note": _fill(ex["ex07"].note),
+        },
+        "ex12": {
+            "meta": ex["ex12"],
+            "frames": [frame_view(sched.depth2, f, sched.unit) for f in sched.depth2.frames],
+            "listing": listing,
+            "note": _fill(ex["ex12"].note, notebook=origin_note),
+        },
     }
     for key in ("ex02", "ex07", "ex12"):
         instruments[key]["idle"] = sum(f["idle"] for f in instruments[key]["frames"])
@@ -228,12 +292,20 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
     dtypes = sandbox.dtypes or ["float32", "bfloat16"]
     data = legality_data(dtypes)
     if str(d.get("dtype")) not in data["dtypes"] or str(d.get("chip")) not in data["chips"]:
-        raise SiteError(f"{assets / CONTENT_FILE}: instruments.ex09.defaults names dtype {d.get('dtype')!r} and chip "
-                        f"{d.get('chip')!r}; dtypes are {', '.join(data['dtypes'])}, chips {', '.join(data['chips'])}")
+        raise SiteError(
+            f"{assets / CONTENT_FILE}: instruments.ex09.defaults names dtype {d.get('dtype')!r} and chip "
+            f"{d.get('chip')!r}; dtypes are {', '.join(data['dtypes'])}, chips {', '.join(data['chips'])}"
+        )
     verdict = legality.check_block((d["m"], d["n"]), (d["bm"], d["bn"]), np.dtype(str(d["dtype"])), str(d["chip"]))
     budget = legality.sandbox_budget(verdict)
-    instruments["ex09"] = {"meta": sandbox, "defaults": d, "data": data, "verdict": verdict.to_dict(),
-                           "budget": budget.to_dict(), "note": _fill(sandbox.note)}
+    instruments["ex09"] = {
+        "meta": sandbox,
+        "defaults": d,
+        "data": data,
+        "verdict": verdict.to_dict(),
+        "budget": budget.to_dict(),
+        "note": _fill(sandbox.note),
+    }
 
     walks = []
     # Only the walks the content file places: the walk data also holds LAB·1.5's graded reading, which belongs
@@ -241,34 +313,58 @@ def gather(root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | N
     # autograder/keys/tokamax_reading.yml), so nothing here could publish the key.
     for spec in content.walks:
         if spec.lab in hidden:
-            walk = Walk(spec.id, spec.code, spec.title, (), (), (), by_code[spec.lab].notebook, None,
-                        missing=f"{spec.lab}'s model code appears here on {by_code[spec.lab].reveal}")
+            walk = Walk(
+                spec.id,
+                spec.code,
+                spec.title,
+                (),
+                (),
+                (),
+                by_code[spec.lab].notebook,
+                None,
+                missing=f"{spec.lab}'s model code appears here on {by_code[spec.lab].reveal}",
+            )
             walks.append({"walk": walk, "listing": [], "steps": []})
             continue
         try:
             walk = build_walk(root, spec, by_code[spec.lab].source)
-        except ValueError as e:     # walks.yml malformed (pallas_course.walks.WalkDataError)
+        except ValueError as e:  # walks.yml malformed (pallas_course.walks.WalkDataError)
             raise SiteError(str(e)) from None
-        walks.append({"walk": walk, "listing": _listing(walk.listing, walk.marks, walk.first_line),
-                      "steps": [_step_view(walk, s) for s in walk.steps]})
+        walks.append(
+            {
+                "walk": walk,
+                "listing": _listing(walk.listing, walk.marks, walk.first_line),
+                "steps": [_step_view(walk, s) for s in walk.steps],
+            }
+        )
 
     gate_spec = next((g for g in m.gates if g.get("stage") == m.stage.id), None)
     if gate_spec is None:
         raise SiteError(f"course.yml: no gate has `stage: {m.stage.id}`")
     try:
         gate = evaluate(gate_spec["id"])
-    except (BenchRecordError, ManifestError, KeyError) as e:     # as `course gates` reports them
+    except (BenchRecordError, ManifestError, KeyError) as e:  # as `course gates` reports them
         raise SiteError(str(e).strip("'\"")) from None
 
     # LAB·1.4's budget line as the real TPU compiler judged it (course_tools.bench.budget_line), with its provenance
     budget_file = root / "bench" / "budget-line.json"
     budget_line = json.loads(budget_file.read_text()) if budget_file.exists() else None
 
-    return {"course": m.course, "stage": m.stage, "labs": labs, "content": content, "instruments": instruments,
-            "figures": figures(),
-            "walks": walks, "gate": gate, "sched": sched, "line_ranges": _line_ranges, "budget_line": budget_line,
-            "breadcrumb": content.breadcrumb.replace("{track_chapter}", str(m.course.track_chapter)),
-            "plan": _plan(content, m)}
+    return {
+        "course": m.course,
+        "stage": m.stage,
+        "labs": labs,
+        "content": content,
+        "instruments": instruments,
+        "figures": figures(),
+        "walks": walks,
+        "gate": gate,
+        "sched": sched,
+        "line_ranges": _line_ranges,
+        "budget_line": budget_line,
+        "breadcrumb": content.breadcrumb.replace("{track_chapter}", str(m.course.track_chapter)),
+        "plan": _plan(content, m),
+    }
 
 
 def figures() -> dict[str, Markup]:
@@ -279,14 +375,23 @@ def figures() -> dict[str, Markup]:
     from pallas_course import tiling
     from pallas_course.tensorcore_svg import tensorcore_svg
 
-    head = ("dtype width", "examples", "lowering rule (any dtype)", "native tile",
-            "a block of whole (8, 128) but not whole native tiles")
-    rows = "".join(f"<tr><td>{r.bits}-bit</td><td>{escape(r.dtypes)}</td><td>last two dims divisible by (8, 128) "
-                   f"or equal the array's</td><td>{r.native_tile}</td><td>{escape(r.what_happens)}</td></tr>"
-                   for r in tiling.TABLE)
+    head = (
+        "dtype width",
+        "examples",
+        "lowering rule (any dtype)",
+        "native tile",
+        "a block of whole (8, 128) but not whole native tiles",
+    )
+    rows = "".join(
+        f"<tr><td>{r.bits}-bit</td><td>{escape(r.dtypes)}</td><td>last two dims divisible by (8, 128) "
+        f"or equal the array's</td><td>{r.native_tile}</td><td>{escape(r.what_happens)}</td></tr>"
+        for r in tiling.TABLE
+    )
     sources = escape(f"{tiling.LOWERING_SOURCE} · {tiling.COMPILE_SOURCE}")
-    table = (f'<div class="table-wrap"><table class="tiling"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
-             f'<tbody>{rows}</tbody></table></div><p class="source">sources: {sources}</p>')
+    table = (
+        f'<div class="table-wrap"><table class="tiling"><thead><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr></thead>'
+        f'<tbody>{rows}</tbody></table></div><p class="source">sources: {sources}</p>'
+    )
     return {"tensorcore": Markup(tensorcore_svg("v5e") + tensorcore_svg("v6e")), "tiling-table": Markup(table)}
 
 
@@ -301,8 +406,13 @@ def _plan(content: content_mod.Content, m: Manifest) -> list[dict[str, Any]]:
 
 
 def render(ctx: dict[str, Any], assets: Path = ASSETS) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(assets / "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(assets / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.globals["zip"] = zip
     env.filters["inline"] = content_mod.inline
     env.filters["json_script"] = _json_script
@@ -329,8 +439,9 @@ def quiet_libtpu_without_a_tpu() -> None:
     os.environ.setdefault("TPU_HOST_BOUNDS", "1,1,1")
 
 
-def build(out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS,
-          public_on: dt.date | None = None) -> BuildResult:
+def build(
+    out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS, public_on: dt.date | None = None
+) -> BuildResult:
     """Build the site into `out` (created if needed); returns what was written and where each part came from.
     `public_on`: the student site as of that day (see gather)."""
     t0 = time.perf_counter()
@@ -344,14 +455,28 @@ def build(out: Path = DEFAULT_OUT, root: Path = REPO_ROOT, assets: Path = ASSETS
     walks = {}
     for w in ctx["walks"]:
         walk: Walk = w["walk"]
-        walks[walk.code] = (f"not drawn: {walk.missing}" if walk.missing else
-                            f"{walk.origin}, {len(walk.steps)} steps, "
-                            + (f"notes from {walk.notes_from}" if walk.notes_from else "no notes yet")
-                            + (" (STALE: the notes may not fit the code)" if walk.stale else ""))
+        walks[walk.code] = (
+            f"not drawn: {walk.missing}"
+            if walk.missing
+            else f"{walk.origin}, {len(walk.steps)} steps, "
+            + (f"notes from {walk.notes_from}" if walk.notes_from else "no notes yet")
+            + (" (STALE: the notes may not fit the code)" if walk.stale else "")
+        )
     return BuildResult(
-        index=index, bytes=len(html.encode()), seconds=time.perf_counter() - t0,
+        index=index,
+        bytes=len(html.encode()),
+        seconds=time.perf_counter() - t0,
         frames={k: len(ctx["instruments"][k]["frames"]) for k in ("ex02", "ex07", "ex12")},
-        labs={lab.spec.code: (f"{lab.shown_from}, {len(lab.cells)} site:show cells"
-                              + (f" (stubs: reveal {lab.spec.reveal})" if lab.withheld else "") if lab.exists
-                              else f"{lab.shown_from} not written yet") for lab in ctx["labs"]},
-        walks=walks, gate=f"{ctx['gate'].title} {ctx['gate'].status}", notes=notes)
+        labs={
+            lab.spec.code: (
+                f"{lab.shown_from}, {len(lab.cells)} site:show cells"
+                + (f" (stubs: reveal {lab.spec.reveal})" if lab.withheld else "")
+                if lab.exists
+                else f"{lab.shown_from} not written yet"
+            )
+            for lab in ctx["labs"]
+        },
+        walks=walks,
+        gate=f"{ctx['gate'].title} {ctx['gate'].status}",
+        notes=notes,
+    )

@@ -4,6 +4,7 @@ Only prose, the plan by week, readings, the self-test and mastery items live the
 the gate come from the course's sources. Inline markup is small on purpose: `code`, **strong**, *emphasis*,
 [text](url), {alg:...} and {sch:...} (copper and steel), and {lab:CODE} (a link to that lab's block).
 """
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,7 @@ class Section(_Strict):
     kicker: str
     title: str
     paragraphs: list[str]
-    figure: Literal["tensorcore", "tiling-table"] | None = None   # a picture the build computes (build.figures)
+    figure: Literal["tensorcore", "tiling-table"] | None = None  # a picture the build computes (build.figures)
 
 
 class Instrument(_Strict):
@@ -44,8 +45,8 @@ class WalkSpec(_Strict):
     id: str
     code: str
     title: str
-    lab: str            # lab code in course.yml, e.g. "LAB·1.2"
-    kernel: str         # names of the kernel and wrapper functions in that lab's notebook
+    lab: str  # lab code in course.yml, e.g. "LAB·1.2"
+    kernel: str  # names of the kernel and wrapper functions in that lab's notebook
     wrapper: str
 
 
@@ -72,7 +73,7 @@ class MasteryItem(_Strict):
     kind: Literal["manual", "auto"]
     text: str
     href: str | None = None
-    auto: str | None = None     # "all" or "group:<name>" (auto items only)
+    auto: str | None = None  # "all" or "group:<name>" (auto items only)
 
 
 class Content(_Strict):
@@ -92,17 +93,23 @@ INSTRUMENTS = ("ex02", "ex07", "ex09", "ex12")
 
 def load(path: Path, lab_codes: set[str]) -> Content:
     """Read and check the content file: every instrument present, every lab code and auto rule resolvable."""
-    content = read_yaml_model(path, Content, ContentError, lives="the site's words live in site/content/",
-                              schema="content")
+    content = read_yaml_model(
+        path, Content, ContentError, lives="the site's words live in site/content/", schema="content"
+    )
     problems = [f"instruments.{k}: missing" for k in INSTRUMENTS if k not in content.instruments]
     named = [w.lab for w in content.walks]
     named += [m for week in content.plan for item in week.items for m in re.findall(r"\{lab:([^}]+)\}", item)]
-    problems += [f"lab {code!r} is not in course.yml (labs are {', '.join(sorted(lab_codes))})"
-                 for code in named if code not in lab_codes]
+    problems += [
+        f"lab {code!r} is not in course.yml (labs are {', '.join(sorted(lab_codes))})"
+        for code in named
+        if code not in lab_codes
+    ]
     groups = {c.group for c in content.can_you}
     for m in content.mastery:
         if m.kind == "auto" and not (m.auto == "all" or (m.auto or "").removeprefix("group:") in groups):
-            problems.append(f"mastery.{m.id}: auto rule {m.auto!r} names no self-test group ({', '.join(sorted(groups))})")
+            problems.append(
+                f"mastery.{m.id}: auto rule {m.auto!r} names no self-test group ({', '.join(sorted(groups))})"
+            )
     for ids, where in (([c.id for c in content.can_you], "can_you"), ([m.id for m in content.mastery], "mastery")):
         if len(set(ids)) != len(ids):
             problems.append(f"{where}: ids must be unique, got {ids}")
@@ -129,7 +136,7 @@ def inline(text: str) -> Markup:
     """Our inline markup to HTML; everything else is escaped."""
     out, pos = [], 0
     for m in _INLINE.finditer(text):
-        out.append(escape(text[pos:m.start()]))
+        out.append(escape(text[pos : m.start()]))
         pos = m.end()
         if m["code"] is not None:
             out.append(Markup("<code>{}</code>").format(m["code"]))

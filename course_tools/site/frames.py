@@ -7,6 +7,7 @@ into frames at 2 buffers and at 1. Lines come from the notebook's own `site:show
 (pallas_course.kernel_lines). Only when the lab is not written yet (no notebook, no such function, or a stub
 that raises) do the frames come from the reference kernels (autograder.labs.reference_kernels), and the page says so.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,17 +37,17 @@ class LabTraceError(ValueError):
 class LabSchedules:
     """One kernel's pipeline at depth 2 and depth 1, with the listing its frames point into."""
 
-    kernel: str                     # "matmul_kernel"
-    wrapper: str                    # "matmul"
+    kernel: str  # "matmul_kernel"
+    wrapper: str  # "matmul"
     sizes: dict[str, int]
     dtype: str
     info: PallasCallInfo
     depth2: Schedule
     depth1: Schedule
-    listing: tuple[str, ...]        # kernel, blank line, wrapper (kernel_lines numbering)
-    marks: tuple[Mark, ...]         # alg/sch/plain per listing line
-    origin: str                     # the file the pallas_call came from (repo-relative)
-    fallback: str | None            # why reference_kernels stood in, or None
+    listing: tuple[str, ...]  # kernel, blank line, wrapper (kernel_lines numbering)
+    marks: tuple[Mark, ...]  # alg/sch/plain per listing line
+    origin: str  # the file the pallas_call came from (repo-relative)
+    fallback: str | None  # why reference_kernels stood in, or None
 
     @property
     def unit(self) -> str:
@@ -62,7 +63,7 @@ def _matmul_args(sizes: dict[str, int], dtype: Any) -> tuple[tuple[Any, ...], di
 def _load_namespace(path: Path) -> dict[str, Any]:
     from autograder.notebook_code import load
 
-    with contextlib.redirect_stdout(io.StringIO()):     # the set-up cell announces its mode
+    with contextlib.redirect_stdout(io.StringIO()):  # the set-up cell announces its mode
         return load(path)
 
 
@@ -87,14 +88,16 @@ def matmul_schedules(root: Path, lab: LabSpec, dtype: Any = np.float32) -> LabSc
             raise
         except Exception as e:  # a written lab that does not load or trace is a bug to report
             first = str(e).splitlines()[0] if str(e) else ""
-            raise LabTraceError(f"{lab.source}: its definitions do not load and trace matmul at the chapter's sizes "
-                                f"({type(e).__name__}: {first}); fix the notebook and build again") from e
+            raise LabTraceError(
+                f"{lab.source}: its definitions do not load and trace matmul at the chapter's sizes "
+                f"({type(e).__name__}: {first}); fix the notebook and build again"
+            ) from e
         kernel_fn = function_from_cell(kernel_cell, "matmul_kernel", namespace, lab.id)
         wrapper_fn = function_from_cell(wrapper_cell, "matmul", namespace, lab.id)
         code = code_map(kernel_fn, wrapper_fn)
         marks = listing_marks(kernel_cell, wrapper_cell, code.lines)
         origin = lab.source
-    except (LookupError, NotImplementedError, IndexError) as e:   # not written yet: missing, or still a stub
+    except (LookupError, NotImplementedError, IndexError) as e:  # not written yet: missing, or still a stub
         reason = str(e) or type(e).__name__
         info = reference_schedules.trace_reference("matmul", dtype, **sizes)
         code = code_map(reference_kernels.matmul_kernel, reference_kernels.matmul)
@@ -102,7 +105,15 @@ def matmul_schedules(root: Path, lab: LabSpec, dtype: Any = np.float32) -> LabSc
         marks = tuple(["alg"] * k_len + ["plain"] + ["sch"] * (len(code.lines) - k_len - 1))
         origin = "autograder/labs/reference_kernels.py"
     return LabSchedules(
-        kernel="matmul_kernel", wrapper="matmul", sizes=sizes, dtype=np.dtype(dtype).name, info=info,
+        kernel="matmul_kernel",
+        wrapper="matmul",
+        sizes=sizes,
+        dtype=np.dtype(dtype).name,
+        info=info,
         depth2=schedule(info, 2, names=names, expression=expression, code=code),
         depth1=schedule(info, 1, names=names, expression=expression, code=code),
-        listing=code.lines, marks=marks, origin=origin, fallback=reason)
+        listing=code.lines,
+        marks=marks,
+        origin=origin,
+        fallback=reason,
+    )

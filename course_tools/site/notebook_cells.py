@@ -5,6 +5,7 @@ A cell tagged `site:show` is shown on the page exactly as the notebook holds it,
 tagged `steel` is schedule (grid, BlockSpecs, index maps); inside a copper cell, a line that asks the grid
 where it is (`pl.program_id`, `pl.num_programs`) is schedule too. Untagged cells (the checks) stay plain.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,10 +26,10 @@ _GRID_QUERY = re.compile(r"\bpl\.(program_id|num_programs)\s*\(")
 
 @dataclass(frozen=True)
 class ShownCell:
-    index: int                  # position in the notebook (0-based, as nbformat counts)
-    source: str                 # verbatim, solution markers removed
-    role: Mark                  # from the copper/steel tags
-    marks: tuple[Mark, ...]     # one per line of `source`
+    index: int  # position in the notebook (0-based, as nbformat counts)
+    source: str  # verbatim, solution markers removed
+    role: Mark  # from the copper/steel tags
+    marks: tuple[Mark, ...]  # one per line of `source`
 
     @property
     def lines(self) -> list[str]:
@@ -74,7 +75,7 @@ def function_from_cell(cell: ShownCell, name: str, namespace: dict[str, Any], la
     text = cell.source + "\n"
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     scope = dict(namespace)
-    exec(compile(text, filename, "exec"), scope)   # noqa: S102 - our own notebooks' shown cells
+    exec(compile(text, filename, "exec"), scope)  # noqa: S102 - our own notebooks' shown cells
     return scope[name]
 
 
@@ -82,8 +83,8 @@ def listing_marks(kernel: ShownCell, wrapper: ShownCell, listing: tuple[str, ...
     """Colours of a kernel + blank + wrapper listing (kernel_lines numbering), from the two cells' tags."""
     k_len = _def_length(kernel.source)
     marks = list(line_marks(list(listing[:k_len]), kernel.role)) + ["plain"]
-    marks += list(line_marks(list(listing[k_len + 1:]), wrapper.role))
-    return tuple(marks[:len(listing)])
+    marks += list(line_marks(list(listing[k_len + 1 :]), wrapper.role))
+    return tuple(marks[: len(listing)])
 
 
 def _def_length(source: str) -> int:

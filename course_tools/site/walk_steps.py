@@ -6,6 +6,7 @@ read here by course_tools.walks) when it has this walk; until then the walk step
 statement at a time (the kernel's signature, each statement of its body, the wrapper's set-up, then each
 argument group of the pallas_call), without notes, coloured by the cells' copper/steel tags.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,23 +22,23 @@ from .notebook_cells import Mark, cell_defining, listing_marks, shown_cells
 
 @dataclass(frozen=True)
 class WalkStep:
-    lines: tuple[int, ...]          # 1-based listing lines this step highlights
-    note: str | None                # the walk data's note, None when there is none yet
+    lines: tuple[int, ...]  # 1-based listing lines this step highlights
+    note: str | None  # the walk data's note, None when there is none yet
 
 
 @dataclass(frozen=True)
 class Walk:
-    anchor: str                     # the walk's id on the page
-    code: str                       # "WALK·matmul"
+    anchor: str  # the walk's id on the page
+    code: str  # "WALK·matmul"
     title: str
     listing: tuple[str, ...]
     marks: tuple[Mark, ...]
     steps: tuple[WalkStep, ...]
-    origin: str                     # where the code came from
-    notes_from: str | None          # "pallas_course/walks.yml" when steps and notes came from the walk data
-    first_line: int = 1             # the number of listing[0] (a package file's own numbering for readings)
-    stale: str | None = None        # the walk data's warning that its notes may not fit the current code
-    missing: str | None = None      # why the walk could not be drawn (the lab is not written yet)
+    origin: str  # where the code came from
+    notes_from: str | None  # "pallas_course/walks.yml" when steps and notes came from the walk data
+    first_line: int = 1  # the number of listing[0] (a package file's own numbering for readings)
+    stale: str | None = None  # the walk data's warning that its notes may not fit the current code
+    missing: str | None = None  # why the walk could not be drawn (the lab is not written yet)
 
 
 def _def_text(source: str, name: str) -> str:
@@ -98,8 +99,9 @@ def _from_data(w, anchor: str) -> Walk:
     listing = tuple(w.lines)
     marks = tuple(_MARKS.get(w.marks.get(first + i, "blank"), "plain") for i in range(len(listing)))
     steps = tuple(WalkStep(tuple(s.lines), s.note) for s in w.steps)
-    return Walk(anchor, w.code, w.title, listing, marks, steps, w.origin, "pallas_course/walks.yml", first,
-                w.stale, w.missing)
+    return Walk(
+        anchor, w.code, w.title, listing, marks, steps, w.origin, "pallas_course/walks.yml", first, w.stale, w.missing
+    )
 
 
 def build_walk(root: Path, spec: WalkSpec, notebook: str) -> Walk:
@@ -116,11 +118,22 @@ def build_walk(root: Path, spec: WalkSpec, notebook: str) -> Walk:
     cells = shown_cells(path) if path.exists() else []
     kernel, wrapper = cell_defining(cells, spec.kernel), cell_defining(cells, spec.wrapper)
     if kernel is None or wrapper is None:
-        why = (f"{notebook} does not exist yet" if not path.exists()
-               else f"{notebook} has no site:show cells defining {spec.kernel} and {spec.wrapper}")
+        why = (
+            f"{notebook} does not exist yet"
+            if not path.exists()
+            else f"{notebook} has no site:show cells defining {spec.kernel} and {spec.wrapper}"
+        )
         return Walk(spec.id, spec.code, spec.title, (), (), (), notebook, None, missing=why)
-    listing = tuple(_def_text(kernel.source, spec.kernel).split("\n") + [""]
-                    + _def_text(wrapper.source, spec.wrapper).split("\n"))
-    return Walk(spec.id, spec.code, spec.title, listing, listing_marks(kernel, wrapper, listing),
-                statement_steps(listing), notebook, None)
-
+    listing = tuple(
+        _def_text(kernel.source, spec.kernel).split("\n") + [""] + _def_text(wrapper.source, spec.wrapper).split("\n")
+    )
+    return Walk(
+        spec.id,
+        spec.code,
+        spec.title,
+        listing,
+        listing_marks(kernel, wrapper, listing),
+        statement_steps(listing),
+        notebook,
+        None,
+    )

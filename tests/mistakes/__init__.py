@@ -8,6 +8,7 @@ Speed (CI runs this on 2 cores): a lab's set-up cell runs once (`Lab.base`); onl
 kernels a mistake touches run their checks (the others still run, with `check` a no-op, for the inputs they
 define); and `SMALL` shrinks the visible checks' shapes (fewer interpreted grid steps, same rules).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,26 +27,33 @@ from autograder.notebook_code import apply_edits
 @dataclass(frozen=True)
 class Mistake:
     name: str
-    why: str                        # the mistake, in a student's terms
-    edits: dict[str, str]           # old text in the solution's code -> new text
-    shown: str                      # regex the first five lines of the failing visible check must match
-    hidden: tuple[str, ...]         # hidden tests that must fail
-    passing: tuple[str, ...] = field(default=())   # hidden tests that must still pass
-    graded: str = ""                # regex every failing hidden test's message must match (the same cause)
+    why: str  # the mistake, in a student's terms
+    edits: dict[str, str]  # old text in the solution's code -> new text
+    shown: str  # regex the first five lines of the failing visible check must match
+    hidden: tuple[str, ...]  # hidden tests that must fail
+    passing: tuple[str, ...] = field(default=())  # hidden tests that must still pass
+    graded: str = ""  # regex every failing hidden test's message must match (the same cause)
 
 
 # Smaller inputs for the visible checks, per lab (old -> new, every occurrence): still more than one block in
 # each direction a kernel tiles, so a grid, an index map or an accumulator that is wrong still shows.
 SMALL: dict[str, dict[str, str]] = {
-    "lab-1.2-tiled-matmul": {"(512, 512), jnp.float32)": "(256, 256), jnp.float32)",
-                             "(256, 1024), jnp.bfloat16)": "(256, 512), jnp.bfloat16)",
-                             "(1024, 256), jnp.bfloat16)": "(512, 256), jnp.bfloat16)"},
+    "lab-1.2-tiled-matmul": {
+        "(512, 512), jnp.float32)": "(256, 256), jnp.float32)",
+        "(256, 1024), jnp.bfloat16)": "(256, 512), jnp.bfloat16)",
+        "(1024, 256), jnp.bfloat16)": "(512, 256), jnp.bfloat16)",
+    },
     "lab-1.3-fused-softmax-layernorm": {"(256, 512), jnp.float32)": "(64, 512), jnp.float32)"},
 }
 
 # Cells that are neither definitions nor checks but define what a later check reads (run as definitions).
-INPUTS: dict[str, tuple[str, ...]] = {"lab-1.4-pipelining-profile": (
-    "on = trace(matmul, A, B)", "from pallas_course.chips import chips\n", "from pallas_course.legality import check_pallas_call")}
+INPUTS: dict[str, tuple[str, ...]] = {
+    "lab-1.4-pipelining-profile": (
+        "on = trace(matmul, A, B)",
+        "from pallas_course.chips import chips\n",
+        "from pallas_course.legality import check_pallas_call",
+    )
+}
 
 
 def _is_hidden_test(cell: Any) -> bool:
@@ -75,9 +83,10 @@ def _shrink(source: str, small: Mapping[str, str]) -> str:
 @dataclass
 class Lab:
     """One lab notebook, its set-up cell run once; each mistake runs from a copy of that namespace."""
+
     path: Path
     setup: list[str]
-    cells: list[tuple[str, str]]          # (role, source): "definition" or "check", in notebook order
+    cells: list[tuple[str, str]]  # (role, source): "definition" or "check", in notebook order
     base: dict[str, Any]
 
     @classmethod
@@ -86,9 +95,14 @@ class Lab:
         code = [c for c in nb.cells if c.cell_type == "code" and not _is_hidden_test(c)]
         setup = [_strip(c.source) for c in code if _is_setup(c)]
         small, inputs = SMALL.get(path.stem, {}), INPUTS.get(path.stem, ())
-        cells = [("check", _shrink(_strip(c.source), small)) if "check" in c.metadata.get("tags", [])
-                 else ("definition", _strip(c.source)) for c in code if not _is_setup(c)
-                 and ("check" in c.metadata.get("tags", []) or _defines(c) or any(t in c.source for t in inputs))]
+        cells = [
+            ("check", _shrink(_strip(c.source), small))
+            if "check" in c.metadata.get("tags", [])
+            else ("definition", _strip(c.source))
+            for c in code
+            if not _is_setup(c)
+            and ("check" in c.metadata.get("tags", []) or _defines(c) or any(t in c.source for t in inputs))
+        ]
         base: dict[str, Any] = {"__name__": f"notebook:{path.stem}"}
         for src in setup:
             _exec(src, path, base)
@@ -104,7 +118,9 @@ class Lab:
         sources = apply_edits([s for _, s in self.cells], edits)
         namespace = dict(self.base)
         names = "|".join(map(re.escape, kernels))
-        calls = re.compile(r"\b(?:" + names + r")\(|check_kernel\(\"(?:" + names + r")\"|\b(?:" + names + r")\b, matmul\)")
+        calls = re.compile(
+            r"\b(?:" + names + r")\(|check_kernel\(\"(?:" + names + r")\"|\b(?:" + names + r")\b, matmul\)"
+        )
         failure: str | None = None
         for (role, _), src in zip(self.cells, sources):
             if role == "definition":
@@ -116,7 +132,7 @@ class Lab:
             try:
                 with contextlib.nullcontext() if ours else _no_checks(namespace):
                     _exec(src, self.path, namespace)
-            except Exception as exc:   # noqa: BLE001 - a failing cell is what we look at
+            except Exception as exc:  # noqa: BLE001 - a failing cell is what we look at
                 failure = failure_text(exc)
         return namespace, failure
 
@@ -125,7 +141,7 @@ def _exec(src: str, path: Path, namespace: dict[str, Any]) -> None:
     """As IPython runs a cell: a cell file name, its source in linecache (inspect.getsource works on it)."""
     name = f"/tmp/ipykernel_0/{path.stem}-{zlib.crc32(src.encode()):08x}.py"
     linecache.cache[name] = (len(src), None, src.splitlines(keepends=True), name)
-    exec(compile(src, name, "exec"), namespace)   # noqa: S102 - our own notebooks
+    exec(compile(src, name, "exec"), namespace)  # noqa: S102 - our own notebooks
 
 
 @contextlib.contextmanager
@@ -137,8 +153,14 @@ def _no_checks(namespace: dict[str, Any]) -> Iterator[None]:
     def skip(*args: Any, **kwargs: Any) -> None:
         return None
 
-    runners = ("check_pipeline_off", "check_step_times", "check_working_set", "check_fed_block", "check_budget_line",
-               "check_block_choice")
+    runners = (
+        "check_pipeline_off",
+        "check_step_times",
+        "check_working_set",
+        "check_fed_block",
+        "check_budget_line",
+        "check_block_choice",
+    )
     saved = namespace.get("check"), {n: getattr(check_module, n) for n in runners}, lab_checks.check_kernel
     namespace["check"], lab_checks.check_kernel = skip, skip
     for n in runners:

@@ -2,6 +2,7 @@
 pasted into LAB·1.4 as its text asks). Every one computes the same product; the course's models of a student's
 matmul (pallas_course.lab_1_4_rules.YourMatmul) must read the same step from each (tests/test_step_work.py), and
 one of them goes through LAB·1.4 end to end (tests/mistakes/corpus.py)."""
+
 from __future__ import annotations
 
 import inspect
@@ -116,8 +117,14 @@ def matmul(style: str) -> Callable[..., Any]:
 
     from jax.experimental.pallas import tpu as pltpu
 
-    wrapper = MATMUL if style != SCRATCH_STYLE else MATMUL.replace(
-        "        interpret=INTERP,", "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,")
+    wrapper = (
+        MATMUL
+        if style != SCRATCH_STYLE
+        else MATMUL.replace(
+            "        interpret=INTERP,",
+            "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,",
+        )
+    )
     namespace: dict[str, Any] = {"jax": jax, "jnp": jnp, "pl": pl, "pltpu": pltpu, "INTERP": True}
     exec(compile(kernel_source(style) + "\n" + wrapper, f"<matmul style {style}>", "exec"), namespace)  # noqa: S102 - the corpus's own kernels
     return namespace["matmul"]

@@ -9,6 +9,7 @@ The agent keeps the protocol on private copies of fds 0 and 1 and points fds 0-2
 notebook prints becomes cell output and never mixes with the protocol (a notebook that writes to the private
 fds anyway can only garble its own answers: the grader treats them as untrusted).
 """
+
 from __future__ import annotations
 
 import os
@@ -17,9 +18,9 @@ import sys
 import time
 from typing import Any
 
-_STARTED = time.time()   # the agent's first line: Python's own start-up is before it
+_STARTED = time.time()  # the agent's first line: Python's own start-up is before it
 
-MAX_CELL_OUTPUT_CHARS = 1_000_000    # per cell; the grader caps again on its side
+MAX_CELL_OUTPUT_CHARS = 1_000_000  # per cell; the grader caps again on its side
 MAX_ERROR_CHARS = 20_000
 
 
@@ -44,8 +45,13 @@ class _Recorder:
         if self.used > MAX_CELL_OUTPUT_CHARS:
             if not self.cut:
                 self.cut = True
-                self.outputs.append({"output_type": "stream", "name": "stdout",
-                                     "text": f"\n... output past {MAX_CELL_OUTPUT_CHARS:,} characters dropped by the grader ...\n"})
+                self.outputs.append(
+                    {
+                        "output_type": "stream",
+                        "name": "stdout",
+                        "text": f"\n... output past {MAX_CELL_OUTPUT_CHARS:,} characters dropped by the grader ...\n",
+                    }
+                )
             return False
         return True
 
@@ -69,8 +75,14 @@ class _Recorder:
 
     def error(self, ename: str, evalue: str, traceback: list[str]) -> None:
         tb = "\n".join(traceback)[-MAX_ERROR_CHARS:]
-        self.outputs.append({"output_type": "error", "ename": ename[:200], "evalue": evalue[:MAX_ERROR_CHARS],
-                             "traceback": tb.splitlines()})
+        self.outputs.append(
+            {
+                "output_type": "error",
+                "ename": ename[:200],
+                "evalue": evalue[:MAX_ERROR_CHARS],
+                "traceback": tb.splitlines(),
+            }
+        )
 
 
 class _Stream:
@@ -110,8 +122,16 @@ def _make_shell(agent: "Agent") -> Any:
             pass
 
     class Publisher(DisplayPublisher):
-        def publish(self, data: dict, metadata: dict | None = None, source: Any = None, *, transient: Any = None,
-                    update: bool = False, **kwargs: Any) -> None:
+        def publish(
+            self,
+            data: dict,
+            metadata: dict | None = None,
+            source: Any = None,
+            *,
+            transient: Any = None,
+            update: bool = False,
+            **kwargs: Any,
+        ) -> None:
             if agent.recorder is not None:
                 agent.recorder.rich("display_data", data, metadata)
 
@@ -130,7 +150,7 @@ def _make_shell(agent: "Agent") -> Any:
             pass
 
     shell = Shell.instance(colors="NoColor")
-    shell.enable_matplotlib = lambda *a, **k: None   # no GUI event loops in the jail
+    shell.enable_matplotlib = lambda *a, **k: None  # no GUI event loops in the jail
     return shell
 
 
@@ -148,8 +168,15 @@ def _helpers() -> str | None:
 # What every lab's set-up cell imports, imported before the agent says it is ready, while the grader is still
 # reading and restoring the notebook (autograder.session.warm): the cell then finds them in sys.modules, as it would after
 # a re-run. Nothing is initialised (no XLA backend, no interpret mode): the notebook's own cells do that.
-IMPORT_AHEAD = ("numpy", "jax", "jax.numpy", "jax.experimental.pallas", "jax.experimental.pallas.tpu",
-                "pallas_course.check", "pallas_course.runtime")
+IMPORT_AHEAD = (
+    "numpy",
+    "jax",
+    "jax.numpy",
+    "jax.experimental.pallas",
+    "jax.experimental.pallas.tpu",
+    "pallas_course.check",
+    "pallas_course.runtime",
+)
 
 
 def _import_ahead() -> None:
@@ -197,8 +224,14 @@ class Agent:
         if timed_out or any(o["output_type"] == "error" and o["ename"] == "CellTimeout" for o in outputs):
             # nbgrader's Execute.error_on_timeout, so a timed-out cell reads the same on both paths
             outputs = [o for o in outputs if o["output_type"] != "error"]
-            outputs.append({"output_type": "error", "ename": "CellTimeoutError", "evalue": "",
-                            "traceback": ["CellTimeoutError: No reply from kernel before timeout"]})
+            outputs.append(
+                {
+                    "output_type": "error",
+                    "ename": "CellTimeoutError",
+                    "evalue": "",
+                    "traceback": ["CellTimeoutError: No reply from kernel before timeout"],
+                }
+            )
         self.recorder = None
         self.reply({"ok": True, "outputs": outputs, "execution_count": self.count})
 
@@ -233,8 +266,17 @@ class Agent:
             self.reply({"ok": False, "error": e.info})
             return
         except CellTimeout:
-            self.reply({"ok": False, "error": {"phase": "run", "ename": "CellTimeoutError", "not_implemented": False,
-                                               "text": "CellTimeoutError: ran past the per-test time limit"}})
+            self.reply(
+                {
+                    "ok": False,
+                    "error": {
+                        "phase": "run",
+                        "ename": "CellTimeoutError",
+                        "not_implemented": False,
+                        "text": "CellTimeoutError: ran past the per-test time limit",
+                    },
+                }
+            )
             return
         self.reply(*reply(answer))
 
@@ -244,7 +286,7 @@ class Agent:
         _import_ahead()
         signal.signal(signal.SIGALRM, _on_alarm)
         hello: dict[str, Any] = {"ok": True, "ready": True, "python": sys.version.split()[0], "helpers": _helpers()}
-        if os.environ.get("COURSE_AGENT_CLOCK"):   # profiling (autograder.timeline): before any cell ran
+        if os.environ.get("COURSE_AGENT_CLOCK"):  # profiling (autograder.timeline): before any cell ran
             hello["clock"] = {"started": _STARTED, "ready": time.time(), "cpu_s": time.process_time()}
         self.reply(hello)
         while True:
@@ -267,16 +309,25 @@ class Agent:
                     self.reply({"ok": False, "error": {"text": f"unknown op {op!r}"}})
             except Exception as e:  # noqa: BLE001 - e.g. a notebook that patched the agent: say so, go on
                 self.recorder = None
-                self.reply({"ok": False, "error": {"phase": "call", "ename": type(e).__name__, "not_implemented": False,
-                                                   "text": f"the grading agent failed ({type(e).__name__}: "
-                                                           f"{str(e)[:300]}); did a cell change it?"}})
+                self.reply(
+                    {
+                        "ok": False,
+                        "error": {
+                            "phase": "call",
+                            "ename": type(e).__name__,
+                            "not_implemented": False,
+                            "text": f"the grading agent failed ({type(e).__name__}: "
+                            f"{str(e)[:300]}); did a cell change it?",
+                        },
+                    }
+                )
 
 
 def main() -> None:
     proto_in, proto_out = os.dup(0), os.fdopen(os.dup(1), "wb")
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    os.dup2(2, 1)          # C-level writes (XLA's logs) go to stderr, which the grader drains and caps
+    os.dup2(2, 1)  # C-level writes (XLA's logs) go to stderr, which the grader drains and caps
     agent = Agent(proto_in, proto_out)
     sys.stdout, sys.stderr = _Stream("stdout", agent), _Stream("stderr", agent)
     agent.serve()

@@ -6,6 +6,7 @@ and runs that (autograder.judge.rebuild), so structure and values belong togethe
 jail. Used by the jail's agent, and in-process by the tests of the checks (autograder.session.testing.LocalFunction),
 so both run this same code.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,9 +55,13 @@ def first_line(e: BaseException) -> str:
 
 def describe_error(e: BaseException, phase: str, at: Any = None) -> dict[str, Any]:
     """The error as plain data. `at`: the student's frame where the traceback has none (the grader's run)."""
-    info: dict[str, Any] = {"phase": phase, "ename": type(e).__name__[:100], "text": first_line(e)[:2000],
-                            "not_implemented": isinstance(e, NotImplementedError)}
-    try:   # the student helpers' translator, where this version of them has one
+    info: dict[str, Any] = {
+        "phase": phase,
+        "ename": type(e).__name__[:100],
+        "text": first_line(e)[:2000],
+        "not_implemented": isinstance(e, NotImplementedError),
+    }
+    try:  # the student helpers' translator, where this version of them has one
         from pallas_course.errors import explain, is_stub  # type: ignore[import-not-found]
 
         # the stub is the student's own `raise NotImplementedError`, not JAX saying it lacks something
@@ -70,7 +75,7 @@ def describe_error(e: BaseException, phase: str, at: Any = None) -> dict[str, An
 # The helpers a LAB·1.4 function may have stand in, and the method of pallas_course.check.YourMatmul (the course's
 # models read off the notebook's own `matmul`, as its visible checks use them) that answers for each.
 STAND_INS = {"step_times": "step_times", "vmem_working_set": "working_set"}
-MAX_RECORDED = 5000     # calls recorded per helper (a block search makes at most a few hundred)
+MAX_RECORDED = 5000  # calls recorded per helper (a block search makes at most a few hundred)
 
 
 @contextlib.contextmanager
@@ -94,8 +99,14 @@ def stand_ins(namespace: dict[str, Any], names: list[Any] | None, record: dict[s
                 continue
             rows = record.setdefault(name, [])
 
-            def helper(*args: Any, _own: Any = own, _sig: Any = signature, _rows: list = rows,
-                       _method: str = STAND_INS[name], **kwargs: Any) -> Any:
+            def helper(
+                *args: Any,
+                _own: Any = own,
+                _sig: Any = signature,
+                _rows: list = rows,
+                _method: str = STAND_INS[name],
+                **kwargs: Any,
+            ) -> Any:
                 try:
                     bound = _sig.bind(*args, **kwargs)
                     bound.apply_defaults()
@@ -141,8 +152,14 @@ def _abstract(x: Any) -> Any:
     return jax.ShapeDtypeStruct(x.shape, x.dtype)
 
 
-def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *,
-           stand_in: list[Any] | None = None, keep_jaxpr: bool = False) -> dict[str, Any]:
+def invoke(
+    fn: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    stand_in: list[Any] | None = None,
+    keep_jaxpr: bool = False,
+) -> dict[str, Any]:
     """What the grader needs of one call, as data.
 
     With array arguments (numpy arrays or Specs: only their shapes and dtypes are used) the function is traced
@@ -159,8 +176,14 @@ def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *,
     from .description import describe
 
     if not callable(fn):
-        raise CallFailed({"phase": "call", "ename": "TypeError", "not_implemented": False,
-                          "text": f"TypeError: it is a {type(fn).__name__}, not a function"})
+        raise CallFailed(
+            {
+                "phase": "call",
+                "ename": "TypeError",
+                "not_implemented": False,
+                "text": f"TypeError: it is a {type(fn).__name__}, not a function",
+            }
+        )
     positions = [i for i, a in enumerate(args) if _is_array(a)]
     with quiet(), pltpu.force_tpu_interpret_mode(interpret_params()):
         if not positions:
@@ -186,8 +209,12 @@ def invoke(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], *,
     try:
         description, consts = describe(closed, jax.tree_util.tree_structure(out_shape))
     except Exception as e:  # noqa: BLE001 - e.g. a primitive of the student's named like one of JAX's
-        raise CallFailed({**describe_error(e, "trace"), "text": f"what it traced to cannot be described to the "
-                          f"grader ({first_line(e)[:300]})"}) from None
+        raise CallFailed(
+            {
+                **describe_error(e, "trace"),
+                "text": f"what it traced to cannot be described to the grader ({first_line(e)[:300]})",
+            }
+        ) from None
     return {"description": description, "consts": consts, **({"jaxpr": closed} if keep_jaxpr else {})}
 
 

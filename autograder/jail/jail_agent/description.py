@@ -39,6 +39,7 @@ A jax upgrade can change primitives and their parameters: compat/newest_jax.sh r
 kernel through describe and rebuild (tests/test_rebuild.py) under the newest jax; FORMAT_VERSION changes
 whenever this layout does, and the grader refuses any other version.
 """
+
 from __future__ import annotations
 
 import enum
@@ -51,15 +52,15 @@ from .wire import dtype_name
 
 FORMAT_VERSION = 1
 
-MAX_EQUATIONS = 20_000          # all jaxprs together (a lab kernel has a few dozen)
-MAX_DEPTH = 8                   # sub-jaxprs in sub-jaxprs (a pl.when in a kernel in a jit: 3)
-MAX_ELEMENTS = 2**24            # elements of any one array the computation holds (64 MiB of f32)
-MAX_CONST_BYTES = 64 * 2**20    # all constants together
-MAX_GRID_POINTS = 16_384        # grid steps of one pallas_call (the labs' largest: a few hundred)
-MAX_LOOP_STEPS = 4_096          # iterations of one loop (scan length, while-loop iterations)
-MAX_STEPS = 2**20               # grid steps times the iterations of the loops they run
+MAX_EQUATIONS = 20_000  # all jaxprs together (a lab kernel has a few dozen)
+MAX_DEPTH = 8  # sub-jaxprs in sub-jaxprs (a pl.when in a kernel in a jit: 3)
+MAX_ELEMENTS = 2**24  # elements of any one array the computation holds (64 MiB of f32)
+MAX_CONST_BYTES = 64 * 2**20  # all constants together
+MAX_GRID_POINTS = 16_384  # grid steps of one pallas_call (the labs' largest: a few hundred)
+MAX_LOOP_STEPS = 4_096  # iterations of one loop (scan length, while-loop iterations)
+MAX_STEPS = 2**20  # grid steps times the iterations of the loops they run
 MAX_RANK = 8
-MAX_TEXT = 200                  # a name, a dtype, a memory space
+MAX_TEXT = 200  # a name, a dtype, a memory space
 
 
 class Leaf:
@@ -71,15 +72,19 @@ class Leaf:
 
 def aval(a: Any) -> dict[str, Any]:
     inner = getattr(a, "inner_aval", None)
-    if inner is not None:   # a Ref (kernel operands, scratch)
+    if inner is not None:  # a Ref (kernel operands, scratch)
         space = getattr(a, "memory_space", None)
         return {"ref": aval(inner), "space": None if space is None else str(space)[:MAX_TEXT]}
     shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
     if shape is None or dtype is None:
         return {"opaque": type(a).__name__[:MAX_TEXT]}
     try:
-        return {"shape": [int(d) for d in shape], "dtype": dtype_name(dtype), "weak": bool(getattr(a, "weak_type", False))}
-    except TypeError:   # a symbolic dimension, an extended dtype (a PRNG key)
+        return {
+            "shape": [int(d) for d in shape],
+            "dtype": dtype_name(dtype),
+            "weak": bool(getattr(a, "weak_type", False)),
+        }
+    except TypeError:  # a symbolic dimension, an extended dtype (a PRNG key)
         return {"opaque": type(a).__name__[:MAX_TEXT]}
 
 
@@ -125,14 +130,24 @@ def jaxpr(j: Any, consts: list[np.ndarray], const_values: Any = ()) -> dict[str,
             const_refs.append([len(consts) - 1, aval(v.aval)])
     eqns = []
     for e in j.eqns:
-        eqns.append({"p": str(e.primitive.name)[:MAX_TEXT], "in": [scope.atom(x) for x in e.invars],
-                     "out": [aval(v.aval) for v in e.outvars], "params": params(e, consts)})
+        eqns.append(
+            {
+                "p": str(e.primitive.name)[:MAX_TEXT],
+                "in": [scope.atom(x) for x in e.invars],
+                "out": [aval(v.aval) for v in e.outvars],
+                "params": params(e, consts),
+            }
+        )
         if e.primitive.name == "pallas_call" and (place := at(e)) is not None:
             eqns[-1]["at"] = place
         for v in e.outvars:
             scope.define(v)
-    return {"in": [aval(v.aval) for v in j.invars], "consts": const_refs, "eqns": eqns,
-            "out": [scope.atom(x) for x in j.outvars]}
+    return {
+        "in": [aval(v.aval) for v in j.invars],
+        "consts": const_refs,
+        "eqns": eqns,
+        "out": [scope.atom(x) for x in j.outvars],
+    }
 
 
 def at(e: Any) -> list[Any] | None:
@@ -167,13 +182,13 @@ def param(v: Any, consts: list[np.ndarray]) -> Any:
         return {"closed": jaxpr(v, consts)}
     if hasattr(v, "eqns") and hasattr(v, "invars"):
         return {"jaxpr": jaxpr(v, consts)}
-    if isinstance(v, tuple) and hasattr(v, "_fields"):   # a NamedTuple (GatherDimensionNumbers, ...)
+    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a NamedTuple (GatherDimensionNumbers, ...)
         return {"named": [type(v).__name__, {f: param(getattr(v, f), consts) for f in v._fields}]}
     if isinstance(v, tuple):
         return {"tuple": [param(x, consts) for x in v]}
     if isinstance(v, list):
         return [param(x, consts) for x in v]
-    try:   # jnp dtypes (jnp.float32 is a class that np.dtype understands)
+    try:  # jnp dtypes (jnp.float32 is a class that np.dtype understands)
         return {"dtype": dtype_name(v)} if isinstance(v, type) else {"opaque": type(v).__name__[:MAX_TEXT]}
     except TypeError:
         return {"opaque": type(v).__name__[:MAX_TEXT]}
@@ -227,7 +242,7 @@ def _compiler_params(cp: Any, consts: list[np.ndarray]) -> Any:
 
     if cp is None:
         return None
-    if isinstance(cp, dict):     # {backend: params} in older jax
+    if isinstance(cp, dict):  # {backend: params} in older jax
         cp = next(iter(cp.values()), None)
         if cp is None:
             return None
@@ -237,7 +252,7 @@ def _compiler_params(cp: Any, consts: list[np.ndarray]) -> Any:
     for f in dataclasses.fields(cp):
         value = getattr(cp, f.name)
         if f.default is not dataclasses.MISSING and value == f.default:
-            continue      # only what the student set travels
+            continue  # only what the student set travels
         if f.name == "dimension_semantics" and value is not None:
             value = tuple(str(s).lower().split(".")[-1] for s in value)
         out[f.name] = param(value, consts)
@@ -250,26 +265,36 @@ def _pallas_call(p: dict[str, Any], consts: list[np.ndarray]) -> dict[str, Any]:
     for bm in gm.block_mappings:
         mode = bm.pipeline_mode
         space = getattr(bm.transformed_block_aval, "memory_space", None)
-        blocks.append({"array": aval(bm.array_aval), "block_shape": [_block_dim(d) for d in bm.block_shape],
-                       "index_map": jaxpr(bm.index_map_jaxpr, consts),
-                       "buffer_count": None if mode is None else int(mode.buffer_count),
-                       "lookahead": bool(getattr(mode, "use_lookahead", False)),
-                       "transforms": len(getattr(bm, "transforms", ()) or ()),
-                       "memory_space": None if space is None else str(space)[:MAX_TEXT]})
+        blocks.append(
+            {
+                "array": aval(bm.array_aval),
+                "block_shape": [_block_dim(d) for d in bm.block_shape],
+                "index_map": jaxpr(bm.index_map_jaxpr, consts),
+                "buffer_count": None if mode is None else int(mode.buffer_count),
+                "lookahead": bool(getattr(mode, "use_lookahead", False)),
+                "transforms": len(getattr(bm, "transforms", ()) or ()),
+                "memory_space": None if space is None else str(space)[:MAX_TEXT],
+            }
+        )
     name = p.get("name")
-    if not name:   # the kernel function's name, as kernel_trace reads it
+    if not name:  # the kernel function's name, as kernel_trace reads it
         info = getattr(p["jaxpr"], "debug_info", None)
         name = (getattr(info, "func_src_info", None) or "").split(" ")[0] or None
     info = getattr(p["jaxpr"], "debug_info", None)
     arg_names = [str(n)[:MAX_TEXT] for n in (getattr(info, "arg_names", None) or ())]
-    return {"name": None if name is None else str(name)[:MAX_TEXT], "arg_names": arg_names,
-            "grid": [g if isinstance(g, int) else {"opaque": type(g).__name__} for g in gm.grid],
-            "num_inputs": int(gm.num_inputs), "kernel": jaxpr(p["jaxpr"], consts), "blocks": blocks,
-            "scratch": [aval(a) for a in gm.scratch_avals],
-            "num_scalar_prefetch": int(getattr(gm, "num_index_operands", 0)),
-            "compiler_params": _compiler_params(p.get("compiler_params"), consts),
-            "input_output_aliases": [[int(i), int(o)] for i, o in p.get("input_output_aliases") or ()],
-            "mesh": None if p.get("mesh") is None else {"opaque": type(p["mesh"]).__name__}}
+    return {
+        "name": None if name is None else str(name)[:MAX_TEXT],
+        "arg_names": arg_names,
+        "grid": [g if isinstance(g, int) else {"opaque": type(g).__name__} for g in gm.grid],
+        "num_inputs": int(gm.num_inputs),
+        "kernel": jaxpr(p["jaxpr"], consts),
+        "blocks": blocks,
+        "scratch": [aval(a) for a in gm.scratch_avals],
+        "num_scalar_prefetch": int(getattr(gm, "num_index_operands", 0)),
+        "compiler_params": _compiler_params(p.get("compiler_params"), consts),
+        "input_output_aliases": [[int(i), int(o)] for i, o in p.get("input_output_aliases") or ()],
+        "mesh": None if p.get("mesh") is None else {"opaque": type(p["mesh"]).__name__},
+    }
 
 
 def params(e: Any, consts: list[np.ndarray]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ MemoryError...): a header nested deeper than MAX_HEADER_DEPTH, a key that cannot
 in a reply (`decode_reply`: abstract arrays only travel from the grader to the jail) are refused with a reason.
 tests/test_wire.py fuzzes it with hypothesis.
 """
+
 from __future__ import annotations
 
 import io
@@ -24,13 +25,26 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-MAX_HEADER_BYTES = 8 * 2**20      # a header is JSON text: messages, outputs, a trace's tables
-MAX_BLOB_BYTES = 64 * 2**20       # one array (the labs' largest is 4 MB)
-MAX_FRAME_BYTES = 256 * 2**20     # header and blobs together
-MAX_DEPTH = 32                    # a value's nesting
-MAX_HEADER_DEPTH = 200            # a whole header's nesting (a trace's data included)
-ALLOWED_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                  "float16", "float32", "float64", "bfloat16")
+MAX_HEADER_BYTES = 8 * 2**20  # a header is JSON text: messages, outputs, a trace's tables
+MAX_BLOB_BYTES = 64 * 2**20  # one array (the labs' largest is 4 MB)
+MAX_FRAME_BYTES = 256 * 2**20  # header and blobs together
+MAX_DEPTH = 32  # a value's nesting
+MAX_HEADER_DEPTH = 200  # a whole header's nesting (a trace's data included)
+ALLOWED_DTYPES = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+)
 
 
 class WireError(ValueError):
@@ -63,6 +77,7 @@ def dtype_name(dtype: Any) -> str:
 
 # --------------------------------------------------------------------------------------------- values
 
+
 def encode(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
     """`value` as JSON-able data, arrays appended to `blobs` as .npy bytes."""
     if depth > MAX_DEPTH:
@@ -90,7 +105,7 @@ def encode(value: Any, blobs: list[bytes], depth: int = 0) -> Any:
         np.save(buf, arr.view(np.uint16) if name == "bfloat16" else arr, allow_pickle=False)
         blobs.append(buf.getvalue())
         return {"__array__": len(blobs) - 1, "dtype": name}
-    if isinstance(value, range):    # LAB·1.5's margins use ranges as keys
+    if isinstance(value, range):  # LAB·1.5's margins use ranges as keys
         return {"__range__": [value.start, value.stop, value.step]}
     if isinstance(value, tuple):
         return {"__tuple__": [encode(v, blobs, depth + 1) for v in value]}
@@ -158,7 +173,11 @@ def decode(value: Any, blobs: list[bytes], depth: int = 0, *, specs: bool = True
         if not isinstance(spec, dict):
             raise WireError("bad spec")
         shape = spec.get("shape")
-        if not isinstance(shape, list) or len(shape) > 8 or not all(isinstance(d, int) and 0 <= d < 2**31 for d in shape):
+        if (
+            not isinstance(shape, list)
+            or len(shape) > 8
+            or not all(isinstance(d, int) and 0 <= d < 2**31 for d in shape)
+        ):
             raise WireError("bad spec shape")
         return Spec(tuple(shape), dtype_named(spec.get("dtype")))
     if "__dtype__" in value:
@@ -170,8 +189,12 @@ def decode(value: Any, blobs: list[bytes], depth: int = 0, *, specs: bool = True
         return float(text)
     if "__range__" in value:
         items = value["__range__"]
-        if (not isinstance(items, list) or len(items) != 3 or items[2] == 0
-                or not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in items)):
+        if (
+            not isinstance(items, list)
+            or len(items) != 3
+            or items[2] == 0
+            or not all(isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**63 for v in items)
+        ):
             raise WireError("bad range")
         return range(*items)
     if "__tuple__" in value:
@@ -190,7 +213,7 @@ def decode(value: Any, blobs: list[bytes], depth: int = 0, *, specs: bool = True
                 raise WireError("unhashable dict key")
             try:
                 hash(key)
-            except TypeError:   # a tuple holding a list, an array, a dict
+            except TypeError:  # a tuple holding a list, an array, a dict
                 raise WireError("unhashable dict key (a tuple holding something unhashable)") from None
             out[key] = decode(v, blobs, depth + 1, specs=specs)
         return out
@@ -212,6 +235,7 @@ class Spec:
 
 
 # --------------------------------------------------------------------------------------------- frames
+
 
 def pack(header: dict[str, Any], blobs: list[bytes] | None = None) -> bytes:
     blobs = blobs or []
@@ -272,13 +296,14 @@ class Reader:
             raise WireError(f"a header of {size:,} bytes is over the {MAX_HEADER_BYTES:,}-byte limit")
         try:
             header = json.loads(self._take(size, deadline))
-        except (ValueError, RecursionError):   # not JSON, not UTF-8, a number too long, nested past the parser
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, a number too long, nested past the parser
             raise WireError("the header is not JSON this reader takes") from None
         if _too_deep(header, MAX_HEADER_DEPTH):
             raise WireError(f"the header is nested deeper than {MAX_HEADER_DEPTH} levels")
         sizes = header.get("blobs", []) if isinstance(header, dict) else None
-        if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                  and 0 <= s <= MAX_BLOB_BYTES for s in sizes):
+        if not isinstance(sizes, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_BLOB_BYTES for s in sizes
+        ):
             raise WireError("bad blob sizes")
         if size + sum(sizes) > MAX_FRAME_BYTES:
             raise WireError(f"a frame of {size + sum(sizes):,} bytes is over the {MAX_FRAME_BYTES:,}-byte limit")
