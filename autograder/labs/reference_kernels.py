@@ -12,7 +12,6 @@ line numbers, see course_tools.reference_schedules.source_lines), except that `I
 defaulting to True so everything runs on CPU. The `configurable_*` wrappers below them are the same schedules
 with the knobs the grader's models and the bench turn, so the verbatim text stays as printed.
 """
-
 from __future__ import annotations
 
 from typing import Any
@@ -28,13 +27,10 @@ INTERP = True
 
 def matmul_kernel(a_ref, b_ref, o_ref):
     k = pl.program_id(2)
-
     @pl.when(k == 0)
     def _init():
         o_ref[...] = jnp.zeros_like(o_ref)
-
     o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
-
 
 def matmul(a, b, bm=128, bn=128, bk=128):
     m, k = a.shape
@@ -55,7 +51,6 @@ def matmul(a, b, bm=128, bn=128, bk=128):
 def transpose_kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...].T
 
-
 def transpose(x, bm=128, bn=128):
     m, n = x.shape
     return pl.pallas_call(
@@ -73,7 +68,6 @@ def softmax_kernel(x_ref, o_ref):
     m = jnp.max(x, axis=-1, keepdims=True)
     e = jnp.exp(x - m)
     o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)
-
 
 def softmax(x, rows_per_block=8):
     n, d = x.shape
@@ -93,7 +87,6 @@ def layernorm_kernel(x_ref, g_ref, b_ref, o_ref):
     var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
     y = (x - mu) * jax.lax.rsqrt(var + 1e-6)
     o_ref[...] = (y * g_ref[...] + b_ref[...]).astype(o_ref.dtype)
-
 
 def layernorm(x, g, b, rows_per_block=8):
     n, d = x.shape
@@ -116,16 +109,12 @@ def layernorm(x, g, b, rows_per_block=8):
 # are the notebook's too (graded: matmul_acc_semantics): (i, j) blocks independent, K carried in order.
 MATMUL_ACC_SEMANTICS = ("parallel", "parallel", "arbitrary")
 
-
 def matmul_acc_kernel(a_ref, b_ref, o_ref, acc_ref):
     k = pl.program_id(2)
-
     @pl.when(k == 0)
     def _init():
         acc_ref[...] = jnp.zeros_like(acc_ref)
-
     acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
-
     @pl.when(k == pl.num_programs(2) - 1)
     def _store():
         o_ref[...] = acc_ref[...].astype(o_ref.dtype)
@@ -133,19 +122,8 @@ def matmul_acc_kernel(a_ref, b_ref, o_ref, acc_ref):
 
 # ------------------------------------------------------------ the same schedules, with the knobs turned
 
-
-def configurable_matmul(
-    a,
-    b,
-    bm: int = 128,
-    bn: int = 128,
-    bk: int = 128,
-    *,
-    buffers: int | None = None,
-    acc_scratch: bool = False,
-    compiler_params: Any = None,
-    interpret: Any = None,
-):
+def configurable_matmul(a, b, bm: int = 128, bn: int = 128, bk: int = 128, *, buffers: int | None = None,
+                        acc_scratch: bool = False, compiler_params: Any = None, interpret: Any = None):
     """`matmul`'s grid and BlockSpecs, with `buffers` per BlockSpec (pl.Buffered; None: Pallas' default, no
     pipeline_mode), LAB·1.2's f32 scratch accumulator (matmul_acc_kernel) if `acc_scratch`, the TPU
     `compiler_params`, and `interpret` (None: INTERP). LAB·1.4's grade traces it; the bench times it."""
@@ -154,7 +132,7 @@ def configurable_matmul(
     mode = {} if buffers is None else {"pipeline_mode": pl.Buffered(buffers)}
     return pl.pallas_call(
         matmul_acc_kernel if acc_scratch else matmul_kernel,
-        grid=(m // bm, n // bn, k // bk),  # K innermost: C (or the scratch) stays put over K
+        grid=(m // bm, n // bn, k // bk),                     # K innermost: C (or the scratch) stays put over K
         in_specs=[
             pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk), **mode),
             pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j), **mode),
