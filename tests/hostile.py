@@ -756,3 +756,122 @@ def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, path)
     return [h for h, _ in cases]
+
+
+# ------------------------------------------------------------------------------------------- issue 42's classes
+
+# Eight detached helpers whose main thread exits (pthread_exit) while a thread of each spins holding 64 MB: read as
+# zombies by /proc/<pid>/status, they escaped the watch, the kill and the uid reserve, and starved the next
+# submission past --timeout; each also re-makes every /tmp/course-jail-uid-* name it can (the uid reserve's).
+MAIN_THREAD_EXITS = '''
+import subprocess, sys
+HELPER = """
+import ctypes, os, threading, time
+def spin():
+    held = bytearray(64 << 20)
+    for i in range(0, len(held), 4096):
+        held[i] = 1
+    t = time.monotonic() + 120
+    while time.monotonic() < t:
+        for uid in range(61000, 65000):
+            try:
+                os.mkdir(f"/tmp/course-jail-uid-{uid}")
+            except OSError:
+                pass
+threading.Thread(target=spin).start()
+ctypes.CDLL(None).pthread_exit(None)
+"""
+for _ in range(8):
+    subprocess.Popen([sys.executable, "-c", HELPER], start_new_session=True, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+'''
+# 3 GB written into memfds no process maps, and a System V segment left after shmdt: memory no watch counts, which
+# without an IPC namespace outlives the jail. Denied in every jail (what the cell prints is all it gets).
+UNMAPPED_MEMORY = '''
+import ctypes, os
+try:
+    fds = []
+    for _ in range(6):
+        fd = os.memfd_create("held")
+        os.ftruncate(fd, 512 << 20)
+        os.pwrite(fd, b"x" * (512 << 20), 0)
+        fds.append(fd)
+    print("memfds held")
+except OSError as e:
+    print("memfd:", e.strerror)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shm = libc.shmget(0, 2 << 30, 0o1600)
+print("shmget:", shm, os.strerror(ctypes.get_errno()) if shm < 0 else "made")
+if shm >= 0:
+    at = libc.shmat(shm, None, 0)
+    ctypes.memset(at, 1, 2 << 30)
+    libc.shmdt(ctypes.c_void_p(at))
+'''
+# 600,000 empty files in /dev/shm (a walk of them took the watch seconds, and their folder's atime told the
+# notebook when a sample was taken), then a 2.5 GB burst held for 0.3 s: over the 2048 MB limit in every row.
+SHM_FILES_BURST = '''
+import os, time
+made = 0
+for i in range(600_000):
+    try:
+        os.close(os.open(f"/dev/shm/f{i}", os.O_CREAT | os.O_WRONLY, 0o600))
+        made += 1
+    except OSError:
+        break
+print("files made:", made)
+burst = b"x" * (2500 << 20)
+time.sleep(0.3)
+del burst
+'''
+
+
+def build_42(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
+    """Issue 42's attacks on the rows without a memory cgroup or without namespaces, each followed (in name order)
+    by the solution, which must score as if alone: what a submission starts ends with it, what it holds is counted
+    or denied, in every row alike. Written under `root/<student>/<stage>/` like build()."""
+    del repo
+    stage = manifest().stage.id
+    solution = filled_in(LAB)
+    stub = _stub()
+    cases: list[tuple[Hostile, NotebookNode]] = [
+        (
+            Hostile(
+                "c42-main-thread-exits",
+                0,
+                "not implemented yet",
+                "eight detached helpers whose main thread exits while a thread spins, re-making uid names",
+            ),
+            _with_cell(stub, MAIN_THREAD_EXITS),
+        ),
+        (Hostile("c42-main-thread-exits-next", 6, "^passed$", "the solution, graded after the helpers"), solution),
+        (
+            Hostile(
+                "c42-unmapped-memory",
+                6,
+                "^passed$",
+                "the solution, after 3 GB in memfds nobody maps and a System V segment left after shmdt",
+            ),
+            _with_cell(solution, UNMAPPED_MEMORY),
+        ),
+        (
+            Hostile("c42-unmapped-memory-next", 6, "^passed$", "the solution, graded after the unmapped memory"),
+            solution,
+        ),
+        (
+            Hostile(
+                "c42-shm-files-burst",
+                0,
+                "memory",
+                "600,000 empty files in /dev/shm, then a 2.5 GB burst held for 0.3 s",
+            ),
+            _with_cell(solution, SHM_FILES_BURST),
+        ),
+        (Hostile("c42-shm-files-burst-next", 6, "^passed$", "the solution, graded after the burst"), solution),
+    ]
+    for hostile, nb in cases:
+        if root is not None:
+            path = root / hostile.student / stage / NAME
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+    return [h for h, _ in cases]

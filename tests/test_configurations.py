@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -71,6 +72,7 @@ def corpus(root: Path | None, repo: Path = REPO_ROOT) -> dict[str, hostile.Hosti
 
     cases = {h.student: h for h in hostile.build(root, repo=repo)}
     cases.update({h.student: h for h in hostile.build_33(root, repo=repo)})
+    cases.update({h.student: h for h in hostile.build_42(root, repo=repo)})
     patterns = os.environ.get(CASES_ENV, "*").split(",")
     for student in list(cases):
         if student in HANGS or not any(fnmatch(student, p) for p in patterns):
@@ -275,3 +277,32 @@ def test_every_configuration_scores_the_corpus_alike(config: Configuration, stan
         and any(scores[s].get(test) != points for test, points in _reference[s].items())
     }
     assert not wrong and not differ, {"totals (got, expected)": wrong, "tests (got, reference)": differ}
+    assert _leftovers() == [], "what the row's jails left running or in the kernel after the door"
+
+
+def _leftovers() -> list[str]:
+    """Issue 42: what a jail makes dies with it, in every row: no process of a jail's uid (uid 65534, or one of
+    UID_RANGE) runs once the door is done, counted by thread group (a main thread that exited while another runs
+    reads as a zombie), and no System V object of one is left."""
+    from autograder.confine import procfs, uids
+
+    jailed = {65534, *uids.UID_RANGE}
+    found = []
+    deadline = time.monotonic() + 10  # a jail's last processes are being reaped as the door returns
+    while True:
+        found = []
+        for entry in os.scandir("/proc"):
+            status = procfs.live_status(int(entry.name)) if entry.name.isdigit() else None
+            uid = procfs.field(status, b"Uid")[:1] if status is not None else []
+            if uid and int(uid[0]) in jailed:
+                found.append(f"pid {entry.name} of uid {int(uid[0])}")
+        for kind in ("shm", "sem", "msg"):
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+            head = lines[0].split() if lines else []
+            for line in lines[1:]:
+                row = dict(zip(head, line.split()))
+                if {int(row.get("uid", -1)), int(row.get("cuid", -1))} & jailed:
+                    found.append(f"System V {kind} {line.split()[1]} of uid {row.get('cuid')}")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)

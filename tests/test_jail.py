@@ -179,16 +179,16 @@ sys.stdin.read()
     assert host_uids == {65534} or os.geteuid() != 0
 
 
-def test_sysv_shared_memory_stays_in_the_jails_ipc_namespace():
+def test_sysv_shared_memory_never_reaches_the_host():
+    """Denied in the jail (issue 42: memory no watch counts), and the jail's own IPC namespace besides."""
     key = 0x5EED0C0
     script = f"""
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 print(libc.shmget({key}, 4096, 0o1000 | 0o600) >= 0)   # IPC_CREAT
-print(open("/proc/sysvipc/shm").read().count("\\n"))
 """
     out, err, ended = run(script)
-    assert (ended, out.split()) == ("exit 0", ["True", "2"]), err  # header + its own segment only
+    assert (ended, out.split()) == ("exit 0", ["False"]), err
     host = Path("/proc/sysvipc/shm").read_text().split("\n")[1:]
     assert not any(line.split() and line.split()[0] == str(key) for line in host)
 
@@ -414,6 +414,32 @@ def test_kill_orphans_kills_the_jails_of_dead_graders_and_removes_their_cgroups(
         _rmdir(str(group))
 
 
+def test_the_sweep_never_takes_another_pid_namespace_s_grader_for_dead(cgroups):
+    """Issue 42 (N7): two graders in different pid namespaces (two containers) sharing one writable cgroup
+    hierarchy: each looked the other's pid up in its own namespace, found it dead, and killed the other's jails.
+    Groups carry their grader's pid namespace; the sweep judges only its own namespace's graders."""
+    from autograder.confine import grader
+
+    dead_pid = 2**22 + 1  # no such pid here
+    theirs = confine_cgroups.cgroup_dir("pids") / f"{jail.CGROUP_PREFIX}1-{dead_pid}-0-test"  # namespace 1: not ours
+    ours = confine_cgroups.cgroup_dir("pids") / f"{jail.CGROUP_PREFIX}{grader.namespace()}-{dead_pid}-0-test"
+    sleepers = []
+    try:
+        for group in (theirs, ours):
+            group.mkdir()
+            sleepers.append(subprocess.Popen(["sleep", "30"]))
+            (group / "cgroup.procs").write_text(str(sleepers[-1].pid))
+        assert jail.kill_orphans() == 1
+        assert sleepers[1].wait(5) == -9 and not ours.exists()
+        assert sleepers[0].poll() is None and theirs.exists()
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+        for group in (theirs, ours):
+            _rmdir(str(group))
+
+
 def _marked(marker: str) -> list[Path]:
     return [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, marker)]
 
@@ -469,9 +495,9 @@ for path in ["/opt/course/x", "/opt/data.txt"]:
 def test_the_kernel_keyring_is_denied():
     """Linux has no keyring namespace: jails of uid 65534 would share the user keyring. keyctl, add_key and
     request_key fail with EPERM (autograder.jail.syscall_filter's seccomp filter), by any ABI."""
-    from autograder.jail.syscall_filter import keyring_filter
+    from autograder.jail.syscall_filter import bwrap_filter
 
-    if keyring_filter() is None:
+    if bwrap_filter() is None:
         pytest.skip("no keyring filter for this machine's ABI")
     script = """
 import ctypes, errno, platform
@@ -485,6 +511,28 @@ print(got, errno.EPERM)
     out, err, ended = run(script)
     got, eperm = out.rsplit(" ", 1)
     assert got == str([-1, int(eperm)] * 3), out + err
+
+
+def test_memory_no_process_maps_is_denied():
+    """Issue 42 (N3, N4): 3 GB written into memfds nobody maps, or a System V segment after shmdt, is memory no watch
+    of resident memory counts and, without an IPC namespace, outlives the jail: memfd_create and System V IPC fail
+    with EPERM in every jail (the cgroup would have counted them: one verdict in every configuration)."""
+    script = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+try:
+    os.memfd_create("x")
+    got.append("memfd")
+except OSError as e:
+    got.append(e.errno)
+got += [libc.shmget(0, 1 << 20, 0o1600), ctypes.get_errno(), libc.semget(0, 1, 0o1600), ctypes.get_errno(),
+        libc.msgget(0, 0o1600), ctypes.get_errno()]
+print(got, errno.EPERM)
+"""
+    out, err, ended = run(script)
+    got, eperm = out.rsplit(" ", 1)
+    assert got == str([int(eperm), -1, int(eperm), -1, int(eperm), -1, int(eperm)]), out + err
 
 
 def test_a_python_or_checkout_under_tmp_is_not_hidden_by_the_jails_tmp():

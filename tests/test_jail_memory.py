@@ -39,6 +39,19 @@ for i in range(0, len(m), 4096):
     m[i] = 1
 time.sleep(5)
 """,
+    # issue 42 (N1): the main thread exits (pthread_exit) while another holds the memory: /proc/<pid>/status then
+    # reads as a zombie with no counters, and the watch counted 0
+    "a thread whose main thread exited": """
+import ctypes, threading, time
+def hold():
+    time.sleep(1)   # the main thread has exited by then
+    held = []
+    while True:
+        held.append(bytearray(64 << 20))
+        time.sleep(0.01)
+threading.Thread(target=hold).start()
+ctypes.CDLL(None).pthread_exit(None)
+""",
     "a child's pages": """
 import subprocess, sys, time
 subprocess.run([sys.executable, "-c", "import time\\nh = [bytearray(64 << 20) for _ in range(40)]\\ntime.sleep(30)"])
@@ -72,6 +85,27 @@ def test_a_memory_hog_ends_with_the_memory_limit_as_under_the_cgroup(how: str) -
     out, err, ended = run(HOGS[how])
     assert ended == "memory limit (256 MB)", (out, err[-2000:])
     assert "memory per jail by a watch of its processes' resident memory" in jail.limits_note()
+
+
+TMPFS_HOG = """
+import os, time
+f = open("/dev/shm/held", "wb")
+os.unlink("/dev/shm/held")                 # unlinked, still open: no file left to find by walking
+for _ in range(12):
+    f.write(b"x" * (32 << 20))
+    f.flush()
+    time.sleep(0.05)
+print("kept", flush=True)
+time.sleep(30)
+"""
+
+
+def test_what_a_jail_keeps_in_its_tmpfs_counts_as_under_the_cgroup() -> None:
+    """Issue 42 (N3, N6): the jail's /tmp and /dev/shm are tmpfs, memory the cgroup counts; the watch counts them
+    too, by statvfs in the jail's mount namespace (no walk: unlinked files and any number of files included)."""
+    limits = JailLimits(memory_mb=128, pids=64, cpu_s=60, file_mb=512, tmpfs_mb=512)
+    out, err, ended = run(TMPFS_HOG, limits)
+    assert ended == "memory limit (128 MB)" and "kept" not in out, (out, err[-2000:], ended)
 
 
 def test_resident_bytes_counts_touched_pages_not_reserved_ones() -> None:

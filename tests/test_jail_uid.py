@@ -37,7 +37,12 @@ out = {
     "unix": errno_of(lambda: socket.socket(socket.AF_UNIX)),
     "socketpair": errno_of(lambda: socket.socketpair()),
     "unshare_user": (libc.unshare(0x10000000), ctypes.get_errno())[1],
+    "memfd": errno_of(lambda: os.memfd_create("x")),
 }
+shm = libc.shmget(0, 4096, 0o1600)   # IPC_PRIVATE
+out["shmget"] = ctypes.get_errno() if shm < 0 else 0
+if shm >= 0:
+    libc.shmctl(shm, 0, None)   # IPC_RMID: nothing left behind where it is allowed
 sleeper = subprocess.Popen(["/bin/sleep", "30"])   # a child of its own to attach to, never a process of the test's
 attached = libc.ptrace(16, sleeper.pid, 0, 0)            # PTRACE_ATTACH
 out["ptrace"] = ctypes.get_errno() if attached != 0 else 0
@@ -57,7 +62,7 @@ def _run(program: bytes, code: str) -> dict:
     return eval(done.stdout)  # noqa: S307 - our own probe's dict
 
 
-def test_the_fallback_filter_denies_sockets_namespaces_and_ptrace_but_not_threads_or_children() -> None:
+def test_the_fallback_filter_denies_sockets_namespaces_ptrace_and_unmapped_memory_but_not_threads_or_children() -> None:
     got = _run(fallback_filter(), PROBE)
     assert got == {
         "inet": 1,
@@ -65,6 +70,8 @@ def test_the_fallback_filter_denies_sockets_namespaces_and_ptrace_but_not_thread
         "unix": 1,
         "socketpair": 0,
         "unshare_user": 1,
+        "memfd": 1,
+        "shmget": 1,
         "ptrace": 1,
         "thread": 0,
         "child": 0,
@@ -207,13 +214,59 @@ def test_kill_uid_signals_that_uids_processes_one_by_one_and_nothing_else() -> N
             p.wait()
 
 
-def test_the_orphan_sweep_takes_no_uid_from_a_name_in_tmp() -> None:
-    """A cell made /tmp/course-jail-uid-0 with a 'record' of a dead grader: the sweep (every jail start runs it)
-    ignores it (the jail's uid made it, not the grader) and signals nothing; a grader-made folder whose record
-    names a uid outside UID_RANGE is left too. Before, this got the grader SIGKILLed (kill -KILL -1 as uid 0)."""
+MAIN_THREAD_EXITS = """
+import ctypes, sys, threading, time
+threading.Thread(target=time.sleep, args=(60,)).start()
+sys.stdout.write("ready\\n")
+sys.stdout.flush()
+ctypes.CDLL(None).pthread_exit(None)
+"""
+
+
+def test_a_process_whose_main_thread_exited_is_the_uids_and_is_killed() -> None:
+    """Issue 42 (N1): a process whose main thread exited while another thread runs reads as a zombie in
+    /proc/<pid>/status; uid_processes skipped it, so the watch, the kill and the reserve thought its uid free
+    while it ran on after the jail. Membership is now by thread group: it is listed and killed."""
     _need_root()
-    planted = Path(uids.STAGE_ROOT) / f"{uids.STAGE_PREFIX}0"
-    ours = Path(uids.STAGE_ROOT) / f"{uids.STAGE_PREFIX}{64991}"
+    uid = 64989
+    p = subprocess.Popen(
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--",
+            sys.executable,
+            "-c",
+            MAIN_THREAD_EXITS,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 10
+        while b"Z" not in Path(f"/proc/{p.pid}/status").read_bytes().split(b"State:")[1][:4]:
+            assert time.monotonic() < deadline, "the main thread did not exit"
+            time.sleep(0.01)
+        assert uids.uid_processes(uid) == [p.pid]
+        uids.kill_uid(uid)
+        assert p.wait(timeout=5) == -9 and uids.uid_processes(uid) == []
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_the_orphan_sweep_takes_no_uid_from_a_name_a_jail_could_make() -> None:
+    """A cell made /tmp/course-jail-uid-0 with a 'record' of a dead grader, and a judge's folder name: the sweep
+    (every jail start runs it) ignores them (the jail's uid made them, not the grader) and signals nothing; a
+    grader-made folder whose record names a uid outside UID_RANGE is left too. Before, this got the grader
+    SIGKILLed (kill -KILL -1 as uid 0). The jails' records now live where no jail can write (uids.STAGE_ROOT)."""
+    _need_root()
+    top = uids.stage_root()
+    planted = Path("/tmp") / f"{uids.STAGE_PREFIX}0"
+    ours = top / f"{uids.STAGE_PREFIX}{64991}"
+    judge = Path("/tmp") / "course-judge-1-0-x"  # a dead grader's judge folder, by its name
     bystander = subprocess.Popen(["sleep", "60"])  # a root process the old sweep's kill(-1) as root would reach
     try:
         planted.mkdir()
@@ -223,7 +276,6 @@ def test_the_orphan_sweep_takes_no_uid_from_a_name_in_tmp() -> None:
         ours.mkdir(mode=0o711)
         (ours / uids.RECORD).write_text("1 0 0\n")  # a record of ours naming uid 0: refused all the same
         os.chmod(ours / uids.RECORD, 0o600)
-        judge = Path(uids.STAGE_ROOT) / "course-judge-1-0-x"  # a dead grader's judge folder, by its name
         judge.mkdir()
         os.chown(judge, 64992, 64992)
         assert orphans.kill_orphans() == 0
@@ -231,8 +283,33 @@ def test_the_orphan_sweep_takes_no_uid_from_a_name_in_tmp() -> None:
     finally:
         bystander.kill()
         bystander.wait()
-        for d in (planted, ours, Path(uids.STAGE_ROOT) / "course-judge-1-0-x"):
+        for d in (planted, ours, judge):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_names_a_jail_makes_in_tmp_take_no_uid_from_the_next() -> None:
+    """Issue 42 (N2): a jail's leftover process re-made every /tmp/course-jail-uid-* name, and every later jail in
+    the batch (and the re-run) found no free uid. The reserve is in uids.STAGE_ROOT, which no jail can write: with
+    every such name taken in /tmp, a uid is still reserved, and released."""
+    _need_root()
+    made = []
+    try:
+        for uid in list(uids.UID_RANGE)[:50]:
+            p = Path("/tmp") / f"{uids.STAGE_PREFIX}{uid}"
+            if not p.exists():
+                p.mkdir()
+                os.chown(p, 64992, 64992)
+                made.append(p)
+        stage = uids.reserve()
+        try:
+            assert stage.root.parent == Path(uids.STAGE_ROOT) and stage.uid in uids.UID_RANGE
+            assert (os.stat(uids.STAGE_ROOT).st_mode & 0o777) == 0o711
+        finally:
+            stage.remove()
+        assert not stage.root.exists()
+    finally:
+        for p in made:
+            shutil.rmtree(p, ignore_errors=True)
 
 
 def test_exposed_walks_the_checkout_git_included_and_spares_only_the_jails_python(monkeypatch, tmp_path) -> None:

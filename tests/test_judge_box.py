@@ -725,6 +725,29 @@ def test_a_zygote_that_cannot_start_leaves_each_judge_a_process_of_its_own(monke
         judge.close()
 
 
+def test_a_judge_that_ends_before_its_hello_is_started_once_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42 (point 4): a judge that ends before it says it is ready (a starved machine: two graders side by side
+    on 2 cores) is started once more, as a Python of its own, instead of ending the grading as "the judge could not
+    start" (then with no reason at all where it wrote nothing on its stderr)."""
+    real, starts = client.Box, []
+
+    def first_dies(limits, *, own_process=False):
+        b = real(limits, own_process=own_process)
+        starts.append(own_process)
+        if len(starts) == 1:
+            os.kill(b.process.pid, signal.SIGKILL)  # before its hello
+        return b
+
+    monkeypatch.setattr(client, "Box", first_dies)
+    judge = _judge()
+    try:
+        traced = _trace(judge, add)
+        out, error = judge.run(traced, [X, X])
+        assert error is None and np.array_equal(out, X + X) and starts == [False, True]
+    finally:
+        judge.close()
+
+
 # --------------------------------------------------------------------------------------- a killed grader
 
 GRADER = """

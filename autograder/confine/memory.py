@@ -21,6 +21,8 @@ import os
 import threading
 from typing import Callable
 
+from autograder.confine import procfs
+
 PAGE = os.sysconf("SC_PAGE_SIZE")
 INTERVAL_S = 0.05
 
@@ -28,18 +30,13 @@ INTERVAL_S = 0.05
 def resident_bytes(pid: int) -> int:
     """What `pid` holds in memory that counts against a jail: its resident anonymous and shared-memory pages
     (/proc/<pid>/status's RssAnon + RssShmem: kernel counters, read in microseconds; smaps_rollup's proportional
-    shares took 20 ms for one JAX process). A library's file pages, which the kernel can drop and read again, do
-    not count. 0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            text = f.read()
-    except OSError:
+    shares took 20 ms for one JAX process), read off a live thread of it (autograder.confine.procfs: a main thread
+    that exited while others run holds no counters). A library's file pages, which the kernel can drop and read
+    again, do not count. 0 once it is gone."""
+    status = procfs.live_status(pid)
+    if status is None:
         return 0
-    total = 0
-    for line in text.splitlines():
-        if line.startswith((b"RssAnon:", b"RssShmem:")):
-            total += int(line.split()[1]) * 1024
-    return total
+    return sum(int((procfs.field(status, name) or [b"0"])[0]) * 1024 for name in (b"RssAnon", b"RssShmem"))
 
 
 def _children(pid: int) -> list[int]:
@@ -68,6 +65,24 @@ def descendants(pid: int) -> list[int]:
         seen.append(p)
         todo += _children(p)
     return seen
+
+
+def tmpfs_bytes(path: str) -> int:
+    """The bytes in use in the tmpfs mounted at `path` (statvfs: what its files hold, unlinked ones still open
+    included), 0 where it cannot be read."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def mount_namespace(pid: int) -> str | None:
+    """The mount namespace `pid` lives in (its /proc/<pid>/ns/mnt link), None once it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
 
 
 def shm_bytes(uid: int, folder: str = "/dev/shm") -> int:

@@ -23,11 +23,10 @@ TEMP_PREFIX = "course-judge-"  # a judge's (or the judges' zygote's) folder: cou
 
 
 def _dead_grader(name: str, prefix: str) -> bool:
-    """Whether `name` (prefix + "<pid>-<start>-<hex>") was made by a grader that is gone."""
+    """Whether `name` (prefix + "<pid namespace>-<pid>-<start>-<hex>", or an older grader's "<pid>-<start>-<hex>")
+    was made by a grader of this pid namespace that is gone."""
     parts = name[len(prefix) :].split("-")
-    return (
-        name.startswith(prefix) and len(parts) == 3 and parts[0].isdigit() and not grader.alive(int(parts[0]), parts[1])
-    )
+    return name.startswith(prefix) and len(parts) in (3, 4) and grader.gone(parts[:-1])
 
 
 def _sweep_cgroups() -> int:
@@ -58,9 +57,9 @@ def _sweep_uids() -> int:
         record = uids.record(root)
         if record is None:
             continue
-        pid, started, uid = record
-        if uid not in uids.UID_RANGE or grader.alive(pid, started):
-            continue  # not a jail's uid; or its grader is alive
+        fields, uid = record
+        if uid not in uids.UID_RANGE or not grader.gone(fields):
+            continue  # not a jail's uid; or its grader is alive, or of another pid namespace
         found += bool(uids.uid_processes(uid))
         uids.Stage(uid, root).remove()
     return found

@@ -13,33 +13,34 @@ import pwd
 import random
 import shutil
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.confine import grader
+from autograder.confine import chain, grader, procfs
 from autograder.confine.paths import ours
 
 UID_RANGE = range(61000, 65000)  # Debian's 60000-64999 "globally allocated" block has no users by default; below
 # 65536, so the uids exist in a container whose user namespace maps 0-65535
-STAGE_ROOT = "/tmp"
+# The jails' folders, each reserving its uid: in a folder of the grader's own that no jail can write (issue 42: in
+# /tmp, a jail's leftover process re-made every course-jail-uid-* name, and every later jail, and the re-run, found
+# no free uid). Every folder on the way is root's and writable by root alone; the jails only pass through it.
+STAGE_ROOT = "/var/lib/course-grader/jails"
 STAGE_PREFIX = "course-jail-uid-"
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable: what a child's uid leaves here is removed
 
 
 def _real_uid(pid: int) -> int | None:
-    """The real uid of `pid` (the first of /proc/<pid>/status's Uid line), None once it is gone or a zombie (dead,
-    holding nothing, waiting for its parent to collect it)."""
+    """The real uid of the thread group `pid` (the first of its Uid line, read off a live thread: the main thread may
+    have exited while another runs), None once it is gone or a zombie (dead, holding nothing, waiting for its
+    parent to collect it)."""
+    status = procfs.live_status(pid)
+    uids = procfs.field(status, b"Uid") if status is not None else []
     try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"State:") and line.split()[1] in (b"Z", b"X"):
-                    return None
-                if line.startswith(b"Uid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return int(uids[0]) if uids else None
+    except ValueError:
+        return None
 
 
 def uid_processes(uid: int) -> list[int]:
@@ -113,6 +114,28 @@ def _remove_owned(uid: int) -> None:
                 pass
 
 
+_SYSVIPC = {"shm": "-m", "sem": "-s", "msg": "-q"}  # /proc/sysvipc/<kind> -> ipcrm's option
+
+
+def _remove_ipc(uid: int) -> None:
+    """System V objects `uid` owns or made: without an IPC namespace they outlive every process (issue 42, N4: 2 GiB
+    left after the door), and a later jail given the same uid could attach them. The jails' seccomp filter denies
+    making them; this removes any all the same."""
+    for kind, option in _SYSVIPC.items():
+        try:
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        except OSError:
+            continue
+        head = lines[0].split() if lines else []
+        if not {"uid", "cuid"} <= set(head):
+            continue
+        ident = head[1]  # shmid, semid or msqid
+        for line in lines[1:]:
+            row = dict(zip(head, line.split()))
+            if str(uid) in (row.get("uid"), row.get("cuid")):
+                subprocess.run([chain.tool("ipcrm"), option, row[ident]], capture_output=True, timeout=10)
+
+
 @dataclass
 class Stage:
     """A jail's uid and its own folder: the copies of what bubblewrap would bind, its HOME and TMPDIR."""
@@ -125,17 +148,38 @@ class Stage:
         return str(self.root) + inside if inside.startswith("/") else inside
 
     def remove(self) -> None:
+        """End everything the uid runs and remove what it left: its files in the shared temporary folders, its
+        System V objects, its folder."""
         kill_uid(self.uid)
         _remove_owned(self.uid)
+        _remove_ipc(self.uid)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-RECORD = "grader"  # in a jail's folder: "<grader pid> <its start time> <uid>", written by the grader, mode 600
+RECORD = "grader"  # in a jail's folder: "<pid namespace> <grader pid> <its start time> <uid>", by the grader, mode 600
+
+
+def stage_root() -> Path:
+    """STAGE_ROOT, made where missing (mode 711: the jails pass through, list nothing); OSError where it, or a folder
+    above it, is not the grader's alone (writable by another user: a jail could then make names in it)."""
+    root = Path(STAGE_ROOT)
+    root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    for folder in [root, *root.parents]:
+        if folder == Path("/"):
+            break
+        st = os.lstat(folder)
+        if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022 or not os.path.isdir(folder):
+            raise OSError(
+                f"{folder} is not the grader's alone (owner {st.st_uid}, mode {st.st_mode & 0o7777:o}): "
+                f"the jails' uids are reserved in {STAGE_ROOT}"
+            )
+    return root
 
 
 def reserve() -> Stage:
     """An unused uid of UID_RANGE, reserved by making its folder (mkdir is atomic: one grader per uid). The
     folder is the grader's (root's, mode 711) and holds the grader's record of the uid it allotted."""
+    top = stage_root()
     rng = random.SystemRandom()
     for _ in range(200):
         uid = rng.choice(UID_RANGE)
@@ -144,7 +188,7 @@ def reserve() -> Stage:
             continue  # a user of this system
         except KeyError:
             pass
-        root = Path(STAGE_ROOT) / f"{STAGE_PREFIX}{uid}"
+        root = top / f"{STAGE_PREFIX}{uid}"
         try:
             root.mkdir(mode=0o700)
         except FileExistsError:
@@ -154,14 +198,15 @@ def reserve() -> Stage:
             continue
         fd = os.open(root / RECORD, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()} {grader.started(os.getpid())} {uid}\n")
+            f.write(f"{grader.tag().replace('-', ' ')} {uid}\n")
         os.chmod(root, 0o711)  # the jail enters it (its own folders below), lists nothing
         return Stage(uid, root)
     raise OSError("no free uid for a jail in UID_RANGE")
 
 
-def record(root: Path) -> tuple[int, str, int] | None:
-    """A jail folder's record (grader pid, its start time, the uid it allotted), if the grader wrote it."""
+def record(root: Path) -> tuple[list[str], int] | None:
+    """A jail folder's record ([pid namespace, grader pid, its start time] naming the grader: autograder.confine
+    .grader.gone; the uid it allotted), if the grader wrote it."""
     if not ours(root):
         return None
     try:
@@ -171,8 +216,8 @@ def record(root: Path) -> tuple[int, str, int] | None:
     try:
         if not ours(fd):
             return None
-        pid, started, uid = os.read(fd, 200).decode().split()
-        return int(pid), started, int(uid)
+        *fields, uid = os.read(fd, 200).decode().split()
+        return fields, int(uid)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     finally:

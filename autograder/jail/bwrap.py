@@ -19,7 +19,8 @@ The jail is Debian's bubblewrap (`bwrap`) plus one cgroup v1 group per jail and 
   `memory` and `pids` cgroups; a fair share of the CPU and at most `cpus` CPUs by the `cpu` cgroup (so
   one jail's spinning processes cannot starve a neighbour graded beside it); CPU seconds and file size by
   rlimits (per process), no core files;
-- a seccomp filter denying the kernel keyring (autograder.jail.syscall_filter: Linux has no keyring namespace).
+- a seccomp filter denying the kernel keyring (Linux has no keyring namespace) and memory no process maps
+  (memfd_create, System V IPC: autograder.jail.syscall_filter).
 
 Start-up chain (one process, each step exec'ing the next, so the cgroups hold everything from bwrap on):
 (autograder.confine.chain) `[unshare --mount] sh -c WRAPPER` joins the cgroups (and, only when a bind source sits below a folder uid
@@ -222,7 +223,7 @@ def start(
             *chain.wrapper("course-jail", unreachable),
         ]
     file_fds = {inside: _data_fd(data, "course-jail-file") for inside, data in files.items()}
-    program = syscall_filter.keyring_filter()
+    program = syscall_filter.bwrap_filter()
     seccomp = _data_fd(program, "course-jail-seccomp") if program is not None else None
     fds = [*file_fds.values(), *([seccomp] if seccomp is not None else [])]
     own_uid: uids.Stage | None = None
@@ -258,4 +259,15 @@ def start(
     finally:
         for fd in fds:  # the child has its copies; bwrap reads them before running the command
             os.close(fd)
-    return Jail(process, limits=limits, cgroups=cgroups, stage=stage, jailed=True, note=note, own_uid=own_uid)
+    # without a memory cgroup, what the jail keeps in its two tmpfs mounts is counted by the watch as the cgroup
+    # would count it
+    return Jail(
+        process,
+        limits=limits,
+        cgroups=cgroups,
+        stage=stage,
+        jailed=True,
+        note=note,
+        own_uid=own_uid,
+        tmpfs=("/tmp", "/dev/shm") if cgroups is None else (),
+    )

@@ -13,12 +13,14 @@ uid of its own instead, needing nothing but root (the uid's bookkeeping is autog
   the course helpers, the agent, the public course.yml), paths in its environment rewritten to match (Jail.path);
   its HOME and TMPDIR are folders of its own there (mode 700);
 - the same cgroups (memory, pids, cpu) where they are writable, else the watch of its resident memory
-  (autograder.confine.memory: its uid's processes and its files in /dev/shm) and the rlimit on processes of its
+  (autograder.confine.memory: its uid's processes, counted by thread group) and the rlimit on processes of its
   uid; CPU time and file size by rlimits always;
 - a seccomp filter (autograder.jail.syscall_filter.fallback_filter): no sockets (the agent talks over its pipes),
   io_uring, ptrace, process_vm_*, namespaces, mounts, bpf, perf_event_open, userfaultfd, the keyring;
-- the results are the grader's: the jail writes nothing but its pipes (root-owned folders are not writable
-  to it), and everything its uid runs, or left in /tmp, /var/tmp and /dev/shm, goes with the jail;
+- the results are the grader's: the jail writes nothing but its pipes and its own folder (Landlock, where the kernel
+  has it: no file made or changed anywhere else, /tmp, /var/tmp and /dev/shm included; root-owned folders are not
+  writable to it anyway), and everything its uid runs, or left in the shared temporary folders or as System V
+  objects, goes with the jail;
 - nothing its uid can write is read by the grader as an instruction: a jail's processes are found by their real
   uid (which an unprivileged process cannot change) and signalled one by one through a pidfd, never by kill(-1);
   the orphan sweep trusts only folders and records the grader itself made (owned by it, writable by no one else),
@@ -44,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from autograder.confine import chain, uids
+from autograder.confine import chain, memory, uids
 from autograder.confine.cgroups import Cgroups
 from autograder.confine.chain import SYSTEM_PATH
 from autograder.confine.paths import other_can_reach, other_can_read
@@ -232,13 +234,18 @@ def start(
         jail_env = {
             key: _rewrite(value, inside, stage) for key, value in {"HOME": "/tmp/home", "TMPDIR": "/tmp", **env}.items()
         }
+        # Where Landlock is there, the jail makes and changes files in its own folder alone (on disk, not in a tmpfs):
+        # nothing in /tmp, /var/tmp or /dev/shm, so no memory outside its processes for the watch to walk (issue 42).
+        # Where it is not, the watch walks what its uid keeps in /dev/shm (docs/grader.md, "Not defended").
+        writable = str(stage.root) if syscall_filter.landlock_abi() >= 1 else None
+        shm = None if writable else (lambda: memory.shm_bytes(stage.uid))
         program = syscall_filter.fallback_filter()
         assert program is not None  # problem() refused otherwise
         cmd = [
             *chain.wrapper("course-jail"),
             *chain.prlimit(limits, cgroups=cgroups is not None),
             *chain.guarded(stage.uid, no_new_privs=True),
-            *syscall_filter.loader_argv(sys.executable, program, argv),
+            *syscall_filter.loader_argv(sys.executable, program, argv, writable=writable),
         ]
         wrapper_env = chain.wrapper_env(cgroups.procs_files() if cgroups else [])
         process = subprocess.Popen(
@@ -255,4 +262,14 @@ def start(
             cgroups.remove()
         stage.remove()
         raise
-    return Jail(process, limits=limits, cgroups=cgroups, stage=None, jailed=True, note=note, kind=UID, uid_stage=stage)
+    return Jail(
+        process,
+        limits=limits,
+        cgroups=cgroups,
+        stage=None,
+        jailed=True,
+        note=note,
+        kind=UID,
+        uid_stage=stage,
+        extra_bytes=shm if cgroups is None else None,
+    )

@@ -292,6 +292,7 @@ class BoxedJudge(JudgeClient):
         self.cell_timeout_s = cell_timeout_s
         self.wall_s = wall_s
         self.started_once = False
+        self._restarted = False  # a judge that ended before its hello is started once more
         self.box: Box | None = None
         self.reader: wire.Reader | None = None
         self._start()
@@ -343,7 +344,14 @@ class BoxedJudge(JudgeClient):
                 return self._read(timeout, limit_why)
             why = box.ended() if box is not None else "ended"
             if not self.started_once:
-                raise SetupFailed(f"the grader's judge could not start ({why}): {box.stderr_tail()[-600:]}") from None
+                if not self._restarted:  # ended before its hello (a starved machine): once more, a Python of its own
+                    self._restarted = True
+                    self._start(own_process=True)
+                    return self._read(timeout, limit_why)
+                said = box.stderr_tail()[-600:].strip() if box is not None else ""
+                raise SetupFailed(
+                    f"the grader's judge could not start, twice ({why}): {said or 'it wrote nothing on its stderr'}"
+                ) from None
             raise Overrun(why) from None
         except wire.WireError as e:
             self._stop("sent a malformed frame")
