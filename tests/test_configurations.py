@@ -142,7 +142,14 @@ def _course_grade(
         timeout=3600,
         cwd=out.parent,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    if done.returncode != 0:
+        results = out / "results.json"
+        failed = [
+            (r.get("submission"), r.get("failed"))
+            for r in (json.loads(results.read_text()) if results.exists() else [])
+            if r.get("failed")
+        ]
+        raise AssertionError(f"course grade exited {done.returncode}; failed: {failed}; {done.stderr[-3000:]}")
     return {
         r["submission"].split("/")[0]: {t["name"]: t["points"] for t in r["tests"]} for r in json.loads(done.stdout)
     }
