@@ -12,7 +12,7 @@ of the call in front). Nothing here imports `autograder`: this module ships to s
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -415,17 +415,28 @@ def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
 
 
+def semantics_length_problem(grid: Sequence[int], semantics: Sequence[Any] | None) -> str | None:
+    """dimension_semantics with a length other than the grid's: the words of the notebook's check (through
+    accumulated_axis_parallel_problem) and of the grade, where the grader's judge refuses to rebuild such a call
+    (autograder.judge.parse; interpret mode fails on it, safe_zip of the grid and the semantics). One home."""
+    sem = tuple(str(s).lower().split(".")[-1] for s in semantics or ())
+    grid = tuple(int(g) for g in grid)
+    if not sem or len(sem) == len(grid):
+        return None
+    return (
+        f"dimension_semantics has {len(sem)} entries {sem} for a {len(grid)}-axis grid {grid}: one entry per grid "
+        "axis, in the grid's order (the TPU compiler refuses lengths that differ)"
+        + ("; the last, the axis whose steps add into one output block, \"arbitrary\"" if len(grid) > 1 else "")
+    )
+
+
 def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | None:
     """The last grid axis carries an accumulator (`what`): marked "parallel" it may run out of order, or on the
     other TensorCore of a megacore chip at once (a race)."""
     semantics = tuple(str(s) for s in pc.dimension_semantics or ())
-    if semantics and len(semantics) != len(pc.grid):
-        return (
-            f"{label} gives dimension_semantics {len(semantics)} entries ({semantics}) for its {len(pc.grid)}-axis "
-            f"grid {pc.grid}: one entry per grid axis, in the grid's order (the TPU compiler refuses lengths that "
-            "differ)"
-            + ("; here the last, the axis that adds into " + what + ", is \"arbitrary\"" if len(pc.grid) > 1 else "")
-        )
+    wrong = semantics_length_problem(pc.grid, semantics)
+    if wrong:
+        return f"{label}: {wrong}"
     if semantics and "parallel" in semantics[-1].lower():
         return (
             f"{label} marks its last grid axis \"parallel\" (dimension_semantics={semantics}), but its steps all "

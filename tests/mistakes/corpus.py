@@ -105,6 +105,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref.T"},
             r"a ref is used as an array",
             ("transpose_values",),
+            ("transpose_schedule",),
         ),
         Mistake(
             "transpose_identity_out_map",
@@ -216,7 +217,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             "stores the block as read: no .T (the grade's non-square blocks fail to trace)",
             {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref[...]"},
             r"stored as they were read.*o_ref\[\.\.\.\] = x_ref\[\.\.\.\]\.T",
-            ("transpose_schedule", "transpose_values"),
+            ("transpose_values",),
+            ("transpose_schedule",),  # issue 44: the schedule is right; the body's failure costs the values alone
             graded=r"(?s)^(?!.*usual bug is a BlockSpec).*(transpose never taken|stored as they were read).*"
             r"x_ref\[\.\.\.\]\.T",
         ),
@@ -522,13 +524,14 @@ MISTAKES: dict[str, list[Mistake]] = {
             graded=r"precision HIGHEST on bfloat16 blocks.*compiler refuses",
         ),
         # issue 44: rowmax's mistakes the lab names, each with its cause, check and grade alike
-        # (the kernel body fails to trace, so rowmax_schedule cannot read the schedule and still fails: not yet fixed)
+        # (the kernel body fails to trace: rowmax_schedule reads the schedule off the call with a no-op body)
         Mistake(
             "rowmax_max_axis0",
             "the block's max over axis 0 (its columns), not axis 1",
             {RM_MAX: "jnp.max(x_ref[...], axis=0, keepdims=True)"},
             r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis",
-            ("rowmax_schedule", "rowmax_values"),
+            ("rowmax_values",),
+            ("rowmax_schedule",),
             graded=r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis",
         ),
         Mistake(
@@ -566,10 +569,12 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 'dimension_semantics=("parallel", "parallel", "arbitrary")),\n        interpret=INTERP,\n    )(a, b)': 'dimension_semantics=("parallel", "parallel")),\n        interpret=INTERP,\n    )(a, b)'
             },
-            r"2 entries .* for its 3-axis grid.*one entry per grid axis",
+            r"matmul_acc\(a, b, .*bfloat16: dimension_semantics has 2 entries \('parallel', 'parallel'\) for a 3-axis grid "
+            r"\(\d+, \d+, \d+\): one entry per grid axis",
             ("matmul_acc_semantics",),
-            graded=r"per grid axis",
-        ),  # the grade's words are the rebuild's (autograder.judge), the same rule
+            graded=r"^matmul_acc_semantics: matmul_acc\(a, b, .*bfloat16: dimension_semantics has 2 entries \('parallel', "
+            r"'parallel'\) for a 3-axis grid \(\d+, \d+, \d+\): one entry per grid axis",
+        ),  # one message, one home (rules.semantics_length_problem): the check's, and the judge's refusal
         Mistake(
             "matmul_k_axis_parallel",
             "matmul's K axis marked \"parallel\"",
