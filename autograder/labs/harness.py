@@ -154,7 +154,9 @@ def one_pallas_call(
     return _one_of(test, label, traced(test, label, fn, *args, **kwargs), outside_min_size)
 
 
-def schedule_call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> PallasCallInfo:
+def schedule_call(
+    test: str, label: str, fn: Callable[..., Any], *args: Any, outside_min_size: int = 0, **kwargs: Any
+) -> PallasCallInfo:
     """`one_pallas_call` for a schedule test, whose rule reads only the call's data: grid, BlockSpecs (block shapes,
     index maps), out_shape, compiler params. A kernel body that fails to trace (a value stored into a block of
     another shape, a ref used as an array) is the values test's failure, named there; here the same call is traced
@@ -172,7 +174,7 @@ def schedule_call(test: str, label: str, fn: Callable[..., Any], *args: Any, **k
             answer = student.invoke(args, kwargs, run=False, bodies=False)
         except StudentError:
             raise _failure(test, label, e) from None
-    return _one_of(test, label, _structure(test, label, answer.structure))
+    return _one_of(test, label, _structure(test, label, answer.structure), outside_min_size)
 
 
 def expect_close(
