@@ -239,6 +239,13 @@ def _store_shape(m: re.Match[str]) -> str:
     )
 
 
+def _keepdims_fix(m: re.Match[str]) -> str:
+    return (
+        f"keep the reduced axis, so the result is ({m['r']}, 1) and broadcasts back over each row: jnp.max(x, "
+        "axis=-1, keepdims=True), and the same for jnp.sum and jnp.mean"
+    )
+
+
 def _store_shape_fix(m: re.Match[str], line: str) -> str:
     if _reduced_the_other_way(m):
         return (
@@ -513,6 +520,25 @@ PATTERNS: tuple[Pattern, ...] = (
         _store_shape,
         _store_shape_fix,
         GRID_DOCS,
+    ),
+    # LAB·1.3's Hint 2: "keepdims=True so it broadcasts back over the row"; (r,) against (r, d) lines up with d
+    _p(
+        "reduced-without-keepdims",
+        r"Incompatible shapes for broadcasting: shapes=\[\((?P<r>\d+), (?P<d>\d+)\), \((?P=r),\)\]",
+        "a ({r},) value meets a ({r}, {d}) block: a reduction over the last axis without keepdims=True leaves each "
+        "row's value in a 1-D array, and broadcasting lines a 1-D array up with the last axis (the features), not "
+        "the rows",
+        _keepdims_fix,
+        QUICKSTART,
+    ),
+    _p(
+        "reduced-without-keepdims",
+        r"Incompatible shapes for broadcasting: shapes=\[\((?P<r>\d+),\), \((?P=r), (?P<d>\d+)\)\]",
+        "a ({r},) value meets a ({r}, {d}) block: a reduction over the last axis without keepdims=True leaves each "
+        "row's value in a 1-D array, and broadcasting lines a 1-D array up with the last axis (the features), not "
+        "the rows",
+        _keepdims_fix,
+        QUICKSTART,
     ),
     _p(
         "ref-as-array",

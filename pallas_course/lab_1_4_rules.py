@@ -224,6 +224,11 @@ def legal_or_not_problem(got: Any, shape: tuple[int, ...], block: tuple[int, ...
     if not isinstance(got, str) or got not in VERDICTS:
         return f"returned {got!r}: answer one of {', '.join(map(repr, VERDICTS))}"
     if got != want:
+        tile = (8, 128)  # the lowering rule's (sublane, lane) multiples, for the last two dims
+        whole = [f"{b} equals the array's {a}" for a, b, t in zip(shape[-2:], block[-2:], tile) if a == b and a % t]
+        if got == "lowering" and whole:
+            # the table: "a block dim equal to the array's passes whatever its size"
+            why += f" (a block dim equal to the array's passes the lowering rule whatever its size: {', '.join(whole)})"
         return f"returned {got!r}, but it is {want!r}: {why}"
     return None
 
@@ -496,7 +501,13 @@ def budget_line_problem(got: Any, dtype: Any, chip: str, buffers: int, budget: B
     b = int(got)
     at = budget(b, b, b, dtype, chip, buffers)
     if not at.fits_limit:
-        return f"is {b}; at {b}: {at.verdict()}"
+        below = budget(b - BLOCK_STEP, b - BLOCK_STEP, b - BLOCK_STEP, dtype, chip, buffers) if b > BLOCK_STEP else None
+        past = (
+            f": the first size over the line, one step past the largest that fits ({b - BLOCK_STEP})"
+            if below is not None and below.fits_limit
+            else ""
+        )
+        return f"is {b}{past}; at {b}: {at.verdict()}"
     if b < SEARCH_LIMIT:
         above = budget(b + BLOCK_STEP, b + BLOCK_STEP, b + BLOCK_STEP, dtype, chip, buffers)
         if above.fits_limit:

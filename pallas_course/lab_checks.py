@@ -45,7 +45,7 @@ FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
     "matmul": lambda c: rules.matmul_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.kwargs["bk"], c.dtype),
     "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
-    "column_sums": lambda c: rules.column_sums_families(c.shape, c.kwargs.get("rows_per_block")),
+    "column_sums": lambda c: rules.column_sums_families(c.shape, c.kwargs.get("rows_per_block"), c.dtype),
 }
 FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
 
@@ -116,8 +116,10 @@ CASES: dict[str, tuple[Case, ...]] = {
     "column_sums": (
         Case(RAGGED, (64, 256), F32),
         Case(RAGGED, (100, 256), F32, {"rows_per_block": 8}),  # 13 blocks, the last 4 rows of 8
-        Case(RAGGED, (20, 384), F32, {"rows_per_block": 32}),
-    ),  # one block, 20 rows of 32
+        Case(RAGGED, (20, 384), F32, {"rows_per_block": 32}),  # one block, 20 rows of 32
+        # the lab grades its functions in float32 and bfloat16: bf16 x (16-row blocks, its native tile), f32 sums
+        Case(RAGGED, (120, 256), BF16, {"rows_per_block": 16}),
+    ),
 }
 SEED = 20  # the visible inputs are fixed; the grade draws fresh ones
 
@@ -161,7 +163,7 @@ def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...
             return rules.layernorm_edge_inputs(rng, case.shape)
         return rules.layernorm_inputs(rng, case.shape, case.dtype)
     if kernel == "column_sums":
-        return (rules.column_sums_inputs(rng, case.shape),)
+        return (rules.column_sums_inputs(rng, case.shape, case.dtype),)
     raise KeyError(kernel)
 
 
@@ -273,7 +275,9 @@ def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
     return None
 
 
-def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapping[str, Any]) -> str | None:
+def _hint(
+    kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapping[str, Any], pc: Any = None
+) -> str | None:
     """The grade's diagnosis of wrong values (the same call, the same words as autograder.labs)."""
     kw = case.kwargs
     rows = kw.get("rows_per_block", 8)
@@ -288,7 +292,7 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
     if kernel == "layernorm":
         return rules.layernorm_hint(*inputs, out, tols["tol"], rows)
     if kernel == "column_sums":
-        return rules.column_sums_hint(inputs[0], out, rows)
+        return rules.column_sums_hint(inputs[0], out, rows, pc)
     if kernel in ("matmul", "matmul_gelu"):
         return rules.matmul_hint(
             *inputs, out, kw["bk"], rules.gelu if kernel == "matmul_gelu" else None, blocks=(kw["bm"], kw["bn"])
@@ -379,7 +383,9 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
             return f"{label}: within one bf16 step of the exact product{done}"
     else:
         # shape and dtype in the input's dtype first, then the values in float64
-        mismatch = form_mismatch(out, expected.astype(np.dtype(case.dtype)), name=label)
+        # column_sums returns float32 sums whatever x's dtype (the lab's spec); the others x's dtype
+        form = np.float32 if kernel == "column_sums" else np.dtype(case.dtype)
+        mismatch = form_mismatch(out, expected.astype(form), name=label)
         if mismatch is None:
             mismatch = compare(
                 rules.as_f64(out),
@@ -390,7 +396,7 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
                 **tols,
             )
     if mismatch is not None:
-        raise _fail(name, explained_for(kernel, mismatch, _hint(kernel, case, inputs, out, tols)), mismatch.kind)
+        raise _fail(name, explained_for(kernel, mismatch, _hint(kernel, case, inputs, out, tols, pc)), mismatch.kind)
     return (
         f"{label}: matches (max error {max_error(out, expected):.3g}, "
         f"{tolerance_phrase(tols.get('tol', 0.0), tols.get('atol'))}){done}"

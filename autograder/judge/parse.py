@@ -25,7 +25,12 @@ from autograder.judge import vocabulary
 
 
 class Refused(ValueError):
-    """A description the grader will not rebuild; the message is for the student."""
+    """A description the grader will not rebuild; the message is for the student. `named`: the refusal is a
+    mistake the lab names, in its rule's words (pallas_course.rules), read as the notebook's check reads it."""
+
+    def __init__(self, text: str, *, named: bool = False) -> None:
+        super().__init__(text)
+        self.named = named
 
 
 def not_allowed(name: str) -> Refused:
@@ -429,12 +434,12 @@ class Parser:
                 raise Refused(f"compiler parameter `{sorted(unknown)[0][:40]}` is not used in this lab")
             sem = fields.get("dimension_semantics")
             if sem is not None:
-                if (
-                    not isinstance(sem, tuple)
-                    or len(sem) != len(grid)
-                    or not all(s in ("parallel", "arbitrary") for s in sem)
-                ):
+                if not isinstance(sem, tuple) or not all(s in ("parallel", "arbitrary") for s in sem):
                     raise Refused("dimension_semantics takes one of 'parallel' or 'arbitrary' per grid axis")
+                if len(sem) != len(grid):  # a mistake the lab names: refused in the rule's own words
+                    from pallas_course.rules import semantics_length_problem
+
+                    raise Refused(semantics_length_problem(grid, sem) or "", named=True)
             limit = fields.get("vmem_limit_bytes")
             if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < 2**40):
                 raise Refused("a malformed vmem_limit_bytes")

@@ -32,6 +32,7 @@ CS_MASK = (
 CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_like(o_ref)\n"
 
 RM_MAX = "jnp.max(x_ref[...], axis=1, keepdims=True)"
+RM_INIT = "        o_ref[...] = jnp.full_like(o_ref, -jnp.inf)\n"
 
 SS_MOVED = "    moved = 2 * n * d * itemsize          # x read once, the output written once\n"
 
@@ -105,6 +106,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref.T"},
             r"a ref is used as an array",
             ("transpose_values",),
+            ("transpose_schedule",),
         ),
         Mistake(
             "transpose_identity_out_map",
@@ -216,7 +218,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             "stores the block as read: no .T (the grade's non-square blocks fail to trace)",
             {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref[...]"},
             r"stored as they were read.*o_ref\[\.\.\.\] = x_ref\[\.\.\.\]\.T",
-            ("transpose_schedule", "transpose_values"),
+            ("transpose_values",),
+            ("transpose_schedule",),  # issue 44: the schedule is right; the body's failure costs the values alone
             graded=r"(?s)^(?!.*usual bug is a BlockSpec).*(transpose never taken|stored as they were read).*"
             r"x_ref\[\.\.\.\]\.T",
         ),
@@ -522,13 +525,14 @@ MISTAKES: dict[str, list[Mistake]] = {
             graded=r"precision HIGHEST on bfloat16 blocks.*compiler refuses",
         ),
         # issue 44: rowmax's mistakes the lab names, each with its cause, check and grade alike
-        # (the kernel body fails to trace, so rowmax_schedule cannot read the schedule and still fails: not yet fixed)
+        # (the kernel body fails to trace: rowmax_schedule reads the schedule off the call with a no-op body)
         Mistake(
             "rowmax_max_axis0",
             "the block's max over axis 0 (its columns), not axis 1",
             {RM_MAX: "jnp.max(x_ref[...], axis=0, keepdims=True)"},
             r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis",
-            ("rowmax_schedule", "rowmax_values"),
+            ("rowmax_values",),
+            ("rowmax_schedule",),
             graded=r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis",
         ),
         Mistake(
@@ -566,10 +570,12 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 'dimension_semantics=("parallel", "parallel", "arbitrary")),\n        interpret=INTERP,\n    )(a, b)': 'dimension_semantics=("parallel", "parallel")),\n        interpret=INTERP,\n    )(a, b)'
             },
-            r"2 entries .* for its 3-axis grid.*one entry per grid axis",
+            r"matmul_acc\(a, b, .*bfloat16: dimension_semantics has 2 entries \('parallel', 'parallel'\) for a 3-axis grid "
+            r"\(\d+, \d+, \d+\): one entry per grid axis",
             ("matmul_acc_semantics",),
-            graded=r"per grid axis",
-        ),  # the grade's words are the rebuild's (autograder.judge), the same rule
+            graded=r"^matmul_acc_semantics: matmul_acc\(a, b, .*bfloat16: dimension_semantics has 2 entries \('parallel', "
+            r"'parallel'\) for a 3-axis grid \(\d+, \d+, \d+\): one entry per grid axis",
+        ),  # one message, one home (rules.semantics_length_problem): the check's, and the judge's refusal
         Mistake(
             "matmul_k_axis_parallel",
             "matmul's K axis marked \"parallel\"",
@@ -593,6 +599,71 @@ MISTAKES: dict[str, list[Mistake]] = {
             r"the GELU acts on partial sums",
             ("matmul_gelu_values",),
             graded=r"the GELU acts on partial sums",
+        ),
+        # issue 44: every mistake LAB·1.2's hints and warnings name, each with its cause, check and grade alike
+        Mistake(
+            "rowmax_out_map_keeps_j",
+            "rowmax's output index map (i, j): it does not ignore the reduced axis (the lab's point 1)",
+            {
+                "out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),": "out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, j)),"
+            },
+            r"the output index map sends grid step .* so the map ignores j",
+            ("rowmax_schedule", "rowmax_values"),
+            graded=r"(output index map sends grid step|index map of output o_ref asks for block)",
+        ),
+        Mistake(
+            "rowmax_init_zero",
+            "the running max starts at 0 (the lab: wrong for every row whose values are all negative)",
+            {RM_INIT: "        o_ref[...] = jnp.zeros_like(o_ref)\n"},
+            r"the running max starts at 0",
+            ("rowmax_values",),
+            ("rowmax_schedule",),
+            graded=r"the running max starts at 0",
+        ),
+        Mistake(
+            "rowmax_no_init",
+            "no start at all (the lab: a missing start shows at once, NaN under TPU interpret mode)",
+            {"    @pl.when(pl.program_id(1) == 0)\n    def _init():\n" + RM_INIT: ""},
+            r"before anything is stored there.*-inf for a max",
+            ("rowmax_values",),
+            ("rowmax_schedule",),
+            graded=r"before anything is stored there.*-inf for a max",
+        ),
+        Mistake(
+            "rowmax_grid_axes_swapped",
+            "the reduced axis first: grid (n // bn, m // bm) (the lab's point 2: it is the last grid axis)",
+            {
+                "grid=(m // bm, n // bn),\n        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],\n        out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),": "grid=(n // bn, m // bm),\n        in_specs=[pl.BlockSpec((bm, bn), lambda j, i: (i, j))],\n        out_specs=pl.BlockSpec((bm, 1), lambda j, i: (i, 0)),"
+            },
+            r"must be the last \(innermost\) grid axis",
+            ("rowmax_schedule", "rowmax_values"),
+            graded=r"(must be the last \(innermost\) grid axis|ignores a grid axis that is not the last one)",
+        ),
+        Mistake(
+            "matmul_f32_default_precision",
+            "no precision=HIGHEST on the f32 dot (Hint 4): right under interpret mode, bf16-accurate on a TPU",
+            {MM_PREC: "    precision = None\n"},
+            r"asks for the default precision.*precision=jax\.lax\.Precision\.HIGHEST",
+            ("matmul_precision",),
+            ("matmul_schedule", "matmul_f32"),
+            graded=r"asks for the default precision.*precision=jax\.lax\.Precision\.HIGHEST",
+        ),
+        Mistake(
+            "matmul_acc_no_semantics",
+            "matmul_acc without compiler_params (Hint 4; the lab: a kernel that marks none uses one core)",
+            {ACC_SCRATCH + "\n        " + ACC_SEM: ACC_SCRATCH + "\n        "},
+            r"sets no dimension_semantics",
+            ("matmul_acc_semantics",),
+            ("matmul_acc_schedule", "matmul_acc_f32_accumulator"),
+            graded=r"sets no dimension_semantics",
+        ),
+        Mistake(
+            "matmul_acc_k_parallel",
+            "matmul_acc's K axis marked \"parallel\" (the lab: every K step adds into the same accumulator)",
+            {ACC_SEM: ACC_SEM.replace('"arbitrary"', '"parallel"')},
+            r"marks its last grid axis .parallel.",
+            ("matmul_acc_schedule", "matmul_acc_semantics", "matmul_acc_f32_accumulator"),
+            graded=r"marks its last grid axis .parallel.",
         ),
     ],
     LAB_1_3: [
@@ -909,6 +980,85 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("softmax_time_model",),
             graded=r"two mistakes give this: 4 bytes per element .* or one TensorCore's share",
         ),
+        # issue 44: every mistake LAB·1.3's hints and warnings name, each with its cause, check and grade alike
+        Mistake(
+            "softmax_no_keepdims",
+            "the row max without keepdims=True (Hint 2: so it broadcasts back over the row)",
+            {"    m = jnp.max(x, axis=-1, keepdims=True)\n": "    m = jnp.max(x, axis=-1)\n"},
+            r"without keepdims=True",
+            ("softmax_values", "softmax_stability"),
+            ("softmax_fused",),
+            graded=r"without keepdims=True",
+        ),
+        Mistake(
+            "softmax_bf16_arithmetic",
+            "no cast to float32 first (Hint 3): exp, sum and division in bfloat16",
+            {
+                "    x = x_ref[...].astype(jnp.float32)\n    m = jnp.max(x, axis=-1, keepdims=True)": "    x = x_ref[...]\n    m = jnp.max(x, axis=-1, keepdims=True)"
+            },
+            r"the arithmetic runs in bfloat16",
+            ("softmax_values",),
+            ("softmax_fused", "softmax_stability"),
+            graded=r"the arithmetic runs in bfloat16",
+        ),
+        Mistake(
+            "softmax_seconds_itemsize_4",
+            "4 bytes per element whatever the dtype (Hint 1: itemsize is 2 for bfloat16)",
+            {"    itemsize = np.dtype(dtype).itemsize\n    moved": "    itemsize = 4\n    moved"},
+            r"4 bytes per element, but bfloat16 has 2",
+            ("softmax_time_model",),
+            graded=r"4 bytes per element.*bfloat16 has 2",
+        ),
+        Mistake(
+            "softmax_seconds_read_only",
+            "x read counted, the output written not (Hint 2: read plus written)",
+            {SS_MOVED: "    moved = n * d * itemsize\n"},
+            r"counts x read .* but not the output written",
+            ("softmax_time_model",),
+            graded=r"counts x read .* but not the output written",
+        ),
+        Mistake(
+            "softmax_seconds_flops",
+            "bytes over FLOP/s (Hint 2: not the FLOP/s)",
+            {
+                "    return moved / chip_named(chip).hbm_bytes_per_s": "    return moved / chip_named(chip).bf16_flops_per_s"
+            },
+            r"it divides by .*FLOP/s",
+            ("softmax_time_model",),
+            graded=r"it divides by .*FLOP/s",
+        ),
+        Mistake(
+            "column_sums_grid_floor",
+            "grid (n // rows_per_block,) (Hint 1: pl.cdiv): the partial block dropped",
+            {"grid=(pl.cdiv(n, rows_per_block),),": "grid=(n // rows_per_block,),"},
+            r"drops the last, partial block",
+            ("column_sums_ragged",),
+            graded=r"drops the last, partial block",
+        ),
+        Mistake(
+            "column_sums_no_mask",
+            "no mask: the padding rows of the partial block summed in (the lab: the kernel must mask it)",
+            {CS_MASK: "    x = x_ref[...].astype(jnp.float32)\n"},
+            r"the sum adds them in\. Mask them before the sum",
+            ("column_sums_ragged",),
+            graded=r"the sum adds them in\. Mask them before the sum",
+        ),
+        Mistake(
+            "column_sums_summed_in_bf16",
+            "no cast to float32 before the sum (the lab: compute in float32 even when x arrives as bfloat16)",
+            {CS_MASK: "    x = jnp.where(row < n, x_ref[...], 0.0)\n"},
+            r"the block is summed in bfloat16",
+            ("column_sums_ragged",),
+            graded=r"the block is summed in bfloat16",
+        ),
+        Mistake(
+            "column_sums_mask_le",
+            "row <= n: the mask keeps row n (the lab: the rows at or past n)",
+            {CS_MASK: CS_MASK.replace("row < n", "row <= n")},
+            r"compares with <= \(or >=\), so it keeps row n",
+            ("column_sums_ragged",),
+            graded=r"compares with <= \(or >=\), so it keeps row n",
+        ),
     ],
     LAB_1_4: [
         Mistake(
@@ -1101,6 +1251,47 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("step_time_model",),
             ("fed_block", "block_choice"),
             graded=r"(?s)^(?!.*bytes per element).*one TensorCore's share",
+        ),
+        # issue 44: the tiling table's rows and the budget line, as LAB·1.4's text states them, each named
+        Mistake(
+            "verdict_full_dim_lowering",
+            "a block dim equal to the array's held to (8, 128) (the table: it passes whatever its size)",
+            {"    if not (bn == n or bn % 128 == 0) or not (bm == m or bm % 8 == 0):": "    if bn % 128 or bm % 8:"},
+            r"passes the lowering rule whatever its size: 100 equals the array's 100",
+            ("legal_or_not",),
+            graded=r"passes the lowering rule whatever its size",
+        ),
+        Mistake(
+            "verdict_8bit_lowering",
+            "an 8-bit block of whole (8, 128) tiles but not (32, 128) called a lowering failure (the table: E2002)",
+            {'        return "compile"': '        return "lowering"'},
+            r"returned 'lowering', but it is 'compile': .*Mosaic rejects it at compile time",
+            ("legal_or_not",),
+            graded=r"returned 'lowering', but it is 'compile': .*Mosaic rejects it at compile time",
+        ),
+        Mistake(
+            "verdict_16bit_compile",
+            "a bf16 block of 8 rows called a compile failure (the table: legal, a padding note)",
+            {"    if not whole_tiles and itemsize == 1:": "    if not whole_tiles and itemsize <= 2:"},
+            r"returned 'compile', but it is 'note': .*fill only part of the native \(16, 128\) tile",
+            ("legal_or_not",),
+            graded=r"returned 'compile', but it is 'note': .*fill only part of the native \(16, 128\) tile",
+        ),
+        Mistake(
+            "verdict_partial_block_legal",
+            "a partial last block called legal (the lab: legal, worth a note)",
+            {"    if not whole_tiles or m % bm or n % bn:": "    if not whole_tiles:"},
+            r"returned 'legal', but it is 'note': .*the last of \d+ blocks is partial",
+            ("legal_or_not",),
+            graded=r"returned 'legal', but it is 'note': .*the last of \d+ blocks is partial",
+        ),
+        Mistake(
+            "budget_line_first_over",
+            "the first size over the line, not the largest that fits",
+            {"    return max(fits) if fits else None": "    return max(fits) + 128 if fits else None"},
+            r"the first size over the line, one step past the largest that fits",
+            ("budget_line",),
+            graded=r"the first size over the line, one step past the largest that fits",
         ),
     ],
 }
