@@ -150,6 +150,15 @@ def _kernel_name(eqn: Any) -> str:
     return src.split(" ")[0] or "kernel"
 
 
+def _scratch_dtype(aval: Any) -> np.dtype:
+    """A scratch's dtype; int32 for semaphores (pltpu.SemaphoreType.DMA: a dtype NumPy has no name for, in the
+    memory space "semaphore_mem", which tells them apart)."""
+    try:
+        return np.dtype(aval.dtype)
+    except TypeError:
+        return np.dtype(np.int32)
+
+
 def _pallas_call_info(eqn: Any) -> PallasCallInfo:
     gm = eqn.params["grid_mapping"]
     blocks = []
@@ -168,7 +177,7 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
                 trivial_window=bool(bm.has_trivial_window()),
             )
         )
-    scratch = tuple((tuple(a.shape), np.dtype(a.dtype), str(getattr(a, "memory_space", ""))) for a in gm.scratch_avals)
+    scratch = tuple((tuple(a.shape), _scratch_dtype(a), str(getattr(a, "memory_space", ""))) for a in gm.scratch_avals)
     params = eqn.params.get("compiler_params")
     semantics = None
     if params is not None:
