@@ -48,6 +48,9 @@ class BlockInfo:
     # the block is the whole array at a constant-zero index map (JAX's BlockMapping.has_trivial_window): jax 0.10.2
     # single-buffers such an operand in VMEM whatever its pipeline_mode (mosaic/lowering.py)
     trivial_window: bool = False
+    # where the operand lives: "any" for pl.BlockSpec(memory_space=pl.ANY) (left in HBM, no block copied: the
+    # kernel copies it itself, LAB·1.6), "vmem" or "smem" when named, "" for the default (blocks staged in VMEM)
+    memory_space: str = ""
 
     def block_index(self, *grid_point: int) -> tuple[int, ...]:
         """The block index this operand's index map returns at `grid_point`."""
@@ -150,6 +153,11 @@ def _kernel_name(eqn: Any) -> str:
     return src.split(" ")[0] or "kernel"
 
 
+def _memory_space(block_mapping: Any) -> str:
+    space = getattr(block_mapping.block_aval, "memory_space", None)
+    return "" if space is None else str(space).lower().split(".")[-1]
+
+
 def _scratch_dtype(aval: Any) -> np.dtype:
     """A scratch's dtype; int32 for semaphores (pltpu.SemaphoreType.DMA: a dtype NumPy has no name for, in the
     memory space "semaphore_mem", which tells them apart)."""
@@ -175,6 +183,7 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
                 buffer_count=getattr(mode, "buffer_count", None),
                 index_map=_index_map(bm),
                 trivial_window=bool(bm.has_trivial_window()),
+                memory_space=_memory_space(bm),
             )
         )
     scratch = tuple((tuple(a.shape), _scratch_dtype(a), str(getattr(a, "memory_space", ""))) for a in gm.scratch_avals)
@@ -267,6 +276,11 @@ def _ops(jaxpr: Any) -> dict[str, tuple[str, ...]]:
 
     walk(jaxpr)
     return {k: tuple(v) for k, v in ops.items()}
+
+
+def nested_jaxprs(eqn: Any) -> list[Any]:
+    """The jaxprs an equation holds (a pl.when's branches, a loop's body), as plain Jaxprs."""
+    return list(_sub_jaxprs(eqn))
 
 
 def _sub_jaxprs(eqn: Any) -> Iterator[Any]:

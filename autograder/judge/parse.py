@@ -53,7 +53,14 @@ _NAMED = {
 
 
 _WEAK_PYTHON = {"int32": int, "float32": float, "bool": bool}
-MEMORY_SPACES = {None: None, "default": None, "vmem": pltpu.VMEM, "smem": pltpu.SMEM, "any": pl.ANY}
+MEMORY_SPACES = {
+    None: None,
+    "default": None,
+    "vmem": pltpu.VMEM,
+    "smem": pltpu.SMEM,
+    "any": pl.ANY,
+    "hbm": pltpu.HBM,  # as pl.ANY for a kernel that copies its own blocks (LAB·1.6)
+}
 
 # ------------------------------------------------------------------------------------------- parsed form
 
