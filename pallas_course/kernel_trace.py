@@ -354,11 +354,24 @@ def read_before_written(pc: PallasCallInfo) -> list[str] | None:
             if eqn.primitive.name in _READS and eqn.invars and eqn.invars[0] is ref:
                 found.append(name)
                 break
-            if (eqn.primitive.name in _WRITES and eqn.invars and eqn.invars[0] is ref) or (
-                ref in eqn.invars and _writes_ref_in(eqn, ref)
+            if (
+                (eqn.primitive.name in _WRITES and eqn.invars and eqn.invars[0] is ref)
+                or (ref in eqn.invars and _writes_ref_in(eqn, ref))
+                or copy_destination(eqn) is ref
             ):
                 break
     return found
+
+
+def copy_destination(eqn: Any) -> Any:
+    """The ref a copy's .start() writes (pltpu.make_async_copy's dst, its windowing dropped), else None."""
+    if eqn.primitive.name != "dma_start" or "tree" not in eqn.params:
+        return None
+    try:
+        dst = eqn.params["tree"].unflatten(list(eqn.invars))[1]
+    except (TypeError, ValueError, IndexError):
+        return None
+    return getattr(dst, "ref", dst)
 
 
 def _ref_names(n_outputs: int, n_scratch: int) -> list[str]:
@@ -376,8 +389,8 @@ def _writes_ref_in(eqn: Any, ref: Any) -> bool:
 
 
 def stores(pc: PallasCallInfo) -> bool:
-    """Does the kernel body store anything at all (a swap, a +=)?"""
-    return bool({"swap", "addupdate"} & pc.kernel_primitives())
+    """Does the kernel body store anything at all (a swap, a +=, a copy into a ref)?"""
+    return bool({"swap", "addupdate", "dma_start"} & pc.kernel_primitives())
 
 
 # What reads only part of its operand: the work it does is the size of what it returns (x[0, 0] reads one value).
