@@ -19,8 +19,6 @@ COPY_PRIMITIVES = ("dma_start", "dma_wait")
 def _key(eqn: Any) -> Hashable:
     """The semaphore a parsed dma_start / dma_wait names: its operand and its indexing (literal indices by value,
     computed ones by the variable that holds them), so a start and a wait on `sem.at[0]` match."""
-    from autograder.judge.parse import Literal
-
     ref, transforms = eqn.params["copy"][2]
     sem = eqn.inputs[ref]
     index = []
@@ -28,15 +26,18 @@ def _key(eqn: Any) -> Hashable:
         for ix in t:
             if ix[0] == "leaf":
                 atom = eqn.inputs[ix[1]]
-                index.append(("=", int(atom.value)) if isinstance(atom, Literal) else ("v", atom))
+                index.append(("=", int(atom.value)) if _literal(atom) else ("v", atom))
             else:
                 index.append(ix)
-    return (("v", sem) if not isinstance(sem, Literal) else ("=", repr(sem.value)), tuple(index))
+    return (("=", repr(sem.value)) if _literal(sem) else ("v", sem), tuple(index))
+
+
+def _literal(atom: Any) -> bool:
+    """A parse.Literal (a variable is an int)."""
+    return not isinstance(atom, int) and hasattr(atom, "value")
 
 
 def _block(jaxpr: Any) -> copy_rules.Block:
-    from autograder.judge.parse import Jaxpr
-
     items: list[Any] = []
     for e in jaxpr.eqns:
         if e.name in COPY_PRIMITIVES:
@@ -44,7 +45,7 @@ def _block(jaxpr: Any) -> copy_rules.Block:
             continue
         for v in e.params.values():
             for sub in v if isinstance(v, tuple) else (v,):
-                if isinstance(sub, Jaxpr):
+                if hasattr(sub, "eqns") and hasattr(sub, "outputs"):  # a parse.Jaxpr
                     items.append(_block(sub))
     return copy_rules.Block(tuple(items))
 
