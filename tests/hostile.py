@@ -801,7 +801,7 @@ def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
             Hostile(
                 "c43-copy-out-of-bounds",
                 3,
-                "Out-of-bounds read",
+                "reads past the end of its ref",
                 "add with explicit copies whose windows run 4 rows past each block, the last past the end of x",
             ),
             _with_cell(solution, COPY_OUT_OF_BOUNDS, before="add_f32"),

@@ -17,6 +17,7 @@ from jax.experimental.pallas import tpu as pltpu
 from autograder.failures import StudentError
 from autograder.judge import budgets, vocabulary
 from autograder.judge.structure import structure_data
+from autograder.labs.harness import TestFailure, call
 from autograder.session.testing import LocalFunction
 from pallas_course import copy_rules
 from pallas_course.kernel_trace import trace_jaxpr
@@ -151,7 +152,7 @@ def test_a_copy_loop_is_refused_by_the_budget_on_copies() -> None:
     assert f"limit of {budgets.BUDGETS.max_copies:,}" in refused.text
 
 
-def test_a_copy_out_of_bounds_fails_in_the_run_with_interpret_mode_s_error() -> None:
+def test_a_copy_out_of_bounds_fails_in_the_run_with_interpret_mode_s_error_explained() -> None:
     def past_the_end(i, x_hbm, o_hbm, buf, sem):
         c = pltpu.make_async_copy(x_hbm.at[pl.ds(i * ROWS + 4, ROWS)], buf, sem.at[0])
         c.start()
@@ -160,7 +161,10 @@ def test_a_copy_out_of_bounds_fails_in_the_run_with_interpret_mode_s_error() -> 
 
     answer = LocalFunction(_copies(past_the_end)).invoke((_x(),), {}, run=True)
     assert answer.error is not None
-    assert "Out-of-bounds read" in answer.error.text
+    assert "Out-of-bounds read" in answer.error.text  # TPU interpret mode's own words (jax 0.10.2)
+    assert "reads past the end of its ref" in (answer.error.explanation or "")  # pallas_course.errors'
+    with pytest.raises(TestFailure, match=r"add_f32: add\(x, y\) raised an error: a copy .*reads past the end"):
+        call("add_f32", "add(x, y)", _copies(past_the_end), _x())
 
 
 @pytest.mark.parametrize(
