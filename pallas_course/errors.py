@@ -18,6 +18,7 @@ GRID_DOCS = DOCS + "grid_blockspec.html"
 QUICKSTART = DOCS + "quickstart.html"
 TPU_DOCS = DOCS + "tpu/details.html"
 MATMUL_DOCS = DOCS + "tpu/matmul.html"
+PIPELINING_DOCS = DOCS + "tpu/pipelining.html"
 
 MAX_LINE = 240  # a student's message or source line is data: capped, never the whole of it
 
@@ -601,6 +602,15 @@ PATTERNS: tuple[Pattern, ...] = (
         "out_shape is not a jax.ShapeDtypeStruct",
         "write out_shape=jax.ShapeDtypeStruct(shape, dtype)",
         QUICKSTART,
+    ),
+    # TPU interpret mode (jax 0.10.2, interpret_pallas_call.get) on a copy or index past the end of a ref (LAB·1.6)
+    _p(
+        "out-of-bounds",
+        r"Out-of-bounds read of [^:]*: reading \[(?P<window>.*?)\] but buffer has shape (?P<shape>\(.*?\))",
+        "a copy (or an index) reads past the end of its ref: the window {window} of an array of shape {shape}",
+        "a window pl.ds(start, size) must end inside its array: start at i * rows_per_block, take "
+        "rows_per_block rows, with rows_per_block dividing the array's length; check the offset and the grid",
+        PIPELINING_DOCS,
     ),
 )
 

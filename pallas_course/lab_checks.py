@@ -1,4 +1,4 @@
-"""The notebooks' visible checks of LAB·1.1-1.3's kernels: the grade's own rules (pallas_course.rules) on one case
+"""The notebooks' visible checks of LAB·1.1-1.3's and LAB·1.6's kernels: the grade's own rules (pallas_course.rules) on one case
 of every family the grade covers, with fixed inputs.
 
 `check_kernel("transpose", transpose)` runs each visible case of that kernel: first what the grade reads off the
@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from pallas_course import graded_compile, rules, tpu_compile
+from pallas_course import graded_compile, lab_1_6_rules, rules, tpu_compile
 from pallas_course.compare import PASSED, CheckFailure, compare, explained, form_mismatch, max_error, tolerance_phrase
 from pallas_course.errors import explain, unlowered_in
 from pallas_course.runtime import compiled_on_a_tpu, run_under_course_mode
@@ -46,6 +46,10 @@ FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
     "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "column_sums": lambda c: rules.column_sums_families(c.shape, c.kwargs.get("rows_per_block"), c.dtype),
+    "add_copies": lambda c: lab_1_6_rules.copies_families(c.shape, c.dtype, c.kwargs.get("rows_per_block")),
+    "row_logsumexp": lambda c: lab_1_6_rules.logsumexp_families(
+        c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kwargs.get("cols_per_block"), c.kind
+    ),
 }
 FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
 
@@ -57,6 +61,8 @@ GELU = ("matmul_gelu_values", "matmul_gelu_fused")
 SOFTMAX = ("softmax_values", "softmax_fused")
 LAYERNORM = ("layernorm_values", "layernorm_fused")
 RAGGED = ("column_sums_ragged",)
+COPIES = ("add_copies_schedule", "add_copies_values")
+LSE = ("logsumexp_schedule", "logsumexp_values")
 
 # The visible cases, kernel by kernel. Each family of the grade's cases (rules.*_families) has one here at least.
 CASES: dict[str, tuple[Case, ...]] = {
@@ -120,6 +126,24 @@ CASES: dict[str, tuple[Case, ...]] = {
         # the lab grades its functions in float32 and bfloat16: bf16 x (16-row blocks, its native tile), f32 sums
         Case(RAGGED, (120, 256), BF16, {"rows_per_block": 16}),
     ),
+    "add_copies": (
+        Case(COPIES, (64, 256), F32),  # 8 steps of the default 8 rows
+        Case(COPIES, (256, 256), F32, {"rows_per_block": 64}),
+        Case(COPIES, (64, 512), BF16, {"rows_per_block": 16}),
+    ),
+    # rising and falling rows (lab_1_6_rules.logsumexp_inputs): the max grows across feature steps in half of them
+    "row_logsumexp": (
+        Case(LSE, (64, 512), F32),  # the default (8, 128) blocks: an 8 × 4 grid
+        Case(LSE, (96, 1024), F32, {"rows_per_block": 32, "cols_per_block": 256}),
+        Case(LSE, (64, 512), BF16, {"rows_per_block": 16, "cols_per_block": 128}),
+        Case(
+            ("logsumexp_stability", "logsumexp_schedule"),
+            (64, 512),
+            F32,
+            {"rows_per_block": 16, "cols_per_block": 128},
+            kind="large logits",
+        ),
+    ),
 }
 SEED = 20  # the visible inputs are fixed; the grade draws fresh ones
 
@@ -132,6 +156,8 @@ def _label(kernel: str, case: Case) -> str:
         "transpose": "x",
         "column_sums": "x",
         "rowmax": "x",
+        "add_copies": "x, y",
+        "row_logsumexp": "x",
     }.get(kernel, "a, b")
     kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
     if kernel.startswith("matmul"):
@@ -143,8 +169,12 @@ def _label(kernel: str, case: Case) -> str:
 
 
 def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...]:
-    if kernel == "add":
+    if kernel in ("add", "add_copies"):
         return rules.random_array(rng, case.shape, case.dtype), rules.random_array(rng, case.shape, case.dtype)
+    if kernel == "row_logsumexp":
+        if case.kind == "large logits":
+            return (rules.large_logits(rng, case.shape),)
+        return (lab_1_6_rules.logsumexp_inputs(rng, case.shape, case.dtype),)
     if kernel == "transpose":
         return (rules.random_array(rng, case.shape, case.dtype),)
     if kernel == "rowmax":
@@ -177,7 +207,7 @@ def _structure_args(kernel: str, case: Case) -> tuple[Any, ...]:
     if kernel == "layernorm":
         p = jax.ShapeDtypeStruct((case.shape[1],), case.dtype)
         return x, p, p
-    return (x, x) if kernel == "add" else (x,)
+    return (x, x) if kernel in ("add", "add_copies") else (x,)
 
 
 def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
@@ -216,6 +246,12 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
         )
     if kernel == "column_sums":
         return rules.column_sums_schedule_problem(label, pc, case.shape, kw.get("rows_per_block", 8))
+    if kernel == "add_copies":
+        return lab_1_6_rules.copies_schedule_problem(label, pc, case.shape, case.dtype, kw.get("rows_per_block"))
+    if kernel == "row_logsumexp":
+        return lab_1_6_rules.logsumexp_schedule_problem(
+            label, pc, case.shape, kw.get("rows_per_block"), kw.get("cols_per_block")
+        )
     return None
 
 
@@ -257,6 +293,12 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
         return rules.layernorm_ref(*inputs), tols
     if kernel == "column_sums":
         return rules.column_sums_ref(inputs[0]), rules.COLUMN_SUMS
+    if kernel == "add_copies":
+        return (f64[0] + f64[1]).astype(np.dtype(case.dtype)), (
+            lab_1_6_rules.COPIES_BF16 if bf16 else lab_1_6_rules.COPIES_F32
+        )
+    if kernel == "row_logsumexp":
+        return lab_1_6_rules.logsumexp_ref(inputs[0]), lab_1_6_rules.LOGSUMEXP
     raise KeyError(kernel)
 
 
@@ -272,6 +314,10 @@ def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
         return kw.get("rows_per_block", 8), case.shape[1]
     if kernel == "column_sums":
         return 1, case.shape[1]
+    if kernel == "add_copies":
+        return kw.get("rows_per_block", lab_1_6_rules.DEFAULT_ROWS), case.shape[1]
+    if kernel == "row_logsumexp":
+        return kw.get("rows_per_block", lab_1_6_rules.DEFAULT_ROWS), 1
     return None
 
 
@@ -293,6 +339,10 @@ def _hint(
         return rules.layernorm_hint(*inputs, out, tols["tol"], rows)
     if kernel == "column_sums":
         return rules.column_sums_hint(inputs[0], out, rows, pc)
+    if kernel == "add_copies":
+        return lab_1_6_rules.copies_hint(*inputs, out, rows)
+    if kernel == "row_logsumexp":
+        return lab_1_6_rules.logsumexp_hint(inputs[0], out, rows, kw.get("cols_per_block", lab_1_6_rules.DEFAULT_COLS))
     if kernel in ("matmul", "matmul_gelu"):
         return rules.matmul_hint(
             *inputs, out, kw["bk"], rules.gelu if kernel == "matmul_gelu" else None, blocks=(kw["bm"], kw["bn"])
@@ -382,9 +432,9 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
                 raise _fail(name, problem, "values")
             return f"{label}: within one bf16 step of the exact product{done}"
     else:
-        # shape and dtype in the input's dtype first, then the values in float64
-        # column_sums returns float32 sums whatever x's dtype (the lab's spec); the others x's dtype
-        form = np.float32 if kernel == "column_sums" else np.dtype(case.dtype)
+        # shape and dtype in the input's dtype first, then the values in float64: column_sums returns float32 sums
+        # whatever x's dtype (the lab's spec), row_logsumexp float32 too; the others x's dtype
+        form = np.float32 if kernel in ("column_sums", "row_logsumexp") else np.dtype(case.dtype)
         mismatch = form_mismatch(out, expected.astype(form), name=label)
         if mismatch is None:
             mismatch = compare(

@@ -14,7 +14,7 @@ import pytest
 from pallas_course import lab_checks
 from autograder.course_manifest import REPO_ROOT, manifest
 
-LABS = manifest().labs[:4]  # LAB·1.5's reading is graded against a key, not on inputs
+LABS = [lab for lab in manifest().labs if lab.kernels]  # LAB·1.5's reading is graded against a key, not on inputs
 TESTS = [pytest.param(lab, t.id, id=t.id) for lab in LABS for t in lab.tests]
 
 

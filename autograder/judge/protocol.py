@@ -88,6 +88,7 @@ def _block(d: Any, grid: tuple[int, ...]) -> BlockInfo:
         buffer_count=count,
         index_map=index_map,
         trivial_window=d.get("trivial_window") is True,
+        memory_space=str(d.get("memory_space") or "")[:20],
     )
 
 

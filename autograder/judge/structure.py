@@ -24,6 +24,7 @@ def _block_data(b: Any, points: list[tuple[int, ...]] | None) -> dict[str, Any]:
         "block_shape": list(b.block_shape),
         "buffer_count": b.buffer_count,
         "trivial_window": bool(b.trivial_window),
+        "memory_space": str(b.memory_space),
         "block_indices": None if points is None else [list(b.block_index(*p)) for p in points],
     }
 

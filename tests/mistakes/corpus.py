@@ -40,6 +40,11 @@ LAB_1_1 = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"
 LAB_1_3 = "lab-1.3-fused-softmax-layernorm"
 LAB_1_4 = "lab-1.4-pipelining-profile"
+LAB_1_6 = "lab-1.6-copies-online-softmax"
+
+CP_STARTS = "    copy_x.start()\n    copy_y.start()  # both copies in flight at once\n    copy_x.wait()\n"
+LSE_SUM = "l_ref[...] = l_ref[...] * jnp.exp(m_old - m_new) + jnp.sum(jnp.exp(x - m_new), axis=1, keepdims=True)"
+LSE_OUT = "o_ref[...] = m_ref[...] + jnp.log(l_ref[...])"
 
 MISTAKES: dict[str, list[Mistake]] = {
     LAB_1_1: [
@@ -1292,6 +1297,80 @@ MISTAKES: dict[str, list[Mistake]] = {
             r"the first size over the line, one step past the largest that fits",
             ("budget_line",),
             graded=r"the first size over the line, one step past the largest that fits",
+        ),
+    ],
+    LAB_1_6: [
+        Mistake(
+            "copies_wait_before_start",
+            "waits on x's copy before starting it (a wait that never returns)",
+            {CP_STARTS: "    copy_x.wait()\n    copy_y.start()\n    copy_x.start()\n"},
+            r"add_copies.*\.wait\(\) comes before its \.start\(\).*hangs",
+            ("add_copies_schedule", "add_copies_values"),
+            graded=r"\.wait\(\) comes before its \.start\(\).*hangs",
+        ),
+        Mistake(
+            "copies_missing_wait",
+            "starts x's copy and adds before waiting on it",
+            {CP_STARTS: CP_STARTS.replace("    copy_x.wait()\n", "")},
+            r"add_copies.*a copy is started and never waited",
+            ("add_copies_schedule", "add_copies_values"),
+            graded=r"a copy is started and never waited",
+        ),
+        Mistake(
+            "copies_inputs_not_offset",
+            "copies x's and y's first rows at every step",
+            {"x_hbm.at[window]": "x_hbm.at[pl.ds(0, rows)]", "y_hbm.at[window]": "y_hbm.at[pl.ds(0, rows)]"},
+            r"holds the sum of the first block: the copies ignore the grid step",
+            ("add_copies_values",),
+            ("add_copies_schedule",),
+            graded=r"holds the sum of the first block: the copies ignore the grid step",
+        ),
+        Mistake(
+            "lse_no_rescale",
+            "adds each block's sum without rescaling the running sum to the new max",
+            {"l_ref[...] * jnp.exp(m_old - m_new) + ": "l_ref[...] + "},
+            r"running sum is not rescaled when the max grows",
+            ("logsumexp_values",),
+            ("logsumexp_schedule",),
+            graded=r"running sum is not rescaled when the max grows",
+        ),
+        Mistake(
+            "lse_max_not_subtracted",
+            "sums exp(x) and returns log of it: no max anywhere",
+            {
+                LSE_SUM: "l_ref[...] = l_ref[...] + jnp.sum(jnp.exp(x), axis=1, keepdims=True)",
+                LSE_OUT: "o_ref[...] = jnp.log(l_ref[...])",
+            },
+            r"exp of a logit above 88.7 overflows float32",
+            ("logsumexp_stability",),
+            ("logsumexp_values", "logsumexp_schedule"),
+            graded=r"exp of a logit above 88.7 overflows float32",
+        ),
+        Mistake(
+            "lse_max_starts_at_zero",
+            "starts the running max at 0",
+            {"jnp.full(m_ref.shape, -jnp.inf, jnp.float32)": "jnp.full(m_ref.shape, 0.0, jnp.float32)"},
+            r"the running max starts at 0, not -inf",
+            ("logsumexp_stability",),
+            ("logsumexp_values", "logsumexp_schedule"),
+            graded=r"the running max starts at 0, not -inf",
+        ),
+        Mistake(
+            "lse_features_parallel",
+            "marks the feature axis \"parallel\"",
+            {'dimension_semantics=("parallel", "arbitrary")': 'dimension_semantics=("parallel", "parallel")'},
+            r'marks its last grid axis "parallel".*running max and sum',
+            ("logsumexp_schedule", "logsumexp_values"),
+            graded=r'marks its last grid axis "parallel".*running max and sum',
+        ),
+        Mistake(
+            "lse_reset_once",
+            "resets the statistics only on the very first grid step",
+            {"    @pl.when(j == 0)\n    def _reset():": "    @pl.when(pl.program_id(0) + j == 0)\n    def _reset():"},
+            r"reset them on the first feature step of every row block",
+            ("logsumexp_values",),
+            ("logsumexp_schedule",),
+            graded=r"reset them on the first feature step of every row block",
         ),
     ],
 }
