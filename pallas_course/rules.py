@@ -54,6 +54,9 @@ COLUMN_SUMS = dict(tol=1e-4)
 # rowmax: a max picks one of its inputs, so it is exact in any order: tol 0. A running max started at 0 instead of
 # -inf is off on every all-negative row (rules.rowmax_inputs makes half the rows so); a missing init reads NaN.
 ROWMAX = dict(tol=0.0)
+# rowmax_dense: the same maxima, in every one of the 128 lanes of its row: exact too
+ROWMAX_DENSE = dict(tol=0.0)
+LANES = 128  # a vreg's lanes (jax tpu_info num_lanes): rowmax_dense's lane-dense output is this wide
 ROWMAX_NEGATIVE_OFFSET = 8.0  # every other row is N(0, 1) - 8: all its values negative
 # matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
 MATMUL_ACC_HINT_TOL = 2.0**-7
@@ -435,9 +438,11 @@ def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | N
     return None
 
 
-def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
-    """Grid (m/bm, n/bn), the reduced axis last; x block (bm, bn) at (i, j) -> out block (bm, 1) at (i, 0); the reduced
-    axis not "parallel"."""
+def rowmax_schedule_problem(
+    label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int, out_lanes: int = 1
+) -> str | None:
+    """Grid (m/bm, n/bn), the reduced axis last; x block (bm, bn) at (i, j) -> out block (bm, out_lanes) at (i, 0)
+    (1 for rowmax, LANES for rowmax_dense); the reduced axis not "parallel"."""
     m, n = shape
     grid = (m // bm, n // bn)
     if pc.grid == grid[::-1] != grid:
@@ -465,8 +470,11 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
     ) or _equal(
         f"the output block of {label}",
         tuple(dst.block_shape),
-        (bm, 1),
-        "the output (m, 1) is carved into (bm, 1) blocks, one max per row",
+        (bm, out_lanes),
+        "the output (m, 1) is carved into (bm, 1) blocks, one max per row"
+        if out_lanes == 1
+        else f"the lane-dense output (m, {out_lanes}) is carved into (bm, {out_lanes}) blocks: each row's max in all "
+        f"{out_lanes} lanes of its row, one whole vreg row (an (m, 1) output fills 1 lane of {out_lanes})",
     )
     if wrong:
         return wrong
@@ -484,6 +492,58 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
                 f"row block i updates the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)"
             )
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
+
+
+def rowmax_dense_ref(x: Any) -> np.ndarray:
+    """Each row's maximum in all LANES lanes of its row, float64: (m, LANES)."""
+    return np.repeat(as_f64(x).max(axis=1, keepdims=True), LANES, axis=1)
+
+
+def rowmax_dense_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
+    """rowmax's schedule with a lane-dense (bm, LANES) output block, and no reduction across lanes on every column
+    step: the running max is carried elementwise (the VPU's work) and reduced across lanes once, on the last step."""
+    problem = rowmax_schedule_problem(label, pc, shape, bm, bn, out_lanes=LANES)
+    if problem:
+        return problem
+    every = getattr(pc, "lane_reductions_every_step", ())
+    if every:
+        return (
+            f"{label} reduces across lanes ({', '.join(sorted(set(every)))} over the last axis) on every column "
+            "step: that is the slow pattern this variant removes (Pallas TPU details, \"Reductions\": reductions "
+            "over the last axis are the slowest). Fold each 128-lane slice of the block into the (bm, 128) running "
+            "max with jnp.maximum on every step, and reduce across lanes once, under "
+            "@pl.when(pl.program_id(1) == pl.num_programs(1) - 1)"
+        )
+    return None
+
+
+def rowmax_dense_hint(x: Any, out: Any, bn: int) -> str | None:
+    """Why rowmax_dense's values are wrong, when they are a named mistake's (None otherwise)."""
+    X, got = as_f64(x), as_f64(out)
+    m, n = X.shape
+    if got.shape != (m, LANES) or n % LANES:
+        return None
+    want = X.max(axis=1, keepdims=True)
+    lanes = X.reshape(m, n // LANES, LANES).max(axis=1)  # the running max, lane by lane, never reduced
+    if np.array_equal(got, lanes) and not np.array_equal(lanes, np.repeat(want, LANES, axis=1)):
+        return (
+            "each lane holds the max of its own columns (c, c + 128, ...) only: the (bm, 128) running max is never "
+            "reduced across lanes; on the last column step store jnp.broadcast_to(jnp.max(acc, axis=1, "
+            "keepdims=True), o_ref.shape)"
+        )
+    if np.array_equal(got[:, :1], want) and not np.array_equal(got, np.repeat(want, LANES, axis=1)):
+        return (
+            "lane 0 of each row holds the row's max and the other lanes do not: broadcast the max to all 128 lanes, "
+            "jnp.broadcast_to(row_max, o_ref.shape)"
+        )
+    if np.isneginf(got).all():
+        return "every output is -inf, the start: the running max is never stored; store it on every column step"
+    if np.array_equal(got, np.repeat(np.maximum(want, 0.0), LANES, axis=1)) and (want < 0).any():
+        return (
+            "the rows whose values are all negative come out 0: the running max starts at 0; start it at -inf on "
+            "the first column step"
+        )
+    return None
 
 
 def rowmax_hint(x: Any, out: Any, bn: int, bm: int | None = None) -> str | None:

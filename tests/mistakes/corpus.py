@@ -32,6 +32,8 @@ CS_MASK = (
 CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_like(o_ref)\n"
 
 RM_MAX = "jnp.max(x_ref[...], axis=1, keepdims=True)"
+RMD_FOLD = "        acc = jnp.maximum(acc, x[:, c * 128:(c + 1) * 128])\n"
+RMD_REDUCE = "        o_ref[...] = jnp.broadcast_to(jnp.max(acc, axis=1, keepdims=True), o_ref.shape)"
 
 SS_MOVED = "    moved = 2 * n * d * itemsize          # x read once, the output written once\n"
 
@@ -559,6 +561,25 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("rowmax_values",),
             ("rowmax_schedule",),
             graded=r"jnp\.max with no axis",
+        ),
+        # issue 43: rowmax_dense, the layout lesson: the slow pattern kept (right values), and the lanes never reduced
+        Mistake(
+            "rowmax_dense_max_every_step",
+            "the row max taken across lanes on every step, folded into all lanes, as rowmax did",
+            {RMD_FOLD: "        acc = jnp.maximum(acc, jnp.max(x[:, c * 128:(c + 1) * 128], axis=1, keepdims=True))\n"},
+            r"reduces across lanes \(reduce_max over the last axis\) on every column step",
+            ("rowmax_dense_schedule",),
+            ("rowmax_dense_values",),
+            graded=r"reduces across lanes \(reduce_max over the last axis\) on every column step",
+        ),
+        Mistake(
+            "rowmax_dense_stores_the_lanes",
+            "the last step stores the (bm, 128) running max as it is, never reduced across lanes",
+            {RMD_REDUCE: "        o_ref[...] = acc"},
+            r"never reduced across lanes",
+            ("rowmax_dense_values",),
+            ("rowmax_dense_schedule",),
+            graded=r"never reduced across lanes",
         ),
         Mistake(
             "matmul_acc_semantics_two_entries",
