@@ -760,8 +760,24 @@ def whole_block(block_shape: Iterable[int | None], array_shape: Iterable[int]) -
     )
 
 
+def rows_parallel_problem(label: str, pc: Any) -> str | None:
+    """The row axis marked "parallel": rows are independent, and on a megacore chip (v4, v5p: two TensorCores, one
+    JAX device) only a "parallel" axis is split between the cores (Pallas TPU details, "Multicore TPU
+    configurations"). GATE 01 times this schedule."""
+    semantics = tuple(str(s).lower() for s in pc.dimension_semantics or ())
+    if semantics and "parallel" in semantics[0]:
+        return None
+    said = f"marks it {semantics}" if semantics else "sets no dimension_semantics, so it is \"arbitrary\""
+    return (
+        f"{label} {said}: its rows are independent, so mark the row axis \"parallel\", compiler_params="
+        "pltpu.CompilerParams(dimension_semantics=(\"parallel\",)); on a chip whose two TensorCores form one device "
+        "(v4, v5p) the row blocks are then split between them, else one core does them all"
+    )
+
+
 def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, r: int, n_params: int) -> str | None:
-    """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step."""
+    """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step;
+    the row axis "parallel"."""
     n, d = shape
     split = pc.inputs[0].block_shape[-1] if pc.inputs and pc.inputs[0].block_shape else None
     if split is not None and split < d:
@@ -830,7 +846,7 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
                     f"{label}: the {what} index map sends grid step {point[0]} to block {got}; every step "
                     f"reads the one block of {what}: lambda i: (0, 0)"
                 )
-    return None
+    return rows_parallel_problem(label, pc)
 
 
 # ------------------------------------------------------------------------------------------------ diagnoses

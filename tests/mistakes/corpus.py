@@ -635,6 +635,19 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("softmax_values",),
             ("softmax_fused",),
         ),
+        # issue 43 (F7): the rows left "arbitrary", right values: what GATE 01 times would run on one core of a megacore
+        Mistake(
+            "softmax_rows_not_parallel",
+            "no dimension_semantics: the row axis stays \"arbitrary\"",
+            {
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),   # rows are independent\n'
+                "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)\n": "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)\n"
+            },
+            r'sets no dimension_semantics.*mark the row axis "parallel"',
+            ("softmax_fused",),
+            ("softmax_values",),
+            graded=r'sets no dimension_semantics.*mark the row axis "parallel"',
+        ),
         Mistake(
             "softmax_short_grid",
             "a grid one block short",
