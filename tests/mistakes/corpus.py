@@ -641,7 +641,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "no dimension_semantics: the row axis stays \"arbitrary\"",
             {
                 '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),   # rows are independent\n'
-                "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)\n": "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)\n"
+                "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)": "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)"
             },
             r'sets no dimension_semantics.*mark the row axis "parallel"',
             ("softmax_fused",),
@@ -846,8 +846,10 @@ MISTAKES: dict[str, list[Mistake]] = {
             "(rows_per_block, 128) blocks on a 2-D grid: each piece normalised alone",
             {
                 "grid=(n // rows_per_block,),\n        in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],\n"
-                "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),": "grid=(n // rows_per_block, d // 128),\n        in_specs=[pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j))],\n"
-                "        out_specs=pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j)),"
+                "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),': "grid=(n // rows_per_block, d // 128),\n        in_specs=[pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j))],\n"
+                "        out_specs=pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j)),\n"
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel")),'
             },
             r"feature axis is split into blocks of 128",
             ("softmax_values", "softmax_fused", "softmax_stability"),
