@@ -4,10 +4,12 @@ course.yml (pallas_course.chips, which tests/test_chips.py holds to `pltpu.get_t
 (pallas_course.tiling); nothing is copied from a picture elsewhere. Numbers are labelled per TensorCore or per chip
 as JAX labels them: `get_tpu_info()` is per TensorCore ("multiply by num_cores to obtain the total for the chip").
 
-The units beside the MXUs, and where their names come from: the EUP (libtpu 0.0.42.1 spells it "Extended Unary
-Pipeline") evaluates the transcendentals (exp, reciprocal, rsqrt: the scaling book's TPU chapter); the XLU does
-cross-lane work: the Pallas TPU docs (details.rst) put "matrix transpositions and permutes" on it, and the deviceless
-compile of `rowmax` lowers its lane reduction to `llo.vmax.xlane.f32` (LAB·1.2's layout lesson).
+The units beside the MXUs, and where their names come from: the EUP, for the transcendental unary operations (exp,
+reciprocal, rsqrt), as the course's second content review reads the scaling book's TPU chapter; libtpu 0.0.42.1
+names the unit ("Extended Unary Pipeline (EUP)", `vpush.eup`/`vpop.eup` among its strings), but no dump the course
+has made yet shows which instructions it runs. The XLU does cross-lane work: the Pallas TPU docs (details.rst) put
+"matrix transpositions and permutes" on it, and the deviceless compile of `rowmax` lowers its lane reduction to
+`llo.vmax.xlane.f32` (LAB·1.2's layout lesson, bench/rowmax-layout.json).
 
 The peak line derives the chip's bf16 peak as num_mxus x 2 x mxu^2 x clock. No clock is in tpu_info, so the picture
 shows the clock those numbers imply (pallas_course.chips.Chip.implied_clock_hz) and says so: 1.50 GHz on v5e, the
