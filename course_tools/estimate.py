@@ -250,7 +250,7 @@ def estimate_criterion(
         passes = all(r <= criterion.time_ratio_at_most for r in ratios.values())
         verdict = "within" if passes else "not within"
         summary = (
-            f"est. {verdict} {criterion.time_ratio_at_most}x of XLA's fused softmax at its roofline: "
+            f"est. {verdict} {criterion.time_ratio_at_most}x of the fused XLA softmax at its roofline: "
             f"{min(ratios.values()):.2f}x-{ratios[worst]:.2f}x its time "
             f"at {len(ratios)} shapes, rows {min(criterion.rows)}-{max(criterion.rows)}, widths "
             f"{min(criterion.widths)}-{max(criterion.widths)}, {criterion.dtype} on {chip.name} "

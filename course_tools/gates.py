@@ -196,7 +196,7 @@ def _verdict(c: MatmulCriterion | SoftmaxCriterion, m: Measurement) -> tuple[Sta
     ok = all(r <= c.time_ratio_at_most for r in m.ratios.values())
     widths = sorted({int(k.split("×")[1]) for k in m.ratios})
     text = (
-        f"{min(m.ratios.values()):.2f}x-{m.ratios[worst]:.2f}x the time of XLA's own fused softmax "
+        f"{min(m.ratios.values()):.2f}x-{m.ratios[worst]:.2f}x the time of the fused XLA softmax "
         f"(jax.jit(jax.nn.softmax)) at {len(m.ratios)} shapes (widths {', '.join(map(str, widths))}; worst {worst}; "
         f"needs <= {c.time_ratio_at_most}x) {where}"
     )

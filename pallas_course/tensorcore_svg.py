@@ -9,7 +9,7 @@ reciprocal, rsqrt), as the course's second content review reads the scaling book
 names the unit ("Extended Unary Pipeline (EUP)", `vpush.eup`/`vpop.eup` among its strings), but no dump the course
 has made yet shows which instructions it runs. The XLU does cross-lane work: the Pallas TPU docs (details.rst) put
 "matrix transpositions and permutes" on it, and the deviceless compile of `rowmax` lowers its lane reduction to
-`llo.vmax.xlane.f32` (LAB·1.2's layout lesson, bench/rowmax-layout.json).
+`llo.vmax.xlane.f32` (LAB·1.2's layout lesson and the course's record of that compile).
 
 The peak line derives the chip's bf16 peak as num_mxus x 2 x mxu^2 x clock. No clock is in tpu_info, so the picture
 shows the clock those numbers imply (pallas_course.chips.Chip.implied_clock_hz) and says so: 1.50 GHz on v5e, the
