@@ -38,6 +38,7 @@ class Chip(BaseModel):
     hbm_bytes_per_s: float = Field(gt=0, description="HBM bandwidth, per chip")
     bf16_flops_per_s: float = Field(gt=0, description="peak bf16 FLOP/s, per chip")
     mxu: int = Field(ge=1, description="MXU width (128 or 256)")
+    num_mxus: int = Field(ge=1, description="MXUs in one TensorCore (pltpu.get_tpu_info().num_mxus)")
     sources: dict[str, str]
 
     @model_validator(mode="after")
@@ -60,6 +61,22 @@ class Chip(BaseModel):
         if field not in type(self).model_fields:
             raise AttributeError(f"Chip has no field {field!r}")
         return self.sources.get(field, self.sources["default"])
+
+    @property
+    def bf16_flops_per_s_per_core(self) -> float:
+        """Peak bf16 FLOP/s of one TensorCore, as `pltpu.get_tpu_info().bf16_ops_per_second` states it."""
+        return self.bf16_flops_per_s / self.tensorcores_per_chip
+
+    @property
+    def mxu_flops_per_cycle(self) -> int:
+        """FLOPs one TensorCore's MXUs do per clock: each MXU is mxu x mxu multiply-adds (2 FLOPs) a cycle."""
+        return self.num_mxus * 2 * self.mxu**2
+
+    @property
+    def implied_clock_hz(self) -> float:
+        """The clock that makes peak = num_mxus x 2 x mxu^2 x clock hold for tpu_info's numbers (derived, not a
+        published clock: v5e gives 1.50 GHz, the scaling book's "1.5 GHz")."""
+        return self.bf16_flops_per_s_per_core / self.mxu_flops_per_cycle
 
     @property
     def device_kinds(self) -> tuple[str, ...]:

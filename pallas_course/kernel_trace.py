@@ -81,6 +81,10 @@ class PallasCallInfo:
     # the dtype of each product of a value with a mask (a comparison, converted or broadcast) in the kernel body:
     # `x * (row < n)` is not a select, NaN × 0 is NaN (interpret mode on a CPU may rewrite it into one and hide it)
     mask_products: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # the reductions over a value's last (lane) axis that run on every grid step, i.e. outside any pl.when: each a
+    # cross-lane reduction (the XLU's work: Mosaic lowers jnp.max(axis=-1) to vmax.xlane), the slow kind per step
+    # (Pallas TPU details, "Reductions"); LAB·1.2's rowmax_dense does its one on the last step
+    lane_reductions_every_step: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def blocks(self) -> tuple[BlockInfo, ...]:
@@ -207,7 +211,30 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
         kernel_ops=_ops(eqn.params["jaxpr"]),
         dot_precisions=tuple(dot_precision(e) for e in find_eqns(eqn.params["jaxpr"], "dot_general")),
         mask_products=mask_products(eqn.params["jaxpr"]),
+        lane_reductions_every_step=lane_reductions_every_step(eqn.params["jaxpr"]),
     )
+
+
+_REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "reduce_prod", "argmax", "argmin"})
+
+
+def lane_reductions_every_step(jaxpr: Any) -> tuple[str, ...]:
+    """The reductions over their operand's last axis in `jaxpr` that are not inside a `cond` (pl.when): they run on
+    every grid step. Sub-jaxprs other than a cond's branches (a jit, a loop body) are walked."""
+    found: list[str] = []
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        name = eqn.primitive.name
+        if name in _REDUCTIONS:
+            ndim = len(getattr(eqn.invars[0].aval, "shape", ()))
+            axes = eqn.params.get("axes", eqn.params.get("axis", ()))
+            axes = (axes,) if isinstance(axes, int) else tuple(axes)
+            if ndim and (ndim - 1) in {a % ndim for a in axes}:
+                found.append(name)
+        if name == "cond":
+            continue
+        for sub in _sub_jaxprs(eqn):
+            found += lane_reductions_every_step(sub)
+    return tuple(found)
 
 
 def dot_precision(eqn: Any) -> str:

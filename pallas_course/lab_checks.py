@@ -42,6 +42,7 @@ FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
     "add": lambda c: rules.array_families(c.shape, c.dtype),
     "transpose": lambda c: rules.transpose_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
     "rowmax": lambda c: rules.rowmax_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
+    "rowmax_dense": lambda c: rules.rowmax_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
     "matmul": lambda c: rules.matmul_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.kwargs["bk"], c.dtype),
     "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
@@ -55,6 +56,7 @@ FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
 
 F32, BF16 = "float32", "bfloat16"
 ROWMAX = ("rowmax_schedule", "rowmax_values")
+ROWMAX_DENSE = ("rowmax_dense_schedule", "rowmax_dense_values")
 MM = ("matmul_schedule", "matmul_f32", "matmul_precision")
 ACC = ("matmul_acc_schedule", "matmul_acc_semantics", "matmul_acc_f32_accumulator")
 GELU = ("matmul_gelu_values", "matmul_gelu_fused")
@@ -81,6 +83,10 @@ CASES: dict[str, tuple[Case, ...]] = {
         Case(ROWMAX, (64, 1024), F32, {"bm": 8, "bn": 256}),  # 8 × 4 grid, bm the default 8
         Case(ROWMAX, (128, 2048), F32, {"bm": 32, "bn": 512}),
     ),  # 4 × 4 grid
+    "rowmax_dense": (
+        Case(ROWMAX_DENSE, (64, 1024), F32, {"bm": 8, "bn": 256}),
+        Case(ROWMAX_DENSE, (128, 2048), F32, {"bm": 32, "bn": 512}),
+    ),
     "matmul": (
         Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),  # 2 × 3 × 4 grid
         Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),  # bk != bn
@@ -158,6 +164,7 @@ def _label(kernel: str, case: Case) -> str:
         "rowmax": "x",
         "add_copies": "x, y",
         "row_logsumexp": "x",
+        "rowmax_dense": "x",
     }.get(kernel, "a, b")
     kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
     if kernel.startswith("matmul"):
@@ -177,7 +184,7 @@ def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...
         return (lab_1_6_rules.logsumexp_inputs(rng, case.shape, case.dtype),)
     if kernel == "transpose":
         return (rules.random_array(rng, case.shape, case.dtype),)
-    if kernel == "rowmax":
+    if kernel in ("rowmax", "rowmax_dense"):
         return (rules.rowmax_inputs(rng, case.shape),)
     if kernel == "matmul_gelu" and case.kind == "b the identity":
         return rules.gelu_probe_inputs(rng)
@@ -228,6 +235,8 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
         return rules.transpose_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
     if kernel == "rowmax":
         return rules.rowmax_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
+    if kernel == "rowmax_dense":
+        return rules.rowmax_dense_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
     if kernel.startswith("matmul"):
         problem = rules.matmul_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"], kw["bk"])
         if problem is None and kernel == "matmul":
@@ -275,6 +284,8 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
         return f64[0].T.astype(np.dtype(case.dtype)), rules.TRANSPOSE
     if kernel == "rowmax":
         return f64[0].max(axis=1, keepdims=True).astype(np.dtype(case.dtype)), rules.ROWMAX
+    if kernel == "rowmax_dense":
+        return rules.rowmax_dense_ref(inputs[0]).astype(np.dtype(case.dtype)), rules.ROWMAX_DENSE
     if kernel in ("matmul", "matmul_gelu"):
         # matmul asks its f32 dot for precision=HIGHEST (graded: matmul_precision), so it is checked against float64
         # everywhere; matmul_gelu's dot keeps the default precision, bf16 passes on a TPU
@@ -308,6 +319,8 @@ def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
         return kw["bn"], kw["bm"]
     if kernel == "rowmax":
         return kw["bm"], 1
+    if kernel == "rowmax_dense":
+        return kw["bm"], rules.LANES
     if kernel.startswith("matmul"):
         return kw["bm"], kw["bn"]
     if kernel in ("softmax", "layernorm"):
@@ -333,6 +346,8 @@ def _hint(
         return rules.transpose_hint(inputs[0], out, kw["bm"], kw["bn"])
     if kernel == "rowmax":
         return rules.rowmax_hint(inputs[0], out, kw["bn"], kw["bm"])
+    if kernel == "rowmax_dense":
+        return rules.rowmax_dense_hint(inputs[0], out, kw["bn"])
     if kernel == "softmax":
         return rules.softmax_hint(inputs[0], out, rows)
     if kernel == "layernorm":

@@ -54,6 +54,9 @@ COLUMN_SUMS = dict(tol=1e-4)
 # rowmax: a max picks one of its inputs, so it is exact in any order: tol 0. A running max started at 0 instead of
 # -inf is off on every all-negative row (rules.rowmax_inputs makes half the rows so); a missing init reads NaN.
 ROWMAX = dict(tol=0.0)
+# rowmax_dense: the same maxima, in every one of the 128 lanes of its row: exact too
+ROWMAX_DENSE = dict(tol=0.0)
+LANES = 128  # a vreg's lanes (jax tpu_info num_lanes): rowmax_dense's lane-dense output is this wide
 ROWMAX_NEGATIVE_OFFSET = 8.0  # every other row is N(0, 1) - 8: all its values negative
 # matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
 MATMUL_ACC_HINT_TOL = 2.0**-7
@@ -453,9 +456,11 @@ def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | N
     return None
 
 
-def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
-    """Grid (m/bm, n/bn), the reduced axis last; x block (bm, bn) at (i, j) -> out block (bm, 1) at (i, 0); the reduced
-    axis not "parallel"."""
+def rowmax_schedule_problem(
+    label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int, out_lanes: int = 1
+) -> str | None:
+    """Grid (m/bm, n/bn), the reduced axis last; x block (bm, bn) at (i, j) -> out block (bm, out_lanes) at (i, 0)
+    (1 for rowmax, LANES for rowmax_dense); the reduced axis not "parallel"."""
     m, n = shape
     grid = (m // bm, n // bn)
     if pc.grid == grid[::-1] != grid:
@@ -483,8 +488,11 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
     ) or _equal(
         f"the output block of {label}",
         tuple(dst.block_shape),
-        (bm, 1),
-        "the output (m, 1) is carved into (bm, 1) blocks, one max per row",
+        (bm, out_lanes),
+        "the output (m, 1) is carved into (bm, 1) blocks, one max per row"
+        if out_lanes == 1
+        else f"the lane-dense output (m, {out_lanes}) is carved into (bm, {out_lanes}) blocks: each row's max in all "
+        f"{out_lanes} lanes of its row, one whole vreg row (an (m, 1) output fills 1 lane of {out_lanes})",
     )
     if wrong:
         return wrong
@@ -502,6 +510,58 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
                 f"row block i updates the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)"
             )
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
+
+
+def rowmax_dense_ref(x: Any) -> np.ndarray:
+    """Each row's maximum in all LANES lanes of its row, float64: (m, LANES)."""
+    return np.repeat(as_f64(x).max(axis=1, keepdims=True), LANES, axis=1)
+
+
+def rowmax_dense_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
+    """rowmax's schedule with a lane-dense (bm, LANES) output block, and no reduction across lanes on every column
+    step: the running max is carried elementwise (the VPU's work) and reduced across lanes once, on the last step."""
+    problem = rowmax_schedule_problem(label, pc, shape, bm, bn, out_lanes=LANES)
+    if problem:
+        return problem
+    every = getattr(pc, "lane_reductions_every_step", ())
+    if every:
+        return (
+            f"{label} reduces across lanes ({', '.join(sorted(set(every)))} over the last axis) on every column "
+            "step: that is the slow pattern this variant removes (Pallas TPU details, \"Reductions\": reductions "
+            "over the last axis are the slowest). Fold each 128-lane slice of the block into the (bm, 128) running "
+            "max with jnp.maximum on every step, and reduce across lanes once, under "
+            "@pl.when(pl.program_id(1) == pl.num_programs(1) - 1)"
+        )
+    return None
+
+
+def rowmax_dense_hint(x: Any, out: Any, bn: int) -> str | None:
+    """Why rowmax_dense's values are wrong, when they are a named mistake's (None otherwise)."""
+    X, got = as_f64(x), as_f64(out)
+    m, n = X.shape
+    if got.shape != (m, LANES) or n % LANES:
+        return None
+    want = X.max(axis=1, keepdims=True)
+    lanes = X.reshape(m, n // LANES, LANES).max(axis=1)  # the running max, lane by lane, never reduced
+    if np.array_equal(got, lanes) and not np.array_equal(lanes, np.repeat(want, LANES, axis=1)):
+        return (
+            "each lane holds the max of its own columns (c, c + 128, ...) only: the (bm, 128) running max is never "
+            "reduced across lanes; on the last column step store jnp.broadcast_to(jnp.max(acc, axis=1, "
+            "keepdims=True), o_ref.shape)"
+        )
+    if np.array_equal(got[:, :1], want) and not np.array_equal(got, np.repeat(want, LANES, axis=1)):
+        return (
+            "lane 0 of each row holds the row's max and the other lanes do not: broadcast the max to all 128 lanes, "
+            "jnp.broadcast_to(row_max, o_ref.shape)"
+        )
+    if np.isneginf(got).all():
+        return "every output is -inf, the start: the running max is never stored; store it on every column step"
+    if np.array_equal(got, np.repeat(np.maximum(want, 0.0), LANES, axis=1)) and (want < 0).any():
+        return (
+            "the rows whose values are all negative come out 0: the running max starts at 0; start it at -inf on "
+            "the first column step"
+        )
+    return None
 
 
 def rowmax_hint(x: Any, out: Any, bn: int, bm: int | None = None) -> str | None:
@@ -718,8 +778,24 @@ def whole_block(block_shape: Iterable[int | None], array_shape: Iterable[int]) -
     )
 
 
+def rows_parallel_problem(label: str, pc: Any) -> str | None:
+    """The row axis marked "parallel": rows are independent, and on a megacore chip (v4, v5p: two TensorCores, one
+    JAX device) only a "parallel" axis is split between the cores (Pallas TPU details, "Multicore TPU
+    configurations"). GATE 01 times this schedule."""
+    semantics = tuple(str(s).lower() for s in pc.dimension_semantics or ())
+    if semantics and "parallel" in semantics[0]:
+        return None
+    said = f"marks it {semantics}" if semantics else "sets no dimension_semantics, so it is \"arbitrary\""
+    return (
+        f"{label} {said}: its rows are independent, so mark the row axis \"parallel\", compiler_params="
+        "pltpu.CompilerParams(dimension_semantics=(\"parallel\",)); on a chip whose two TensorCores form one device "
+        "(v4, v5p) the row blocks are then split between them, else one core does them all"
+    )
+
+
 def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, r: int, n_params: int) -> str | None:
-    """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step."""
+    """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step;
+    the row axis "parallel"."""
     n, d = shape
     split = pc.inputs[0].block_shape[-1] if pc.inputs and pc.inputs[0].block_shape else None
     if split is not None and split < d:
@@ -788,7 +864,7 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
                     f"{label}: the {what} index map sends grid step {point[0]} to block {got}; every step "
                     f"reads the one block of {what}: lambda i: (0, 0)"
                 )
-    return None
+    return rows_parallel_problem(label, pc)
 
 
 # ------------------------------------------------------------------------------------------------ diagnoses

@@ -394,6 +394,7 @@ def add(x, y):
     return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
 '''
 ROW_SLICES = '''
+from jax.experimental.pallas import tpu as pltpu
 from pallas_course.runtime import interpret_params
 INTERP = interpret_params()
 
@@ -411,6 +412,7 @@ def softmax(x, rows_per_block=8):
     return pl.pallas_call(softmax_kernel, grid=(n // rows_per_block,),
                           in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],
                           out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),
+                          compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),
                           out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x)
 '''
 

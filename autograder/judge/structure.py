@@ -48,6 +48,7 @@ def trace_data(t: Any) -> dict[str, Any]:
                 "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()},
                 "dot_precisions": list(pc.dot_precisions),
                 "mask_products": list(pc.mask_products),
+                "lane_reductions_every_step": list(pc.lane_reductions_every_step),
                 "unread": read_before_written(pc),
             }
         )

@@ -1,4 +1,4 @@
-"""LAB·1.2 hidden checks: rowmax, matmul, matmul_acc, matmul_gelu.
+"""LAB·1.2 hidden checks: rowmax, rowmax_dense, matmul, matmul_acc, matmul_gelu.
 
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 References are float64 NumPy products of the (already rounded) inputs.
@@ -115,6 +115,48 @@ def rowmax_values(rowmax: Callable[..., Any]) -> None:
             kernel=pc,
             **rules.ROWMAX,
             hint=lambda: rules.rowmax_hint(x, out, bn, bm),
+        )
+
+
+def _rowmax_dense_label(m: int, n: int, bm: int, bn: int) -> str:
+    return f"rowmax_dense(x, bm={bm}, bn={bn}) on ({m}, {n}) float32"
+
+
+def rowmax_dense_schedule(rowmax_dense: Callable[..., Any]) -> None:
+    """rowmax's grid and x blocks, a lane-dense (bm, 128) output block at (i, 0), the reduced axis last and not
+    "parallel", and no reduction across lanes on every column step (read off the trace: outside any pl.when)."""
+    import jax
+
+    test = "rowmax_dense_schedule"
+    for (m, n), bm, bn in ROWMAX_CASES:
+        label = _rowmax_dense_label(m, n, bm, bn)
+        pc = one_pallas_call(test, label, rowmax_dense, jax.ShapeDtypeStruct((m, n), "float32"), bm=bm, bn=bn)
+        _fails(test, rules.rowmax_dense_schedule_problem(label, pc, (m, n), bm, bn))
+
+
+def rowmax_dense_values(rowmax_dense: Callable[..., Any]) -> None:
+    """Each row's exact f32 max in all 128 lanes of its row, at several shapes and blocks, half the rows all
+    negative, under TPU interpret mode."""
+    import jax.numpy as jnp
+
+    test = "rowmax_dense_values"
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for (m, n), bm, bn in ROWMAX_CASES:
+        label = _rowmax_dense_label(m, n, bm, bn)
+        x = jnp.asarray(rules.rowmax_inputs(rng, (m, n)))
+        pc = one_pallas_call(test, label, rowmax_dense, x, bm=bm, bn=bn)
+        out = call(test, label, rowmax_dense, x, bm=bm, bn=bn)
+        expect_close(
+            test,
+            label,
+            out,
+            rules.rowmax_dense_ref(x).astype(np.float32),
+            block=(bm, rules.LANES),
+            seed=seed,
+            kernel=pc,
+            **rules.ROWMAX_DENSE,
+            hint=lambda: rules.rowmax_dense_hint(x, out, bn),
         )
 
 

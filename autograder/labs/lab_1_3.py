@@ -223,7 +223,7 @@ def softmax_stability(softmax: Callable[..., Any]) -> None:
 
 
 def softmax_fused(softmax: Callable[..., Any]) -> None:
-    """One pallas_call; grid (n // rows_per_block,); x and out blocks (rows_per_block, d) at (i, 0)."""
+    """One pallas_call; grid (n // rows_per_block,); x and out blocks (rows_per_block, d) at (i, 0); rows "parallel"."""
     import jax
 
     test = "softmax_fused"
@@ -288,7 +288,7 @@ def layernorm_edge(layernorm: Callable[..., Any]) -> None:
 
 def layernorm_fused(layernorm: Callable[..., Any]) -> None:
     """One pallas_call; grid (n // rows_per_block,); x and out in (rows_per_block, d) blocks at (i, 0);
-    g and b each one whole block, the same at every step."""
+    g and b each one whole block, the same at every step; rows "parallel"."""
     import jax
 
     test = "layernorm_fused"

@@ -33,6 +33,8 @@ CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_li
 
 RM_MAX = "jnp.max(x_ref[...], axis=1, keepdims=True)"
 RM_INIT = "        o_ref[...] = jnp.full_like(o_ref, -jnp.inf)\n"
+RMD_FOLD = "        acc = jnp.maximum(acc, x[:, c * 128:(c + 1) * 128])\n"
+RMD_REDUCE = "        o_ref[...] = jnp.broadcast_to(jnp.max(acc, axis=1, keepdims=True), o_ref.shape)"
 
 SS_MOVED = "    moved = 2 * n * d * itemsize          # x read once, the output written once\n"
 
@@ -569,6 +571,25 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("rowmax_schedule",),
             graded=r"jnp\.max with no axis",
         ),
+        # issue 43: rowmax_dense, the layout lesson: the slow pattern kept (right values), and the lanes never reduced
+        Mistake(
+            "rowmax_dense_max_every_step",
+            "the row max taken across lanes on every step, folded into all lanes, as rowmax did",
+            {RMD_FOLD: "        acc = jnp.maximum(acc, jnp.max(x[:, c * 128:(c + 1) * 128], axis=1, keepdims=True))\n"},
+            r"reduces across lanes \(reduce_max over the last axis\) on every column step",
+            ("rowmax_dense_schedule",),
+            ("rowmax_dense_values",),
+            graded=r"reduces across lanes \(reduce_max over the last axis\) on every column step",
+        ),
+        Mistake(
+            "rowmax_dense_stores_the_lanes",
+            "the last step stores the (bm, 128) running max as it is, never reduced across lanes",
+            {RMD_REDUCE: "        o_ref[...] = acc"},
+            r"never reduced across lanes",
+            ("rowmax_dense_values",),
+            ("rowmax_dense_schedule",),
+            graded=r"never reduced across lanes",
+        ),
         Mistake(
             "matmul_acc_semantics_two_entries",
             "two dimension_semantics entries for the 3-axis grid",
@@ -689,6 +710,19 @@ MISTAKES: dict[str, list[Mistake]] = {
             r"differ by more than",
             ("softmax_values",),
             ("softmax_fused",),
+        ),
+        # issue 43 (F7): the rows left "arbitrary", right values: what GATE 01 times would run on one core of a megacore
+        Mistake(
+            "softmax_rows_not_parallel",
+            "no dimension_semantics: the row axis stays \"arbitrary\"",
+            {
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),   # rows are independent\n'
+                "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)": "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)"
+            },
+            r'sets no dimension_semantics.*mark the row axis "parallel"',
+            ("softmax_fused",),
+            ("softmax_values",),
+            graded=r'sets no dimension_semantics.*mark the row axis "parallel"',
         ),
         Mistake(
             "softmax_short_grid",
@@ -888,8 +922,10 @@ MISTAKES: dict[str, list[Mistake]] = {
             "(rows_per_block, 128) blocks on a 2-D grid: each piece normalised alone",
             {
                 "grid=(n // rows_per_block,),\n        in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],\n"
-                "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),": "grid=(n // rows_per_block, d // 128),\n        in_specs=[pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j))],\n"
-                "        out_specs=pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j)),"
+                "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),': "grid=(n // rows_per_block, d // 128),\n        in_specs=[pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j))],\n"
+                "        out_specs=pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j)),\n"
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel")),'
             },
             r"feature axis is split into blocks of 128",
             ("softmax_values", "softmax_fused", "softmax_stability"),

@@ -33,11 +33,37 @@ ST_SIZE = "    itemsize = np.dtype(dtype).itemsize\n"
 ST_MOVED = "    moved = 2 * n * d * itemsize"
 ST_RETURN = "    return moved / chip_named(chip).hbm_bytes_per_s"
 
+ROWS_PARALLEL = (
+    '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),   # rows are independent\n'
+)
+SM_PARALLEL = (
+    "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+    + ROWS_PARALLEL
+    + ("        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)")
+)
+LN_PARALLEL = (
+    ROWS_PARALLEL + "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n" + LN_ARGS
+)
+NOT_PARALLEL = r'sets no dimension_semantics.*mark the row axis "parallel"'
 CAST = r"astype\(o_ref\.dtype\)"
 NO_CALL = "launches no pallas_call"
 OUTSIDE = "computes outside its kernel"
 
 MUTANTS = [
+    Mutant(
+        "softmax_rows_not_parallel",
+        "softmax leaves its row axis \"arbitrary\" (no dimension_semantics): one core of a megacore chip",
+        {SM_PARALLEL: SM_PARALLEL.replace(ROWS_PARALLEL, "")},
+        {"softmax_fused": NOT_PARALLEL},
+        others_pass=("softmax_values",),
+    ),
+    Mutant(
+        "layernorm_rows_not_parallel",
+        "layernorm leaves its row axis \"arbitrary\"",
+        {LN_PARALLEL: LN_PARALLEL.replace(ROWS_PARALLEL, "")},
+        {"layernorm_fused": NOT_PARALLEL},
+        others_pass=("layernorm_values",),
+    ),
     Mutant(
         "softmax_max_by_sort",
         "the row max read off a sorted row: right values, but sort has no TPU lowering",
