@@ -236,6 +236,7 @@ def _dot_type_fix(m: re.Match[str]) -> str:
         "values rather than multiply them (a transpose by an identity matrix), write x_ref[...].T instead"
     )
 
+
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "bfloat16": 16, "float16": 16, "int8": 8}
 
 

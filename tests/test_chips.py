@@ -106,3 +106,18 @@ def test_unsourced_field_is_rejected():
     raw["sources"] = {"vmem_bytes": "no default"}
     with pytest.raises(ValueError, match="default"):
         Chip.model_validate(raw)
+
+
+@pytest.mark.parametrize("name", COURSE_CHIPS)
+def test_device_numbers_match_get_tpu_info(name):
+    """One JAX device's bandwidth and peak: pltpu.get_tpu_info()'s per-TensorCore numbers x the cores a kernel uses
+    (megacore: num_cores=2, both only with a "parallel" axis; v7x: a device is one TensorCore)."""
+    c = chip(name)
+    version = pltpu.ChipVersion("7x" if name == "v7x" else name)
+    assert c.megacore == version.supports_megacore
+    cores = 2 if c.megacore else 1
+    info = pltpu.get_tpu_info_for_chip(version, cores)
+    assert info.num_cores == cores
+    assert c.device_hbm_bytes_per_s(parallel=False) == pytest.approx(info.mem_bw_bytes_per_second, rel=1e-6)
+    assert c.device_hbm_bytes_per_s(parallel=True) == pytest.approx(info.mem_bw_bytes_per_second * cores, rel=1e-6)
+    assert c.device_bf16_flops_per_s(parallel=True) == pytest.approx(info.bf16_ops_per_second * cores, rel=1e-6)

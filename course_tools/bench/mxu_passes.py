@@ -54,6 +54,7 @@ def _one(chip: str, size: int, dtype: str, precision: str | None, out: str, dump
     from jax.experimental import pallas as pl
 
     from pallas_course import tpu_compile
+
     prec = None if precision is None else getattr(jax.lax.Precision, precision)
 
     def kernel(a_ref, b_ref, o_ref):
