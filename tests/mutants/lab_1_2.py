@@ -49,7 +49,9 @@ GELU_DEF = "def matmul_gelu_kernel(a_ref, b_ref, o_ref, acc_ref):"
 GELU_CALL = ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel").replace(
     f"        compiler_params=pltpu.CompilerParams(dimension_semantics={ACC_SEMANTICS}),\n", ""
 )
-ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
+ACC_DOT = (
+    "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n"
+)
 ACC_STORE = "    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n"
 GELU_EPILOGUE = (
     "    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n"
