@@ -121,10 +121,7 @@ MUTANTS = [
         "matmul_acc_highest",
         "precision=HIGHEST on bf16 blocks: the TPU compiler refuses it",
         {
-            ACC_DOT + ACC_STORE: ACC_DOT.replace(
-                "preferred_element_type=jnp.float32",
-                "preferred_element_type=jnp.float32, precision=jax.lax.Precision.HIGHEST",
-            )
+            ACC_DOT + ACC_STORE: ACC_DOT.replace("precision=precision", "precision=jax.lax.Precision.HIGHEST")
             + ACC_STORE
         },
         {"matmul_acc_f32_accumulator": "does not compile for v5e[\\s\\S]*bfloat16 blocks with precision=HIGHEST"},
