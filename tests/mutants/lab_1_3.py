@@ -29,7 +29,7 @@ CS_GRID = "grid=(pl.cdiv(n, rows_per_block),),"
 CS_ROW = "    row = i * x_ref.shape[0] + jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 0)\n"
 CS_MASK = "    x = jnp.where(row < n, x_ref[...].astype(jnp.float32), 0.0)"
 CS_CALL = "        functools.partial(column_sums_kernel, n=n),\n"
-ST_SIZE = "    itemsize = np.dtype(dtype).itemsize\n"
+ST_SIZE = "    itemsize = np.dtype(dtype).itemsize\n    moved"
 ST_MOVED = "    moved = 2 * n * d * itemsize"
 ST_BW = "    bandwidth = chip_named(chip).device_hbm_bytes_per_s(parallel=False)"
 ST_RETURN = "    return moved / bandwidth + (n // rows_per_block) * step_overhead()[0]"
@@ -292,7 +292,7 @@ MUTANTS = [
     Mutant(
         "softmax_seconds_f32_bytes",
         "4 bytes an element whatever the dtype (the kernel computes in f32)",
-        {ST_SIZE: "    itemsize = 4\n"},
+        {ST_SIZE: "    itemsize = 4\n    moved"},
         {"softmax_time_model": r"bfloat16.*: 4 bytes per element, but bfloat16 has 2 \(the kernel computes in float32"},
         others_pass=("rows_per_block_choice",),
     ),
