@@ -45,7 +45,7 @@ class Chip(BaseModel):
     )
     mxu_passes: dict[str, float] = Field(
         description="MXU passes of a matmul block relative to bfloat16, by 'dtype' or 'dtype/PRECISION' "
-        "(bench/mxu-passes.json)"
+        "(counted in the compiler's output: its source says where)"
     )
     sources: dict[str, str]
 

@@ -130,7 +130,7 @@ def row_block_bytes(rows: int, d: int, dtype: Any) -> int:
 def row_block_fits(rows: int, d: int, dtype: Any, chip: Chip | str) -> bool:
     """The row kernel's in and out blocks, double-buffered, within ROW_VMEM_SHARE of the default scoped limit: the
     rest is for the float32 values the body computes (libtpu 0.0.42.1, v5e: (1024, 1024) float32 blocks, 16 MiB of
-    buffers, need 17.84 MiB and fail; (768, 1024), 12 MiB, compile; tests/test_rows_per_block.py)."""
+    buffers, need 17.84 MiB and fail; (768, 1024), 12 MiB, compile; the course's tests hold the rule to the compiler)."""
     need = blocks_working_set((row_block_bytes(rows, d, dtype),) * 2)
     return need <= ROW_VMEM_SHARE * _chip(chip).default_scoped_vmem_bytes
 

@@ -196,8 +196,8 @@ _MOSAIC_TYPES = {
 }
 
 
-# What the MXU takes (deviceless compiles, jax 0.10.2 + libtpu 0.0.42.1, bench/mxu-passes.json and
-# tests/test_compile_messages.py): bfloat16 and float32 everywhere; int8 x int8 with an int32 result on v5e, v5p and
+# What the MXU takes (deviceless compiles, jax 0.10.2 + libtpu 0.0.42.1: course_tools.bench.mxu_passes' record and
+# the course's compile-message tests): bfloat16 and float32 everywhere; int8 x int8 with an int32 result on v5e, v5p and
 # v6e (v4: "Unsupported matmul RHS type"); int32 operands ("Bad lhs/rhs type") and int8 x int32 ("Mix int/int -
 # NYI") nowhere; bfloat16 at precision=HIGHEST nowhere ("Bad lhs type").
 MXU_TYPES = (

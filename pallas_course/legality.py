@@ -9,8 +9,8 @@ them is `pallas_course.tiling`; this module applies it):
   `lowering_accepts` asks JAX directly; the tests hold the model to it in both directions.
 * ``compile``: lowering passes but Mosaic refuses at compile time (needs libtpu or a TPU): an 8-bit array is
   tiled (32, 128), so a block of 8, 16 or 24 rows fails with ``E2002 CompileTimeMosaicMisalignedBlockAndTiling``.
-* ``note``: legal, but worth saying (a bf16 block of 8 rows takes its own bytes in VMEM, bench/vmem-padding.json,
-  but copies half of XLA's 16-row HBM tiles, layout T(8,128)(2,1); a grid that does not divide the array leaves a
+* ``note``: legal, but worth saying (a bf16 block of 8 rows takes its own bytes in VMEM, course_tools.bench.tpu_layout's
+  record, but copies half of XLA's 16-row HBM tiles, layout T(8,128)(2,1); a grid that does not divide the array leaves a
   partial last block).
 
 The VMEM working set is compared with two different numbers: the chip's physical VMEM and the compiler's

@@ -4,7 +4,7 @@ step model's MXU passes (pallas_course.cost_model.matmul_passes).
 
 Pallas TPU docs ("Precision control", docs.jax.dev/en/latest/pallas/tpu/details.html): 32-bit operands are rounded
 to bfloat16 unless float32 precision is requested, so a float32 block asks for Precision.HIGHEST (6 MXU passes,
-bench/mxu-passes.json); a bfloat16 block needs no request and may not make one (libtpu 0.0.42.1 refuses HIGHEST
+course_tools.bench.mxu_passes' count); a bfloat16 block needs no request and may not make one (libtpu 0.0.42.1 refuses HIGHEST
 there: "Bad lhs type"). `with jax.default_matmul_precision("float32"):` around the call puts HIGHEST into every
 default-precision dot it traces, the same request for a whole region (the docs say the lowering honours it).
 """

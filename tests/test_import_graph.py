@@ -546,6 +546,7 @@ PALLAS_COURSE_LAYERS: dict[int, set[str]] = {
         "xla_flags",
         "vendored",
         "notebooks",
+        "precision",
     },  # facts and formats
     1: {
         "chips",
