@@ -278,7 +278,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_no_accumulate",
             "= instead of += keeps only the last K step",
             {
-                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)": "    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)"
+                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(o_ref.dtype)": "    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(o_ref.dtype)"
             },
             r"last K step's product alone.*accumulate with \+=",
             ("matmul_f32",),
@@ -358,8 +358,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 ACC_INIT.replace(
                     "acc_ref[...] +=",
-                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
-                ): "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
+                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
+                ): "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
             },
             r"reads the scratch accumulator .* never zeroed",
             ("matmul_acc_f32_accumulator",),
@@ -383,7 +383,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 "matmul_acc_kernel,\n        " + MM_ACC_SEM: "matmul_acc_kernel,\n        "
                 + MM_ACC_SEM.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.bfloat16)],"),
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
             },
             r"bfloat16 scratch .*use an f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]",
             ("matmul_acc_f32_accumulator",),
@@ -396,7 +396,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 ACC_INIT.replace(
                     "acc_ref[...] +=",
-                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
+                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
                 ): "    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)"
             },
             r"stores a float32 value into a bfloat16 ref.*\n.*\n.*f32 scratch",
@@ -407,7 +407,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_acc_bf16_dot",
             "the dot without preferred_element_type: bf16 partial products",
             {
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...])\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...])\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
             },
             r"preferred_element_type=jnp.float32",
             ("matmul_acc_f32_accumulator",),
@@ -470,7 +470,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_gelu_on_inputs",
             "GELU applied to a before the dot, not to the product",
             {
-                """    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)""": """    acc_ref[...] += jnp.dot(jax.nn.gelu(a_ref[...]), b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"""
+                """    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)""": """    acc_ref[...] += jnp.dot(jax.nn.gelu(a_ref[...]), b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"""
             },
             r"GELU is applied to the input \(a\) before the product",
             ("matmul_gelu_values",),
@@ -493,9 +493,9 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_k_split_half_lanes",
             "splits the K block in two 64-wide lane slices with a fori_loop",
             {
-                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)": "    half = a_ref.shape[1] // 2\n"
+                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(o_ref.dtype)": "    half = a_ref.shape[1] // 2\n"
                 "    def body(h, acc):\n"
-                "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32, precision=precision)\n"
+                "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n"
                 "    o_ref[...] += jax.lax.fori_loop(0, 2, body, jnp.zeros(o_ref.shape, jnp.float32)).astype(o_ref.dtype)"
             },
             r"does not compile for v5e( and v6e)? \(the real TPU compiler",
@@ -588,7 +588,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_gelu_on_every_k_step",
             "the GELU applied to the accumulator on every K step (partial sums)",
             {
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():": "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():"
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():": "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():"
             },
             r"the GELU acts on partial sums",
             ("matmul_gelu_values",),

@@ -33,7 +33,7 @@ ACC_CALL = (
 ACC_SEMANTICS = '("parallel", "parallel", "arbitrary")'
 MATMUL_DOT = (
     "    precision = jax.lax.Precision.HIGHEST if a_ref.dtype == jnp.float32 else None\n"
-    "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)"
+    "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))"
     ".astype(o_ref.dtype)"
 )
 ROWMAX_INIT = (
@@ -49,9 +49,7 @@ GELU_DEF = "def matmul_gelu_kernel(a_ref, b_ref, o_ref, acc_ref):"
 GELU_CALL = ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel").replace(
     f"        compiler_params=pltpu.CompilerParams(dimension_semantics={ACC_SEMANTICS}),\n", ""
 )
-ACC_DOT = (
-    "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)\n"
-)
+ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n"
 ACC_STORE = "    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n"
 GELU_EPILOGUE = (
     "    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n"
@@ -121,7 +119,9 @@ MUTANTS = [
         "matmul_acc_highest",
         "precision=HIGHEST on bf16 blocks: the TPU compiler refuses it",
         {
-            ACC_DOT + ACC_STORE: ACC_DOT.replace("precision=precision", "precision=jax.lax.Precision.HIGHEST")
+            ACC_DOT + ACC_STORE: ACC_DOT.replace(
+                "precision=matmul_precision(a_ref.dtype)", "precision=jax.lax.Precision.HIGHEST"
+            )
             + ACC_STORE
         },
         {"matmul_acc_f32_accumulator": "does not compile for v5e[\\s\\S]*bfloat16 blocks with precision=HIGHEST"},
