@@ -278,7 +278,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_no_accumulate",
             "= instead of += keeps only the last K step",
             {
-                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(o_ref.dtype)": "    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(o_ref.dtype)"
+                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)": "    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)"
             },
             r"last K step's product alone.*accumulate with \+=",
             ("matmul_f32",),
@@ -493,9 +493,9 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_k_split_half_lanes",
             "splits the K block in two 64-wide lane slices with a fori_loop",
             {
-                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(o_ref.dtype)": "    half = a_ref.shape[1] // 2\n"
+                "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision).astype(o_ref.dtype)": "    half = a_ref.shape[1] // 2\n"
                 "    def body(h, acc):\n"
-                "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n"
+                "        return acc + jnp.dot(a_ref[:, pl.ds(h * half, half)], b_ref[pl.ds(h * half, half), :], preferred_element_type=jnp.float32, precision=precision)\n"
                 "    o_ref[...] += jax.lax.fori_loop(0, 2, body, jnp.zeros(o_ref.shape, jnp.float32)).astype(o_ref.dtype)"
             },
             r"does not compile for v5e( and v6e)? \(the real TPU compiler",

@@ -33,7 +33,7 @@ ACC_CALL = (
 ACC_SEMANTICS = '("parallel", "parallel", "arbitrary")'
 MATMUL_DOT = (
     "    precision = jax.lax.Precision.HIGHEST if a_ref.dtype == jnp.float32 else None\n"
-    "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))"
+    "    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=precision)"
     ".astype(o_ref.dtype)"
 )
 ROWMAX_INIT = (
