@@ -196,6 +196,48 @@ _MOSAIC_TYPES = {
     "i1": "bool",
 }
 
+
+# What the MXU takes (deviceless compiles, jax 0.10.2 + libtpu 0.0.42.1: course_tools.bench.mxu_passes' record and
+# the course's compile-message tests): bfloat16 and float32 everywhere; int8 x int8 with an int32 result on v5e, v5p and
+# v6e (v4: "Unsupported matmul RHS type"); int32 operands ("Bad lhs/rhs type") and int8 x int32 ("Mix int/int -
+# NYI") nowhere; bfloat16 at precision=HIGHEST nowhere ("Bad lhs type").
+MXU_TYPES = (
+    "the TPU's matrix unit (MXU) multiplies bfloat16 and float32 blocks, and int8 blocks with an int32 result on "
+    "v5e, v5p and v6e (not v4; float8 on newer chips: pltpu.get_tpu_info().fp8_ops_per_second)"
+)
+
+
+def _dot_type_what(m: re.Match[str]) -> str:
+    if m["lt"]:
+        return (
+            f"{MXU_TYPES}, and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
+            f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
+            f"({m['rhs'].replace('x', ' x ')})"
+        )
+    if m["mixed"]:
+        return f"{MXU_TYPES}, and this product mixes two integer types (int8 by int32, say)"
+    if m["target"]:
+        return f"{MXU_TYPES}, and this chip has no {_MOSAIC_TYPES.get(m['target'], m['target'])} matrix product"
+    return (
+        f"{MXU_TYPES}, and refuses this product's operand type: int32 blocks, or bfloat16 blocks with "
+        "precision=HIGHEST, which asks for f32 passes (jax 0.10.2 with libtpu 0.0.42.1)"
+    )
+
+
+def _dot_type_fix(m: re.Match[str]) -> str:
+    if m["target"]:
+        return (
+            "on this chip multiply in bfloat16 (cast the int8 blocks to bfloat16, exact for int8's values) or "
+            "float32, or run on a chip with an int8 MXU (v5e, v5p, v6e)"
+        )
+    return (
+        "keep int8 data int8 on both sides and pass preferred_element_type=jnp.int32 (the native integer "
+        "product), or cast int32 operands to float32 (or bfloat16) before the dot; on bfloat16 blocks leave "
+        "precision at its default (one MXU pass multiplies bfloat16 exactly, accumulating in f32); to move "
+        "values rather than multiply them (a transpose by an identity matrix), write x_ref[...].T instead"
+    )
+
+
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "bfloat16": 16, "float16": 16, "int8": 8}
 
 
@@ -335,23 +377,11 @@ PATTERNS: tuple[Pattern, ...] = (
         "tpu-dot-type",
         re.compile(
             r"Bad lhs/rhs type: '?vector<(?P<lhs>[\dx]+)x(?P<lt>\w+)>'? '?vector<"
-            r"(?P<rhs>[\dx]+)x(?P<rt>\w+)>|Bad lhs type|Bad rhs type"
+            r"(?P<rhs>[\dx]+)x(?P<rt>\w+)>|Bad lhs type|Bad rhs type|(?P<mixed>Mix int/int - NYI)"
+            r"|Unsupported matmul RHS type on target: vector<[\dx]+x(?P<target>\w+)>"
         ),
-        lambda m: (
-            "the TPU compiler refuses a matrix product in the kernel: the TPU's matrix unit (MXU) multiplies "
-            "floating-point blocks (bfloat16, float32)"
-            + (
-                f", and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
-                f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
-                f"({m['rhs'].replace('x', ' x ')})"
-                if m["lt"]
-                else ", and refuses this product's operand type: integer blocks, or bfloat16 blocks with "
-                "precision=HIGHEST, which asks for f32 passes (jax 0.10.2 with libtpu 0.0.42.1)"
-            )
-        ),
-        "cast both operands to float32 (or bfloat16) before the dot; on bfloat16 blocks leave precision at its "
-        "default (one MXU pass multiplies bfloat16 exactly, accumulating in f32); to move values rather than "
-        "multiply them (a transpose by an identity matrix), write x_ref[...].T instead",
+        lambda m: "the TPU compiler refuses a matrix product in the kernel: " + _dot_type_what(m),
+        _dot_type_fix,
         TPU_DOCS,
     ),
     Pattern(

@@ -76,7 +76,7 @@ class PallasCallInfo:
     # judge read off the rebuilt computation: autograder.judge.protocol)
     unread: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     # the precision each dot_general in the kernel body asks for, in order ("DEFAULT", "HIGHEST", or one name per
-    # operand, "HIGHEST/DEFAULT"): interpret mode on a CPU multiplies f32 exactly whatever it asks, a TPU does not
+    # operand, "HIGHEST/DEFAULT"): interpret mode on a CPU multiplies f32 in full f32 whatever it asks, a TPU does not
     dot_precisions: tuple[str, ...] = field(default=(), repr=False, compare=False)
     # the dtype of each product of a value with a mask (a comparison, converted or broadcast) in the kernel body:
     # `x * (row < n)` is not a select, NaN × 0 is NaN (interpret mode on a CPU may rewrite it into one and hide it)

@@ -274,8 +274,11 @@ def _default_precision_product(a: Any, b: Any) -> np.ndarray:
     return rules.as_f64(jnp.dot(a, b))
 
 
-def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndarray, dict[str, Any]]:
-    """(float64 reference, tolerances) of this case, as the grade compares it."""
+def _expected(
+    kernel: str, case: Case, inputs: tuple[Any, ...], dot_precisions: tuple[str, ...] = ()
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """(float64 reference, tolerances) of this case, as the grade compares it. `dot_precisions`: what the traced
+    kernel's dots ask (PallasCallInfo.dot_precisions)."""
     f64 = [rules.as_f64(v) for v in inputs]
     bf16 = case.dtype == BF16
     if kernel == "add":
@@ -288,8 +291,10 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
         return rules.rowmax_dense_ref(inputs[0]).astype(np.dtype(case.dtype)), rules.ROWMAX_DENSE
     if kernel in ("matmul", "matmul_gelu"):
         # matmul asks its f32 dot for precision=HIGHEST (graded: matmul_precision), so it is checked against float64
-        # everywhere; matmul_gelu's dot keeps the default precision, bf16 passes on a TPU
-        tpu_default = kernel == "matmul_gelu" and compiled_on_a_tpu()
+        # everywhere; matmul_gelu's dot follows the same rule (pallas_course.precision.matmul_precision), ungraded:
+        # on a TPU a dot that asks for no HIGHEST is checked against the default-precision product (bf16 passes)
+        asks_highest = any("HIGHEST" in p for p in dot_precisions)
+        tpu_default = kernel == "matmul_gelu" and compiled_on_a_tpu() and not asks_highest
         c = _default_precision_product(*inputs) if tpu_default else f64[0] @ f64[1]
         return (rules.gelu(c) if kernel == "matmul_gelu" else c).astype(np.float32), rules.MATMUL_F32
     if kernel == "matmul_acc":
@@ -435,8 +440,8 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
         if problem:
             raise _fail(name, problem, "values")
         return f"{label}: its epilogue computes a GELU{done}"
-    expected, tols = _expected(kernel, case, inputs)
     pc = t.pallas_calls[0]
+    expected, tols = _expected(kernel, case, inputs, pc.dot_precisions)
     if kernel == "matmul_acc":
         mismatch = compare(
             out, expected.astype(np.dtype(case.dtype)), name=label, block=_block(kernel, case), kernel=pc, **tols

@@ -117,3 +117,18 @@ def test_peak_is_mxus_times_size_squared_times_two_times_clock():
     v5e = chip("v5e")
     assert v5e.num_mxus == 4 and v5e.implied_clock_hz == pytest.approx(1.5e9, rel=0.01)
     assert v5e.bf16_flops_per_s_per_core / v5e.num_mxus == pytest.approx(5e13, rel=0.02)
+
+
+@pytest.mark.parametrize("name", COURSE_CHIPS)
+def test_device_numbers_match_get_tpu_info(name):
+    """One JAX device's bandwidth and peak: pltpu.get_tpu_info()'s per-TensorCore numbers x the cores a kernel uses
+    (megacore: num_cores=2, both only with a "parallel" axis; v7x: a device is one TensorCore)."""
+    c = chip(name)
+    version = pltpu.ChipVersion("7x" if name == "v7x" else name)
+    assert c.megacore == version.supports_megacore
+    cores = 2 if c.megacore else 1
+    info = pltpu.get_tpu_info_for_chip(version, cores)
+    assert info.num_cores == cores
+    assert c.device_hbm_bytes_per_s(parallel=False) == pytest.approx(info.mem_bw_bytes_per_second, rel=1e-6)
+    assert c.device_hbm_bytes_per_s(parallel=True) == pytest.approx(info.mem_bw_bytes_per_second * cores, rel=1e-6)
+    assert c.device_bf16_flops_per_s(parallel=True) == pytest.approx(info.bf16_ops_per_second * cores, rel=1e-6)

@@ -42,6 +42,8 @@ def _runner_call(test_id: str, lab) -> str:
         }.get(test_id, f"{kernel}(")
     if test_id == "softmax_time_model":  # LAB·1.3's model, a plain function: pallas_course.lab_1_3_rules
         return "check_softmax_seconds(softmax_seconds"
+    if test_id == "rows_per_block_choice":  # LAB·1.3's block choice, a plain function too
+        return "check_rows_per_block(rows_per_block"
     return f'check_kernel("{kernel}", {kernel})'
 
 

@@ -547,6 +547,7 @@ PALLAS_COURSE_LAYERS: dict[int, set[str]] = {
         "vendored",
         "notebooks",
         "copy_rules",
+        "precision",
     },  # facts and formats
     1: {
         "chips",

@@ -197,7 +197,7 @@ def matmul_f32(matmul: Callable[..., Any]) -> None:
 
 def matmul_precision(matmul: Callable[..., Any]) -> None:
     """Every dot in the f32 kernel asks for precision HIGHEST, read off the trace (interpret mode on a CPU multiplies
-    exactly whatever the dot asks; a TPU's MXU at the default precision rounds f32 inputs to bf16); on bf16 inputs
+    in full f32 whatever the dot asks; a TPU's MXU at the default precision rounds f32 inputs to bf16); on bf16 inputs
     none asks HIGHEST, and the kernel compiles (the TPU compiler refuses HIGHEST on bf16: "Bad lhs type")."""
     import jax
 

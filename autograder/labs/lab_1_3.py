@@ -18,7 +18,11 @@ import numpy as np
 from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_call, schedule_call
 from pallas_course import lab_checks, rules
 from pallas_course.lab_1_3_rules import (
+    ROWS_CHOICE_CASES as VISIBLE_ROWS_CASES,
     SOFTMAX_TIME_CASES as VISIBLE_TIME_CASES,
+    rows_choice_families,
+    rows_choice_label,
+    rows_choice_problem,
     softmax_time_families,
     softmax_time_label,
     softmax_time_problem,
@@ -61,11 +65,17 @@ COLUMN_SUMS_CASES = [
     ((20, 384), 32, np.float32),
     ((136, 256), 16, BF16),
 ]
-# softmax_seconds: the notebook's cases and more of the same families (both dtypes; one and two TensorCores)
+# softmax_seconds: the notebook's cases and more of the same families (both dtypes; a JAX device per chip and per
+# TensorCore; steps- and bytes-bound)
 SOFTMAX_TIME_CASES = list(VISIBLE_TIME_CASES) + [
-    (4096, 128, "float32", "v5p"),
-    (1000, 384, "bfloat16", "v5e"),
-    (131072, 2048, "bfloat16", "v7x"),
+    (4096, 128, "float32", "v6e", 128),
+    (1024, 384, "bfloat16", "v5e", 16),
+    (131072, 2048, "bfloat16", "v7x", 512),
+]
+# rows_per_block: the notebook's cases and more of the same families (both dtypes, both scoped limits)
+ROWS_CHOICE_CASES = list(VISIBLE_ROWS_CASES) + [
+    (16384, 2048, "float32", "v6e"),
+    (4096, 128, "bfloat16", "v5e"),
 ]
 
 CAST_HINT = (
@@ -95,6 +105,8 @@ def families(test: str) -> frozenset[str]:
         return frozenset().union(*(rules.column_sums_families(s, r, t) for s, r, t in COLUMN_SUMS_CASES))
     elif test == "softmax_time_model":
         return frozenset().union(*(softmax_time_families(*c) for c in SOFTMAX_TIME_CASES))
+    elif test == "rows_per_block_choice":
+        return frozenset().union(*(rows_choice_families(*c) for c in ROWS_CHOICE_CASES))
     found: set[str] = set()
     for shape, dtype, r, kind in cases:
         found |= rules.rows_families(shape, dtype, r, kind)
@@ -106,6 +118,8 @@ def visible_families(test: str) -> frozenset[str]:
     check_softmax_seconds's cases (pallas_course.lab_1_3_rules)."""
     if test == "softmax_time_model":
         return frozenset().union(*(softmax_time_families(*c) for c in VISIBLE_TIME_CASES))
+    if test == "rows_per_block_choice":
+        return frozenset().union(*(rows_choice_families(*c) for c in VISIBLE_ROWS_CASES))
     return lab_checks.visible_families(test)
 
 
@@ -335,12 +349,26 @@ def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
 
 
 def softmax_time_model(softmax_seconds: Callable[..., Any]) -> None:
-    """Seconds of the fused softmax: 2·n·d·itemsize bytes (x read once, the output written once) over the chip's
-    HBM B/s (course.yml), per dtype and chip (pallas_course.lab_1_3_rules)."""
+    """Seconds of the fused softmax on one JAX device: 2·n·d·itemsize bytes (x read once, the output written once)
+    over the device's HBM B/s, plus n // rows_per_block steps x course.yml's step_overhead_s, per dtype and chip
+    (pallas_course.lab_1_3_rules)."""
     test = "softmax_time_model"
-    for n, d, dtype, chip in SOFTMAX_TIME_CASES:
-        label = softmax_time_label(n, d, dtype, chip)
-        got = call(test, label, softmax_seconds, n, d, np.dtype(dtype), chip)
-        problem = softmax_time_problem(got, n, d, dtype, chip)
+    for n, d, dtype, chip, rows in SOFTMAX_TIME_CASES:
+        label = softmax_time_label(n, d, dtype, chip, rows)
+        got = call(test, label, softmax_seconds, n, d, np.dtype(dtype), chip, rows)
+        problem = softmax_time_problem(got, n, d, dtype, chip, rows)
+        if problem is not None:
+            raise TestFailure(f"{test}: {label} {problem}")
+
+
+def rows_per_block_choice(rows_per_block: Callable[..., Any]) -> None:
+    """Rows per block for the fused softmax: a legal block that divides n, a step of at least 1 MiB in and out (or
+    the whole array), the double-buffered blocks within half the default scoped VMEM limit
+    (pallas_course.lab_1_3_rules.rows_choice_problem)."""
+    test = "rows_per_block_choice"
+    for n, d, dtype, chip in ROWS_CHOICE_CASES:
+        label = rows_choice_label(n, d, dtype, chip)
+        got = call(test, label, rows_per_block, n, d, np.dtype(dtype), chip)
+        problem = rows_choice_problem(got, n, d, dtype, chip)
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}")

@@ -368,8 +368,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 ACC_INIT.replace(
                     "acc_ref[...] +=",
-                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
-                ): "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
+                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
+                ): "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
             },
             r"reads the scratch accumulator .* never zeroed",
             ("matmul_acc_f32_accumulator",),
@@ -393,7 +393,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 "matmul_acc_kernel,\n        " + MM_ACC_SEM: "matmul_acc_kernel,\n        "
                 + MM_ACC_SEM.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.bfloat16)],"),
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
             },
             r"bfloat16 scratch .*use an f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]",
             ("matmul_acc_f32_accumulator",),
@@ -406,7 +406,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 ACC_INIT.replace(
                     "acc_ref[...] +=",
-                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
+                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
                 ): "    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)"
             },
             r"stores a float32 value into a bfloat16 ref.*\n.*\n.*f32 scratch",
@@ -417,7 +417,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_acc_bf16_dot",
             "the dot without preferred_element_type: bf16 partial products",
             {
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...])\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...])\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
             },
             r"preferred_element_type=jnp.float32",
             ("matmul_acc_f32_accumulator",),
@@ -480,7 +480,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_gelu_on_inputs",
             "GELU applied to a before the dot, not to the product",
             {
-                """    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)""": """    acc_ref[...] += jnp.dot(jax.nn.gelu(a_ref[...]), b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"""
+                """    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)""": """    acc_ref[...] += jnp.dot(jax.nn.gelu(a_ref[...]), b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"""
             },
             r"GELU is applied to the input \(a\) before the product",
             ("matmul_gelu_values",),
@@ -620,7 +620,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_gelu_on_every_k_step",
             "the GELU applied to the accumulator on every K step (partial sums)",
             {
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():": "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():"
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():": "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():"
             },
             r"the GELU acts on partial sums",
             ("matmul_gelu_values",),
@@ -1011,15 +1011,50 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("softmax_time_model",),
             graded=r"it counts bits, not bytes",
         ),
+        # issue 43 (F1, F2): one JAX device's bandwidth, the steps term, and the rows a block should hold
         Mistake(
-            "softmax_seconds_per_core",
-            "the bandwidth divided per TensorCore",
+            "softmax_seconds_chip_bandwidth",
+            "the chip's bandwidth, where a v7x JAX device is one TensorCore",
             {
-                "    return moved / chip_named(chip).hbm_bytes_per_s": "    return moved / (chip_named(chip).hbm_bytes_per_s / chip_named(chip).tensorcores_per_chip)"
+                "    bandwidth = chip_named(chip).device_hbm_bytes_per_s(parallel=False)": "    bandwidth = chip_named(chip).hbm_bytes_per_s"
             },
-            r"two mistakes give this: 4 bytes per element .* or one TensorCore's share",
+            r"with v7x's bandwidth per chip",
             ("softmax_time_model",),
-            graded=r"two mistakes give this: 4 bytes per element .* or one TensorCore's share",
+            ("rows_per_block_choice",),
+            graded=r"with v7x's bandwidth per chip .* pltpu.get_tpu_info\(\)",
+        ),
+        Mistake(
+            "softmax_seconds_no_steps",
+            "bytes over bandwidth, the steps' fixed cost left out",
+            {
+                "    return moved / bandwidth + (n // rows_per_block) * step_overhead()[0]": "    return moved / bandwidth"
+            },
+            r"the bytes alone: it leaves out the fixed cost",
+            ("softmax_time_model",),
+            ("rows_per_block_choice",),
+            graded=r"the bytes alone: it leaves out the fixed cost",
+        ),
+        Mistake(
+            "rows_per_block_keeps_8",
+            "keeps the default 8 rows",
+            {
+                "    rows = 32 // itemsize                 # the sublane tile: 8 rows of float32, 16 of bfloat16\n    while rows < n and 2 * rows * d * itemsize < 2**20:\n        rows *= 2\n": "    rows = 8\n"
+            },
+            r"is 8: a step reads and writes .* under 1 MiB",
+            ("rows_per_block_choice",),
+            ("softmax_time_model",),
+            graded=r"is 8: a step reads and writes .* under 1 MiB",
+        ),
+        Mistake(
+            "rows_per_block_input_only",
+            "counts the block read but not the block written, and aims at 4 MiB",
+            {
+                "    while rows < n and 2 * rows * d * itemsize < 2**20:\n": "    while rows < n and rows * d * itemsize < 2**22:\n"
+            },
+            r"over 50% of v5e's 16 MiB default scoped VMEM limit",
+            ("rows_per_block_choice",),
+            ("softmax_time_model",),
+            graded=r"over 50% of .* default scoped VMEM limit",
         ),
         # issue 44: every mistake LAB·1.3's hints and warnings name, each with its cause, check and grade alike
         Mistake(
@@ -1230,22 +1265,19 @@ MISTAKES: dict[str, list[Mistake]] = {
         ),
         # issue 27: the lab's conventions named
         Mistake(
-            "step_times_halved_peak_f32",
-            "half the bf16 peak for float32 (the lab uses the bf16 peak for every dtype)",
-            {
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s": "    peak = c.bf16_flops_per_s / (2 if np.dtype(dtype) == np.float32 else 1)\n"
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / peak"
-            },
-            r"the lab's convention is the bf16 peak for every dtype",
+            "step_times_one_pass_f32",
+            "the bf16 peak for float32 too: one MXU pass where HIGHEST takes 6",
+            {"    return dma_bytes / hbm, flops * passes / peak": "    return dma_bytes / hbm, flops / peak"},
+            r"6 times too short for float32, as with one MXU pass",
             ("step_time_model",),
             ("fed_block", "block_choice"),
-            graded=r"the lab's convention is the bf16 peak for every dtype",
+            graded=r"6 times too short for float32, as with one MXU pass",
         ),
         Mistake(
             "step_times_milliseconds",
             "returns milliseconds",
             {
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s": "    return 1e3 * dma_bytes / c.hbm_bytes_per_s, 1e3 * flops / c.bf16_flops_per_s"
+                "    return dma_bytes / hbm, flops * passes / peak": "    return 1e3 * dma_bytes / hbm, 1e3 * flops * passes / peak"
             },
             r"(?s)^(?!.*bytes per element).*it returns milliseconds; return seconds",
             ("step_time_model",),
@@ -1285,8 +1317,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "step_times_per_core",
             "halves the chip's numbers for two-TensorCore chips",
             {
-                "    c = chip_named(chip)\n    itemsize": "    c = chip_named(chip)\n    cores = c.tensorcores_per_chip\n    itemsize",
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s": "    return dma_bytes / (c.hbm_bytes_per_s / cores), flops / (c.bf16_flops_per_s / cores)",
+                "    return dma_bytes / hbm, flops * passes / peak": "    cores = c.tensorcores_per_chip\n    return dma_bytes / (hbm / cores), flops * passes / (peak / cores)",
             },
             r"(?s)^(?!.*bytes per element).*one TensorCore's share .*v4 has 2 TensorCores per chip",
             ("step_time_model",),

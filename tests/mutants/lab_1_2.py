@@ -58,7 +58,7 @@ GELU_DEF = "def matmul_gelu_kernel(a_ref, b_ref, o_ref, acc_ref):"
 GELU_CALL = ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel").replace(
     f"        compiler_params=pltpu.CompilerParams(dimension_semantics={ACC_SEMANTICS}),\n", ""
 )
-ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
+ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n"
 ACC_STORE = "    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n"
 GELU_EPILOGUE = (
     "    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n"
@@ -158,8 +158,7 @@ MUTANTS = [
         "precision=HIGHEST on bf16 blocks: the TPU compiler refuses it",
         {
             ACC_DOT + ACC_STORE: ACC_DOT.replace(
-                "preferred_element_type=jnp.float32",
-                "preferred_element_type=jnp.float32, precision=jax.lax.Precision.HIGHEST",
+                "precision=matmul_precision(a_ref.dtype)", "precision=jax.lax.Precision.HIGHEST"
             )
             + ACC_STORE
         },
