@@ -52,6 +52,12 @@ check-newest-jax:
 budget-line:
 	python -m course_tools.bench.budget_line
 
+# MXU passes by dtype and precision, counted in Mosaic's LLO output (libtpu, deviceless): bench/mxu-passes.json,
+# which course.yml's chips `mxu_passes` must equal (tests/test_mxu_passes.py).
+.PHONY: mxu-passes
+mxu-passes:
+	python -m course_tools.bench.mxu_passes
+
 # What the TPU compiler does with block shapes and VMEM (libtpu): bench/tiling-compile.json, bench/vmem-padding.json.
 .PHONY: tpu-layout
 tpu-layout:

@@ -65,14 +65,15 @@ class MatmulCriterion(_CriterionBase):
 
 
 class SoftmaxCriterion(_CriterionBase):
-    """Best rows_per_block of one run beats the chain at every recorded (rows >= min_rows, width)."""
+    """Best rows_per_block of one run within `time_ratio_at_most` of the baseline (XLA's own fused softmax) at every
+    recorded (rows >= min_rows, width)."""
 
     workload: Literal["softmax"]
     min_rows: int = Field(gt=0)
     rows: list[int] = Field(min_length=1)
     widths: list[int] = Field(min_length=1)
     configs: list[SoftmaxBlocks] = Field(min_length=1)
-    time_ratio_below: float = Field(gt=0)
+    time_ratio_at_most: float = Field(gt=0)
 
     @model_validator(mode="after")
     def _rows_reach_min(self) -> "SoftmaxCriterion":

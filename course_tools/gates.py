@@ -49,9 +49,8 @@ class Measurement(_Out):
     kernel_ms: dict[str, float]
     baseline_ms: dict[str, float]
     configs: dict[str, dict[str, int | str | bool]]  # shape label -> the kernel config that was best
-    # shape label -> median of XLA's own fused softmax in the same run (course_tools.bench_workloads.xla_softmax):
-    # shown beside the verdict, never gated, so that beating the deliberately unfused chain is not read as
-    # beating XLA
+    # shape label -> median of the unfused chain in the same run (course_tools.bench_workloads.xla_softmax_unfused):
+    # shown beside the verdict, never gated: what fusing saves, while the gate holds the kernel to XLA's own fusion
     context_ms: dict[str, float] = {}
 
 
@@ -144,7 +143,7 @@ def _why_not(rec: BenchRecord, gate: Gate, c: MatmulCriterion | SoftmaxCriterion
 
 
 # The impl `course bench` times beside a criterion's baseline for context only (no gate reads it): per workload.
-CONTEXT_IMPL = {"softmax": "xla_softmax"}
+CONTEXT_IMPL = {"softmax": "xla_softmax_unfused"}
 
 
 def _measure(run: list[BenchRecord], c: MatmulCriterion | SoftmaxCriterion) -> Measurement | None:
@@ -194,16 +193,17 @@ def _verdict(c: MatmulCriterion | SoftmaxCriterion, m: Measurement) -> tuple[Sta
         )
         return ("PASS" if ok else "FAIL"), text
     worst = max(m.ratios, key=m.ratios.__getitem__)
-    ok = all(r < c.time_ratio_below for r in m.ratios.values())
+    ok = all(r <= c.time_ratio_at_most for r in m.ratios.values())
     widths = sorted({int(k.split("×")[1]) for k in m.ratios})
     text = (
-        f"{min(m.ratios.values()):.2f}x-{m.ratios[worst]:.2f}x the unfused chain's time at {len(m.ratios)} "
-        f"shapes (widths {', '.join(map(str, widths))}; worst {worst}; needs < {c.time_ratio_below}x) {where}"
+        f"{min(m.ratios.values()):.2f}x-{m.ratios[worst]:.2f}x the time of the fused XLA softmax "
+        f"(jax.jit(jax.nn.softmax)) at {len(m.ratios)} shapes (widths {', '.join(map(str, widths))}; worst {worst}; "
+        f"needs <= {c.time_ratio_at_most}x) {where}"
     )
     beside = {k: m.kernel_ms[k] / v for k, v in m.context_ms.items() if v > 0}
     if beside:
         text += (
-            f"; beside XLA's own fused softmax (jax.jit(jax.nn.softmax), not gated): "
+            f"; beside the unfused chain (five jits: what fusion saves, not gated): "
             f"{min(beside.values()):.2f}x-{max(beside.values()):.2f}x its time at {len(beside)} shapes"
         )
     return ("PASS" if ok else "FAIL"), text

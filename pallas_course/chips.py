@@ -38,6 +38,16 @@ class Chip(BaseModel):
     hbm_bytes_per_s: float = Field(gt=0, description="HBM bandwidth, per chip")
     bf16_flops_per_s: float = Field(gt=0, description="peak bf16 FLOP/s, per chip")
     mxu: int = Field(ge=1, description="MXU width (128 or 256)")
+    num_mxus: int = Field(ge=1, description="MXUs in one TensorCore (pltpu.get_tpu_info().num_mxus)")
+    megacore: bool = Field(
+        default=False,
+        description="the chip's TensorCores are one JAX device (v4, v5p); a pallas_call uses both only through a "
+        '"parallel" grid axis',
+    )
+    mxu_passes: dict[str, float] = Field(
+        description="MXU passes of a matmul block relative to bfloat16, by 'dtype' or 'dtype/PRECISION' "
+        "(counted in the compiler's output: its source says where)"
+    )
     sources: dict[str, str]
 
     @model_validator(mode="after")
@@ -60,6 +70,44 @@ class Chip(BaseModel):
         if field not in type(self).model_fields:
             raise AttributeError(f"Chip has no field {field!r}")
         return self.sources.get(field, self.sources["default"])
+
+    def cores_used(self, parallel: bool) -> int:
+        """TensorCores one pallas_call runs on, on one JAX device: a v7x device is one TensorCore; a megacore
+        device (v4, v5p) is two, and a kernel uses the second only through a "parallel" grid axis (Pallas TPU
+        pipelining docs: "*not* specifying it will result in only one TensorCore being used")."""
+        return self.tensorcores_per_chip if self.megacore and parallel else 1
+
+    def device_hbm_bytes_per_s(self, parallel: bool) -> float:
+        """The HBM bandwidth one pallas_call gets on one JAX device: pltpu.get_tpu_info()'s per-TensorCore
+        mem_bw_bytes_per_second times the cores it runs on (v5e, v6e: the chip's; v7x: half the chip's)."""
+        return self.hbm_bytes_per_s / self.tensorcores_per_chip * self.cores_used(parallel)
+
+    def device_bf16_flops_per_s(self, parallel: bool) -> float:
+        """`device_hbm_bytes_per_s`'s rule for the bf16 peak: pltpu.get_tpu_info().bf16_ops_per_second x cores used."""
+        return self.bf16_flops_per_s / self.tensorcores_per_chip * self.cores_used(parallel)
+
+    def passes(self, dtype: str, precision: str | None = None) -> float:
+        """MXU passes of one matmul block of `dtype` at `precision` (None: the default), relative to bfloat16."""
+        key = dtype if precision in (None, "DEFAULT") else f"{dtype}/{precision}"
+        if key not in self.mxu_passes:
+            raise ChipError(f"{self.name}: no MXU pass count for {key!r}; recorded: {', '.join(self.mxu_passes)}")
+        return self.mxu_passes[key]
+
+    @property
+    def bf16_flops_per_s_per_core(self) -> float:
+        """Peak bf16 FLOP/s of one TensorCore, as `pltpu.get_tpu_info().bf16_ops_per_second` states it."""
+        return self.bf16_flops_per_s / self.tensorcores_per_chip
+
+    @property
+    def mxu_flops_per_cycle(self) -> int:
+        """FLOPs one TensorCore's MXUs do per clock: each MXU is mxu x mxu multiply-adds (2 FLOPs) a cycle."""
+        return self.num_mxus * 2 * self.mxu**2
+
+    @property
+    def implied_clock_hz(self) -> float:
+        """The clock that makes peak = num_mxus x 2 x mxu^2 x clock hold for tpu_info's numbers (derived, not a
+        published clock: v5e gives 1.50 GHz, the scaling book's "1.5 GHz")."""
+        return self.bf16_flops_per_s_per_core / self.mxu_flops_per_cycle
 
     @property
     def device_kinds(self) -> tuple[str, ...]:

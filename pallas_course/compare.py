@@ -96,12 +96,21 @@ def _nan_cause(a: np.ndarray, nan: np.ndarray) -> str:
     return "never-written-at-all" if nan.all() else "never-written"
 
 
+NEVER_COPIED_OUT = (
+    "the output is left in HBM (memory_space=pl.ANY), where only a copy writes it, and nothing reached it: copy "
+    "each result block out, pltpu.make_async_copy(o_buf, o_hbm.at[pl.ds(i * rows, rows)], sem.at[2]), .start() "
+    "then .wait()"
+)
+
+
 def _all_nan_cause(kernel: Any) -> tuple[str, str]:
     """(cause, message) of an output that is NaN everywhere, from the traced kernel when there is one."""
     if kernel is None:
         return "never-written-unknown", ALL_NAN_UNKNOWN
     from pallas_course.kernel_trace import read_before_written, stores
 
+    if any(getattr(b, "memory_space", "") in ("any", "hbm") for b in getattr(kernel, "outputs", ())):
+        return "never-copied-out", NEVER_COPIED_OUT
     unread = read_before_written(kernel)
     if unread:
         ref = unread[0]

@@ -1,5 +1,7 @@
 """The course's cost models, one home: the time of a pipeline step (DMA and MXU), the time of a memory-bound row
-kernel (its HBM bytes over bandwidth) and a kernel's VMEM working set.
+kernel (its HBM bytes over bandwidth, plus a fixed cost per grid step), the rows a row kernel's block should hold,
+and a kernel's VMEM working set. Every time is per JAX device, as pltpu.get_tpu_info() counts it (per TensorCore,
+times the TensorCores the kernel runs on: pallas_course.chips.Chip.device_hbm_bytes_per_s).
 
 LAB·1.4's visible checks (pallas_course.check, on the student's own traced matmul), its grade
 (autograder.labs.lab_1_4, on the grader's traced matmul), the gates' estimates (course_tools.estimate)
@@ -32,10 +34,27 @@ def _itemsize(dtype: Any) -> int:
 # ------------------------------------------------------------------------------------------------ step time
 
 
-def step_seconds(moved_bytes: float, flops: float, chip: Chip | str) -> tuple[float, float]:
-    """(DMA s, MXU s): bytes over the chip's HBM B/s, FLOPs over its bf16 FLOP/s (course.yml's per-chip numbers)."""
+def matmul_passes(dtype: Any, chip: Chip | str) -> float:
+    """MXU passes of one matmul block of `dtype` at the precision the course's kernels ask for it
+    (pallas_course.precision.matmul_precision: HIGHEST on float32, the default otherwise): course.yml's mxu_passes,
+    counted by course_tools.bench.mxu_passes (float32 at HIGHEST: 6 passes on v4, v5e, v5p, v6e)."""
+    from pallas_course.precision import matmul_precision
+
+    precision = matmul_precision(dtype)
+    return _chip(chip).passes(np.dtype(dtype).name, None if precision is None else precision.name)
+
+
+def step_seconds(
+    moved_bytes: float, flops: float, chip: Chip | str, passes: float = 1.0, parallel: bool = True
+) -> tuple[float, float]:
+    """(DMA s, MXU s) on one JAX device: bytes over its HBM B/s, FLOPs x MXU passes over its bf16 FLOP/s (a pass
+    is one bf16 push of each block: float32 at HIGHEST takes 6, `matmul_passes`). `parallel`: the grid has a
+    "parallel" axis (the lab's matmul: i and j), so a megacore device's two TensorCores both work."""
     c = _chip(chip)
-    return moved_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s
+    return (
+        moved_bytes / c.device_hbm_bytes_per_s(parallel),
+        flops * passes / c.device_bf16_flops_per_s(parallel),
+    )
 
 
 def matmul_step(bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int]:
@@ -79,13 +98,46 @@ def steady_step(info: Any) -> tuple[int, str]:
 
 # ---------------------------------------------------------------------------------------- memory-bound kernels
 # Softmax and LayerNorm do a few VPU operations per element and no matmul, while a chip's FLOP/s per HBM byte/s is
-# in the hundreds (v5e: 1.97e14 / 8.2e11 = 240): they wait on HBM, so their time is their HBM bytes over the chip's
-# bandwidth. LAB·1.3's softmax_seconds (graded by pallas_course.lab_1_3_rules) and its timing cell use these.
+# in the hundreds (v5e: 1.97e14 / 8.2e11 = 240): they wait on HBM, so their time is their HBM bytes over the
+# device's bandwidth, plus the fixed cost of each grid step the matmul model charges too (course.yml
+# gates.estimate.step_overhead_s): at 8 rows of 1024 float32 a step moves 64 KiB, 80 ns on v5e, against that
+# fixed 223 ns. LAB·1.3's softmax_seconds and rows_per_block (graded by pallas_course.lab_1_3_rules) use these.
+
+MIN_STEP_BYTES = 2**20  # a row kernel's step should move at least this (in + out): its fixed cost then <= ~15 % on v5e
+ROW_VMEM_SHARE = 0.5  # ... and its double-buffered in and out blocks at most this share of the scoped VMEM limit
 
 
-def memory_bound_seconds(moved_bytes: float, chip: Chip | str) -> float:
-    """Seconds to move `moved_bytes` through HBM at the chip's bandwidth (course.yml's hbm_bytes_per_s, per chip)."""
-    return moved_bytes / _chip(chip).hbm_bytes_per_s
+def step_overhead() -> tuple[float, str]:
+    """(seconds, source): the fixed cost of one grid step beyond its DMA and MXU time, course.yml's
+    gates.estimate.step_overhead_s (fitted on v5e; the one constant the gate estimates charge every step)."""
+    from pallas_course.manifest import manifest
+
+    est = next(g["estimate"] for g in manifest().gates if "estimate" in g)
+    return float(est["step_overhead_s"]), str(est["step_overhead_source"])
+
+
+def memory_bound_seconds(moved_bytes: float, chip: Chip | str, steps: int = 0, parallel: bool = False) -> float:
+    """Seconds to move `moved_bytes` through HBM at one JAX device's bandwidth, plus `steps` x the fixed cost of a
+    grid step. `parallel`: the row axis is "parallel" (on a megacore chip, both TensorCores stream)."""
+    return moved_bytes / _chip(chip).device_hbm_bytes_per_s(parallel) + steps * step_overhead()[0]
+
+
+def row_block_bytes(rows: int, d: int, dtype: Any) -> int:
+    """Bytes of one (rows, d) block of `dtype`."""
+    return rows * d * _itemsize(dtype)
+
+
+def row_block_fits(rows: int, d: int, dtype: Any, chip: Chip | str) -> bool:
+    """The row kernel's in and out blocks, double-buffered, within ROW_VMEM_SHARE of the default scoped limit: the
+    rest is for the float32 values the body computes (libtpu 0.0.42.1, v5e: (1024, 1024) float32 blocks, 16 MiB of
+    buffers, need 17.84 MiB and fail; (768, 1024), 12 MiB, compile; the course's tests hold the rule to the compiler)."""
+    need = blocks_working_set((row_block_bytes(rows, d, dtype),) * 2)
+    return need <= ROW_VMEM_SHARE * _chip(chip).default_scoped_vmem_bytes
+
+
+def row_block_moves_enough(rows: int, n: int, d: int, dtype: Any) -> bool:
+    """A step reads and writes at least MIN_STEP_BYTES, or the block is the whole array."""
+    return rows >= n or 2 * row_block_bytes(rows, d, dtype) >= MIN_STEP_BYTES
 
 
 def fused_softmax_bytes(n: int, d: int, dtype: Any) -> int:

@@ -18,6 +18,7 @@ GRID_DOCS = DOCS + "grid_blockspec.html"
 QUICKSTART = DOCS + "quickstart.html"
 TPU_DOCS = DOCS + "tpu/details.html"
 MATMUL_DOCS = DOCS + "tpu/matmul.html"
+PIPELINING_DOCS = DOCS + "tpu/pipelining.html"
 
 MAX_LINE = 240  # a student's message or source line is data: capped, never the whole of it
 
@@ -195,6 +196,48 @@ _MOSAIC_TYPES = {
     "i1": "bool",
 }
 
+
+# What the MXU takes (deviceless compiles, jax 0.10.2 + libtpu 0.0.42.1: course_tools.bench.mxu_passes' record and
+# the course's compile-message tests): bfloat16 and float32 everywhere; int8 x int8 with an int32 result on v5e, v5p and
+# v6e (v4: "Unsupported matmul RHS type"); int32 operands ("Bad lhs/rhs type") and int8 x int32 ("Mix int/int -
+# NYI") nowhere; bfloat16 at precision=HIGHEST nowhere ("Bad lhs type").
+MXU_TYPES = (
+    "the TPU's matrix unit (MXU) multiplies bfloat16 and float32 blocks, and int8 blocks with an int32 result on "
+    "v5e, v5p and v6e (not v4; float8 on newer chips: pltpu.get_tpu_info().fp8_ops_per_second)"
+)
+
+
+def _dot_type_what(m: re.Match[str]) -> str:
+    if m["lt"]:
+        return (
+            f"{MXU_TYPES}, and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
+            f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
+            f"({m['rhs'].replace('x', ' x ')})"
+        )
+    if m["mixed"]:
+        return f"{MXU_TYPES}, and this product mixes two integer types (int8 by int32, say)"
+    if m["target"]:
+        return f"{MXU_TYPES}, and this chip has no {_MOSAIC_TYPES.get(m['target'], m['target'])} matrix product"
+    return (
+        f"{MXU_TYPES}, and refuses this product's operand type: int32 blocks, or bfloat16 blocks with "
+        "precision=HIGHEST, which asks for f32 passes (jax 0.10.2 with libtpu 0.0.42.1)"
+    )
+
+
+def _dot_type_fix(m: re.Match[str]) -> str:
+    if m["target"]:
+        return (
+            "on this chip multiply in bfloat16 (cast the int8 blocks to bfloat16, exact for int8's values) or "
+            "float32, or run on a chip with an int8 MXU (v5e, v5p, v6e)"
+        )
+    return (
+        "keep int8 data int8 on both sides and pass preferred_element_type=jnp.int32 (the native integer "
+        "product), or cast int32 operands to float32 (or bfloat16) before the dot; on bfloat16 blocks leave "
+        "precision at its default (one MXU pass multiplies bfloat16 exactly, accumulating in f32); to move "
+        "values rather than multiply them (a transpose by an identity matrix), write x_ref[...].T instead"
+    )
+
+
 _BITS = {"float64": 64, "float32": 32, "int32": 32, "bfloat16": 16, "float16": 16, "int8": 8}
 
 
@@ -236,6 +279,13 @@ def _store_shape(m: re.Match[str]) -> str:
     return (
         f"the kernel stores a {m['val']} value into a {m['ref']} block; the kernel line is where it shows, but the "
         "usual bug is a BlockSpec: the in and out block shapes disagree"
+    )
+
+
+def _keepdims_fix(m: re.Match[str]) -> str:
+    return (
+        f"keep the reduced axis, so the result is ({m['r']}, 1) and broadcasts back over each row: jnp.max(x, "
+        "axis=-1, keepdims=True), and the same for jnp.sum and jnp.mean"
     )
 
 
@@ -327,23 +377,11 @@ PATTERNS: tuple[Pattern, ...] = (
         "tpu-dot-type",
         re.compile(
             r"Bad lhs/rhs type: '?vector<(?P<lhs>[\dx]+)x(?P<lt>\w+)>'? '?vector<"
-            r"(?P<rhs>[\dx]+)x(?P<rt>\w+)>|Bad lhs type|Bad rhs type"
+            r"(?P<rhs>[\dx]+)x(?P<rt>\w+)>|Bad lhs type|Bad rhs type|(?P<mixed>Mix int/int - NYI)"
+            r"|Unsupported matmul RHS type on target: vector<[\dx]+x(?P<target>\w+)>"
         ),
-        lambda m: (
-            "the TPU compiler refuses a matrix product in the kernel: the TPU's matrix unit (MXU) multiplies "
-            "floating-point blocks (bfloat16, float32)"
-            + (
-                f", and this jnp.dot/lax.dot_general multiplies {_MOSAIC_TYPES.get(m['lt'], m['lt'])} "
-                f"({m['lhs'].replace('x', ' x ')}) by {_MOSAIC_TYPES.get(m['rt'], m['rt'])} "
-                f"({m['rhs'].replace('x', ' x ')})"
-                if m["lt"]
-                else ", and refuses this product's operand type: integer blocks, or bfloat16 blocks with "
-                "precision=HIGHEST, which asks for f32 passes (jax 0.10.2 with libtpu 0.0.42.1)"
-            )
-        ),
-        "cast both operands to float32 (or bfloat16) before the dot; on bfloat16 blocks leave precision at its "
-        "default (one MXU pass multiplies bfloat16 exactly, accumulating in f32); to move values rather than "
-        "multiply them (a transpose by an identity matrix), write x_ref[...].T instead",
+        lambda m: "the TPU compiler refuses a matrix product in the kernel: " + _dot_type_what(m),
+        _dot_type_fix,
         TPU_DOCS,
     ),
     Pattern(
@@ -514,6 +552,25 @@ PATTERNS: tuple[Pattern, ...] = (
         _store_shape_fix,
         GRID_DOCS,
     ),
+    # LAB·1.3's Hint 2: "keepdims=True so it broadcasts back over the row"; (r,) against (r, d) lines up with d
+    _p(
+        "reduced-without-keepdims",
+        r"Incompatible shapes for broadcasting: shapes=\[\((?P<r>\d+), (?P<d>\d+)\), \((?P=r),\)\]",
+        "a ({r},) value meets a ({r}, {d}) block: a reduction over the last axis without keepdims=True leaves each "
+        "row's value in a 1-D array, and broadcasting lines a 1-D array up with the last axis (the features), not "
+        "the rows",
+        _keepdims_fix,
+        QUICKSTART,
+    ),
+    _p(
+        "reduced-without-keepdims",
+        r"Incompatible shapes for broadcasting: shapes=\[\((?P<r>\d+),\), \((?P=r), (?P<d>\d+)\)\]",
+        "a ({r},) value meets a ({r}, {d}) block: a reduction over the last axis without keepdims=True leaves each "
+        "row's value in a 1-D array, and broadcasting lines a 1-D array up with the last axis (the features), not "
+        "the rows",
+        _keepdims_fix,
+        QUICKSTART,
+    ),
     _p(
         "ref-as-array",
         r"TransformedRefs cannot be abstractified|'AbstractRef' object has no attribute|"
@@ -575,6 +632,15 @@ PATTERNS: tuple[Pattern, ...] = (
         "out_shape is not a jax.ShapeDtypeStruct",
         "write out_shape=jax.ShapeDtypeStruct(shape, dtype)",
         QUICKSTART,
+    ),
+    # TPU interpret mode (jax 0.10.2, interpret_pallas_call.get) on a copy or index past the end of a ref (LAB·1.6)
+    _p(
+        "out-of-bounds",
+        r"Out-of-bounds read of [^:]*: reading \[(?P<window>.*?)\] but buffer has shape (?P<shape>\(.*?\))",
+        "a copy (or an index) reads past the end of its ref: the window {window} of an array of shape {shape}",
+        "a window pl.ds(start, size) must end inside its array: start at i * rows_per_block, take "
+        "rows_per_block rows, with rows_per_block dividing the array's length; check the offset and the grid",
+        PIPELINING_DOCS,
     ),
 )
 

@@ -48,6 +48,9 @@ class BlockInfo:
     # the block is the whole array at a constant-zero index map (JAX's BlockMapping.has_trivial_window): jax 0.10.2
     # single-buffers such an operand in VMEM whatever its pipeline_mode (mosaic/lowering.py)
     trivial_window: bool = False
+    # where the operand lives: "any" for pl.BlockSpec(memory_space=pl.ANY) (left in HBM, no block copied: the
+    # kernel copies it itself, LAB·1.6), "vmem" or "smem" when named, "" for the default (blocks staged in VMEM)
+    memory_space: str = ""
 
     def block_index(self, *grid_point: int) -> tuple[int, ...]:
         """The block index this operand's index map returns at `grid_point`."""
@@ -73,11 +76,15 @@ class PallasCallInfo:
     # judge read off the rebuilt computation: autograder.judge.protocol)
     unread: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
     # the precision each dot_general in the kernel body asks for, in order ("DEFAULT", "HIGHEST", or one name per
-    # operand, "HIGHEST/DEFAULT"): interpret mode on a CPU multiplies f32 exactly whatever it asks, a TPU does not
+    # operand, "HIGHEST/DEFAULT"): interpret mode on a CPU multiplies f32 in full f32 whatever it asks, a TPU does not
     dot_precisions: tuple[str, ...] = field(default=(), repr=False, compare=False)
     # the dtype of each product of a value with a mask (a comparison, converted or broadcast) in the kernel body:
     # `x * (row < n)` is not a select, NaN × 0 is NaN (interpret mode on a CPU may rewrite it into one and hide it)
     mask_products: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # the reductions over a value's last (lane) axis that run on every grid step, i.e. outside any pl.when: each a
+    # cross-lane reduction (the XLU's work: Mosaic lowers jnp.max(axis=-1) to vmax.xlane), the slow kind per step
+    # (Pallas TPU details, "Reductions"); LAB·1.2's rowmax_dense does its one on the last step
+    lane_reductions_every_step: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def blocks(self) -> tuple[BlockInfo, ...]:
@@ -150,6 +157,20 @@ def _kernel_name(eqn: Any) -> str:
     return src.split(" ")[0] or "kernel"
 
 
+def _memory_space(block_mapping: Any) -> str:
+    space = getattr(block_mapping.block_aval, "memory_space", None)
+    return "" if space is None else str(space).lower().split(".")[-1]
+
+
+def _scratch_dtype(aval: Any) -> np.dtype:
+    """A scratch's dtype; int32 for semaphores (pltpu.SemaphoreType.DMA: a dtype NumPy has no name for, in the
+    memory space "semaphore_mem", which tells them apart)."""
+    try:
+        return np.dtype(aval.dtype)
+    except TypeError:
+        return np.dtype(np.int32)
+
+
 def _pallas_call_info(eqn: Any) -> PallasCallInfo:
     gm = eqn.params["grid_mapping"]
     blocks = []
@@ -166,9 +187,10 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
                 buffer_count=getattr(mode, "buffer_count", None),
                 index_map=_index_map(bm),
                 trivial_window=bool(bm.has_trivial_window()),
+                memory_space=_memory_space(bm),
             )
         )
-    scratch = tuple((tuple(a.shape), np.dtype(a.dtype), str(getattr(a, "memory_space", ""))) for a in gm.scratch_avals)
+    scratch = tuple((tuple(a.shape), _scratch_dtype(a), str(getattr(a, "memory_space", ""))) for a in gm.scratch_avals)
     params = eqn.params.get("compiler_params")
     semantics = None
     if params is not None:
@@ -189,7 +211,30 @@ def _pallas_call_info(eqn: Any) -> PallasCallInfo:
         kernel_ops=_ops(eqn.params["jaxpr"]),
         dot_precisions=tuple(dot_precision(e) for e in find_eqns(eqn.params["jaxpr"], "dot_general")),
         mask_products=mask_products(eqn.params["jaxpr"]),
+        lane_reductions_every_step=lane_reductions_every_step(eqn.params["jaxpr"]),
     )
+
+
+_REDUCTIONS = frozenset({"reduce_max", "reduce_min", "reduce_sum", "reduce_prod", "argmax", "argmin"})
+
+
+def lane_reductions_every_step(jaxpr: Any) -> tuple[str, ...]:
+    """The reductions over their operand's last axis in `jaxpr` that are not inside a `cond` (pl.when): they run on
+    every grid step. Sub-jaxprs other than a cond's branches (a jit, a loop body) are walked."""
+    found: list[str] = []
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        name = eqn.primitive.name
+        if name in _REDUCTIONS:
+            ndim = len(getattr(eqn.invars[0].aval, "shape", ()))
+            axes = eqn.params.get("axes", eqn.params.get("axis", ()))
+            axes = (axes,) if isinstance(axes, int) else tuple(axes)
+            if ndim and (ndim - 1) in {a % ndim for a in axes}:
+                found.append(name)
+        if name == "cond":
+            continue
+        for sub in _sub_jaxprs(eqn):
+            found += lane_reductions_every_step(sub)
+    return tuple(found)
 
 
 def dot_precision(eqn: Any) -> str:
@@ -258,6 +303,11 @@ def _ops(jaxpr: Any) -> dict[str, tuple[str, ...]]:
 
     walk(jaxpr)
     return {k: tuple(v) for k, v in ops.items()}
+
+
+def nested_jaxprs(eqn: Any) -> list[Any]:
+    """The jaxprs an equation holds (a pl.when's branches, a loop's body), as plain Jaxprs."""
+    return list(_sub_jaxprs(eqn))
 
 
 def _sub_jaxprs(eqn: Any) -> Iterator[Any]:
@@ -331,11 +381,24 @@ def read_before_written(pc: PallasCallInfo) -> list[str] | None:
             if eqn.primitive.name in _READS and eqn.invars and eqn.invars[0] is ref:
                 found.append(name)
                 break
-            if (eqn.primitive.name in _WRITES and eqn.invars and eqn.invars[0] is ref) or (
-                ref in eqn.invars and _writes_ref_in(eqn, ref)
+            if (
+                (eqn.primitive.name in _WRITES and eqn.invars and eqn.invars[0] is ref)
+                or (ref in eqn.invars and _writes_ref_in(eqn, ref))
+                or copy_destination(eqn) is ref
             ):
                 break
     return found
+
+
+def copy_destination(eqn: Any) -> Any:
+    """The ref a copy's .start() writes (pltpu.make_async_copy's dst, its windowing dropped), else None."""
+    if eqn.primitive.name != "dma_start" or "tree" not in eqn.params:
+        return None
+    try:
+        dst = eqn.params["tree"].unflatten(list(eqn.invars))[1]
+    except (TypeError, ValueError, IndexError):
+        return None
+    return getattr(dst, "ref", dst)
 
 
 def _ref_names(n_outputs: int, n_scratch: int) -> list[str]:
@@ -353,8 +416,8 @@ def _writes_ref_in(eqn: Any, ref: Any) -> bool:
 
 
 def stores(pc: PallasCallInfo) -> bool:
-    """Does the kernel body store anything at all (a swap, a +=)?"""
-    return bool({"swap", "addupdate"} & pc.kernel_primitives())
+    """Does the kernel body store anything at all (a swap, a +=, a copy into a ref)?"""
+    return bool({"swap", "addupdate", "dma_start"} & pc.kernel_primitives())
 
 
 # What reads only part of its operand: the work it does is the size of what it returns (x[0, 0] reads one value).

@@ -224,6 +224,11 @@ def legal_or_not_problem(got: Any, shape: tuple[int, ...], block: tuple[int, ...
     if not isinstance(got, str) or got not in VERDICTS:
         return f"returned {got!r}: answer one of {', '.join(map(repr, VERDICTS))}"
     if got != want:
+        tile = (8, 128)  # the lowering rule's (sublane, lane) multiples, for the last two dims
+        whole = [f"{b} equals the array's {a}" for a, b, t in zip(shape[-2:], block[-2:], tile) if a == b and a % t]
+        if got == "lowering" and whole:
+            # the table: "a block dim equal to the array's passes whatever its size"
+            why += f" (a block dim equal to the array's passes the lowering rule whatever its size: {', '.join(whole)})"
         return f"returned {got!r}, but it is {want!r}: {why}"
     return None
 
@@ -290,10 +295,10 @@ class YourMatmul:
             return self._trace(bm, 3 * bk, bn, bm, bn, bk, name)
 
     def step_times(self, bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
-        from pallas_course.cost_model import step_seconds
+        from pallas_course.cost_model import matmul_passes, step_seconds
 
         moved, flops, _ = self.step_detail(bm, bn, bk, dtype)
-        return step_seconds(moved, flops, chip)
+        return step_seconds(moved, flops, chip, matmul_passes(dtype, chip))
 
     def step_detail(self, bm: int, bn: int, bk: int, dtype: Any) -> tuple[int, int, str]:
         """(bytes, FLOPs, what moves) of one steady step, read off the schedule and the dot of `matmul`."""
@@ -361,17 +366,18 @@ StepDetail = Callable[[int, int, int, Any], "tuple[int, int, str]"]  # -> (bytes
 
 
 def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str, detail: StepDetail) -> str | None:
-    """(DMA s, MXU s) of one steady step: the bytes the schedule streams over HBM B/s, the dot's FLOPs over bf16
-    FLOP/s, course.yml's per-chip numbers."""
+    """(DMA s, MXU s) of one steady step on one JAX device: the bytes the schedule streams over its HBM B/s, the
+    dot's FLOPs x the MXU passes of the dtype at the course's precision over its bf16 FLOP/s (pallas_course.cost_model)."""
     from pallas_course.chips import chip as chip_named
-    from pallas_course.cost_model import step_seconds
+    from pallas_course.cost_model import matmul_passes, step_seconds
 
     if not isinstance(got, (tuple, list)) or len(got) != 2 or any(_number(v) is None for v in got):
         return f"returned {got!r}; expected a pair of numbers (dma_s, compute_s)"
     dma, mxu = (float(v) for v in got)
     c = chip_named(chip)
     moved, flops, what = detail(bm, bn, bk, dtype)
-    want_dma, want_mxu = step_seconds(moved, flops, c)
+    passes = matmul_passes(dtype, c)
+    want_dma, want_mxu = step_seconds(moved, flops, c, passes)
     if _close(dma, want_dma) and _close(mxu, want_mxu):
         return None
     if _close(dma, want_mxu) and _close(mxu, want_dma):
@@ -391,11 +397,13 @@ def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str
         return (
             f"gives DMA {_ns(dma)} and MXU {_ns(mxu)}, expected {_ns(want_dma)} and {_ns(want_mxu)}: {cores} times "
             f"too long, as with one TensorCore's share of {chip}'s bandwidth and FLOP/s ({chip} has {cores} "
-            "TensorCores per chip); the lab's step times use course.yml's per-chip numbers as they stand, "
-            "hbm_bytes_per_s and bf16_flops_per_s"
+            f"TensorCores per chip): the matmul's i and j axes are \"parallel\", so on a {chip} JAX device both "
+            "TensorCores work, chip_named(chip).device_hbm_bytes_per_s(parallel=True) and "
+            "device_bf16_flops_per_s(parallel=True)"
         )
     if not _close(dma, want_dma):
-        got_bytes = dma * c.hbm_bytes_per_s
+        bw = c.device_hbm_bytes_per_s(parallel=True)
+        got_bytes = dma * bw
         size = np.dtype(dtype_name(dtype)).itemsize
         other = next((s for s in (1, 2, 4, 8) if s != size and _close(got_bytes, moved // size * s)), None)
         hint = (
@@ -407,22 +415,23 @@ def step_time_problem(got: Any, bm: int, bn: int, bk: int, dtype: Any, chip: str
             else ""
         )
         return (
-            f"gives DMA {_ns(dma)} (= {got_bytes:,.0f} bytes at {chip}'s {c.hbm_bytes_per_s:.3g} B/s), expected "
+            f"gives DMA {_ns(dma)} (= {got_bytes:,.0f} bytes at {chip}'s {bw:.3g} B/s), expected "
             f"{_ns(want_dma)}: a steady step streams {what} of {dtype_name(dtype)}, {moved:,} bytes; C stays in "
             f"VMEM across K{hint}"
         )
-    hint = ""
-    if dtype_name(dtype) != "bfloat16" and _close(mxu, 2 * want_mxu):
-        hint = (
-            f"; twice the expected time for {dtype_name(dtype)}, as with half the bf16 peak: the lab's convention "
-            "is the bf16 peak for every dtype (course.yml's bf16_flops_per_s, one number per chip), so a "
-            f"{dtype_name(dtype)} step is timed at it too"
+    flops_per_s = c.device_bf16_flops_per_s(parallel=True)
+    if passes != 1 and _close(mxu, want_mxu / passes):
+        return (
+            f"gives MXU {_ns(mxu)}, expected {_ns(want_mxu)}: {passes:g} times too short for {dtype_name(dtype)}, as "
+            f"with one MXU pass; the course's {dtype_name(dtype)} dot asks precision=HIGHEST "
+            f"(pallas_course.precision.matmul_precision), which the compiler issues as {passes:g} bf16 passes "
+            f"(course.yml's mxu_passes, counted from Mosaic's output: matmul_passes(dtype, chip))"
         )
     return (
-        f"gives MXU {_ns(mxu)} (= {mxu * c.bf16_flops_per_s:,.0f} FLOPs at {chip}'s {c.bf16_flops_per_s:.3g} bf16 "
+        f"gives MXU {_ns(mxu)} (= {mxu * flops_per_s:,.0f} FLOPs at {chip}'s {flops_per_s:.3g} bf16 "
         f"FLOP/s), expected {_ns(want_mxu)}: a steady-state step (one in the middle of K, where a pl.when that runs "
         f"only on the first or last K step does not run) computes one dot, 2·bm·bn·bk = {flops:,} FLOPs (a "
-        f"multiply and an add each){hint}"
+        f"multiply and an add each), times {passes:g} MXU pass{'es' * (passes != 1)} for {dtype_name(dtype)}"
     )
 
 
@@ -496,7 +505,13 @@ def budget_line_problem(got: Any, dtype: Any, chip: str, buffers: int, budget: B
     b = int(got)
     at = budget(b, b, b, dtype, chip, buffers)
     if not at.fits_limit:
-        return f"is {b}; at {b}: {at.verdict()}"
+        below = budget(b - BLOCK_STEP, b - BLOCK_STEP, b - BLOCK_STEP, dtype, chip, buffers) if b > BLOCK_STEP else None
+        past = (
+            f": the first size over the line, one step past the largest that fits ({b - BLOCK_STEP})"
+            if below is not None and below.fits_limit
+            else ""
+        )
+        return f"is {b}{past}; at {b}: {at.verdict()}"
     if b < SEARCH_LIMIT:
         above = budget(b + BLOCK_STEP, b + BLOCK_STEP, b + BLOCK_STEP, dtype, chip, buffers)
         if above.fits_limit:

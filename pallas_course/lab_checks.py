@@ -1,4 +1,4 @@
-"""The notebooks' visible checks of LAB·1.1-1.3's kernels: the grade's own rules (pallas_course.rules) on one case
+"""The notebooks' visible checks of LAB·1.1-1.3's and LAB·1.6's kernels: the grade's own rules (pallas_course.rules) on one case
 of every family the grade covers, with fixed inputs.
 
 `check_kernel("transpose", transpose)` runs each visible case of that kernel: first what the grade reads off the
@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from pallas_course import graded_compile, rules, tpu_compile
+from pallas_course import graded_compile, lab_1_6_rules, rules, tpu_compile
 from pallas_course.compare import PASSED, CheckFailure, compare, explained, form_mismatch, max_error, tolerance_phrase
 from pallas_course.errors import explain, unlowered_in
 from pallas_course.runtime import compiled_on_a_tpu, run_under_course_mode
@@ -42,21 +42,29 @@ FAMILIES: dict[str, Callable[[Case], frozenset[str]]] = {
     "add": lambda c: rules.array_families(c.shape, c.dtype),
     "transpose": lambda c: rules.transpose_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
     "rowmax": lambda c: rules.rowmax_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
+    "rowmax_dense": lambda c: rules.rowmax_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.dtype),
     "matmul": lambda c: rules.matmul_families(c.shape, c.kwargs["bm"], c.kwargs["bn"], c.kwargs["bk"], c.dtype),
     "softmax": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
     "layernorm": lambda c: rules.rows_families(c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kind),
-    "column_sums": lambda c: rules.column_sums_families(c.shape, c.kwargs.get("rows_per_block")),
+    "column_sums": lambda c: rules.column_sums_families(c.shape, c.kwargs.get("rows_per_block"), c.dtype),
+    "add_copies": lambda c: lab_1_6_rules.copies_families(c.shape, c.dtype, c.kwargs.get("rows_per_block")),
+    "row_logsumexp": lambda c: lab_1_6_rules.logsumexp_families(
+        c.shape, c.dtype, c.kwargs.get("rows_per_block"), c.kwargs.get("cols_per_block"), c.kind
+    ),
 }
 FAMILIES["matmul_acc"] = FAMILIES["matmul_gelu"] = FAMILIES["matmul"]
 
 F32, BF16 = "float32", "bfloat16"
 ROWMAX = ("rowmax_schedule", "rowmax_values")
+ROWMAX_DENSE = ("rowmax_dense_schedule", "rowmax_dense_values")
 MM = ("matmul_schedule", "matmul_f32", "matmul_precision")
 ACC = ("matmul_acc_schedule", "matmul_acc_semantics", "matmul_acc_f32_accumulator")
 GELU = ("matmul_gelu_values", "matmul_gelu_fused")
 SOFTMAX = ("softmax_values", "softmax_fused")
 LAYERNORM = ("layernorm_values", "layernorm_fused")
 RAGGED = ("column_sums_ragged",)
+COPIES = ("add_copies_schedule", "add_copies_values")
+LSE = ("logsumexp_schedule", "logsumexp_values")
 
 # The visible cases, kernel by kernel. Each family of the grade's cases (rules.*_families) has one here at least.
 CASES: dict[str, tuple[Case, ...]] = {
@@ -75,6 +83,10 @@ CASES: dict[str, tuple[Case, ...]] = {
         Case(ROWMAX, (64, 1024), F32, {"bm": 8, "bn": 256}),  # 8 × 4 grid, bm the default 8
         Case(ROWMAX, (128, 2048), F32, {"bm": 32, "bn": 512}),
     ),  # 4 × 4 grid
+    "rowmax_dense": (
+        Case(ROWMAX_DENSE, (64, 1024), F32, {"bm": 8, "bn": 256}),
+        Case(ROWMAX_DENSE, (128, 2048), F32, {"bm": 32, "bn": 512}),
+    ),
     "matmul": (
         Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 128}),  # 2 × 3 × 4 grid
         Case(MM, (256, 512, 384), F32, {"bm": 128, "bn": 128, "bk": 256}),  # bk != bn
@@ -116,8 +128,28 @@ CASES: dict[str, tuple[Case, ...]] = {
     "column_sums": (
         Case(RAGGED, (64, 256), F32),
         Case(RAGGED, (100, 256), F32, {"rows_per_block": 8}),  # 13 blocks, the last 4 rows of 8
-        Case(RAGGED, (20, 384), F32, {"rows_per_block": 32}),
-    ),  # one block, 20 rows of 32
+        Case(RAGGED, (20, 384), F32, {"rows_per_block": 32}),  # one block, 20 rows of 32
+        # the lab grades its functions in float32 and bfloat16: bf16 x (16-row blocks, its native tile), f32 sums
+        Case(RAGGED, (120, 256), BF16, {"rows_per_block": 16}),
+    ),
+    "add_copies": (
+        Case(COPIES, (64, 256), F32),  # 8 steps of the default 8 rows
+        Case(COPIES, (256, 256), F32, {"rows_per_block": 64}),
+        Case(COPIES, (64, 512), BF16, {"rows_per_block": 16}),
+    ),
+    # rising and falling rows (lab_1_6_rules.logsumexp_inputs): the max grows across feature steps in half of them
+    "row_logsumexp": (
+        Case(LSE, (64, 512), F32),  # the default (8, 128) blocks: an 8 × 4 grid
+        Case(LSE, (96, 1024), F32, {"rows_per_block": 32, "cols_per_block": 256}),
+        Case(LSE, (64, 512), BF16, {"rows_per_block": 16, "cols_per_block": 128}),
+        Case(
+            ("logsumexp_stability", "logsumexp_schedule"),
+            (64, 512),
+            F32,
+            {"rows_per_block": 16, "cols_per_block": 128},
+            kind="large logits",
+        ),
+    ),
 }
 SEED = 20  # the visible inputs are fixed; the grade draws fresh ones
 
@@ -130,6 +162,9 @@ def _label(kernel: str, case: Case) -> str:
         "transpose": "x",
         "column_sums": "x",
         "rowmax": "x",
+        "add_copies": "x, y",
+        "row_logsumexp": "x",
+        "rowmax_dense": "x",
     }.get(kernel, "a, b")
     kw = "".join(f", {k}={v}" for k, v in case.kwargs.items())
     if kernel.startswith("matmul"):
@@ -141,11 +176,15 @@ def _label(kernel: str, case: Case) -> str:
 
 
 def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...]:
-    if kernel == "add":
+    if kernel in ("add", "add_copies"):
         return rules.random_array(rng, case.shape, case.dtype), rules.random_array(rng, case.shape, case.dtype)
+    if kernel == "row_logsumexp":
+        if case.kind == "large logits":
+            return (rules.large_logits(rng, case.shape),)
+        return (lab_1_6_rules.logsumexp_inputs(rng, case.shape, case.dtype),)
     if kernel == "transpose":
         return (rules.random_array(rng, case.shape, case.dtype),)
-    if kernel == "rowmax":
+    if kernel in ("rowmax", "rowmax_dense"):
         return (rules.rowmax_inputs(rng, case.shape),)
     if kernel == "matmul_gelu" and case.kind == "b the identity":
         return rules.gelu_probe_inputs(rng)
@@ -161,7 +200,7 @@ def _inputs(kernel: str, case: Case, rng: np.random.Generator) -> tuple[Any, ...
             return rules.layernorm_edge_inputs(rng, case.shape)
         return rules.layernorm_inputs(rng, case.shape, case.dtype)
     if kernel == "column_sums":
-        return (rules.column_sums_inputs(rng, case.shape),)
+        return (rules.column_sums_inputs(rng, case.shape, case.dtype),)
     raise KeyError(kernel)
 
 
@@ -175,7 +214,7 @@ def _structure_args(kernel: str, case: Case) -> tuple[Any, ...]:
     if kernel == "layernorm":
         p = jax.ShapeDtypeStruct((case.shape[1],), case.dtype)
         return x, p, p
-    return (x, x) if kernel == "add" else (x,)
+    return (x, x) if kernel in ("add", "add_copies") else (x,)
 
 
 def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
@@ -196,6 +235,8 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
         return rules.transpose_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
     if kernel == "rowmax":
         return rules.rowmax_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
+    if kernel == "rowmax_dense":
+        return rules.rowmax_dense_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"])
     if kernel.startswith("matmul"):
         problem = rules.matmul_schedule_problem(label, pc, case.shape, kw["bm"], kw["bn"], kw["bk"])
         if problem is None and kernel == "matmul":
@@ -214,6 +255,12 @@ def _structure(kernel: str, case: Case, label: str, t: Any) -> str | None:
         )
     if kernel == "column_sums":
         return rules.column_sums_schedule_problem(label, pc, case.shape, kw.get("rows_per_block", 8))
+    if kernel == "add_copies":
+        return lab_1_6_rules.copies_schedule_problem(label, pc, case.shape, case.dtype, kw.get("rows_per_block"))
+    if kernel == "row_logsumexp":
+        return lab_1_6_rules.logsumexp_schedule_problem(
+            label, pc, case.shape, kw.get("rows_per_block"), kw.get("cols_per_block")
+        )
     return None
 
 
@@ -227,8 +274,11 @@ def _default_precision_product(a: Any, b: Any) -> np.ndarray:
     return rules.as_f64(jnp.dot(a, b))
 
 
-def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndarray, dict[str, Any]]:
-    """(float64 reference, tolerances) of this case, as the grade compares it."""
+def _expected(
+    kernel: str, case: Case, inputs: tuple[Any, ...], dot_precisions: tuple[str, ...] = ()
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """(float64 reference, tolerances) of this case, as the grade compares it. `dot_precisions`: what the traced
+    kernel's dots ask (PallasCallInfo.dot_precisions)."""
     f64 = [rules.as_f64(v) for v in inputs]
     bf16 = case.dtype == BF16
     if kernel == "add":
@@ -237,10 +287,14 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
         return f64[0].T.astype(np.dtype(case.dtype)), rules.TRANSPOSE
     if kernel == "rowmax":
         return f64[0].max(axis=1, keepdims=True).astype(np.dtype(case.dtype)), rules.ROWMAX
+    if kernel == "rowmax_dense":
+        return rules.rowmax_dense_ref(inputs[0]).astype(np.dtype(case.dtype)), rules.ROWMAX_DENSE
     if kernel in ("matmul", "matmul_gelu"):
         # matmul asks its f32 dot for precision=HIGHEST (graded: matmul_precision), so it is checked against float64
-        # everywhere; matmul_gelu's dot keeps the default precision, bf16 passes on a TPU
-        tpu_default = kernel == "matmul_gelu" and compiled_on_a_tpu()
+        # everywhere; matmul_gelu's dot follows the same rule (pallas_course.precision.matmul_precision), ungraded:
+        # on a TPU a dot that asks for no HIGHEST is checked against the default-precision product (bf16 passes)
+        asks_highest = any("HIGHEST" in p for p in dot_precisions)
+        tpu_default = kernel == "matmul_gelu" and compiled_on_a_tpu() and not asks_highest
         c = _default_precision_product(*inputs) if tpu_default else f64[0] @ f64[1]
         return (rules.gelu(c) if kernel == "matmul_gelu" else c).astype(np.float32), rules.MATMUL_F32
     if kernel == "matmul_acc":
@@ -255,6 +309,12 @@ def _expected(kernel: str, case: Case, inputs: tuple[Any, ...]) -> tuple[np.ndar
         return rules.layernorm_ref(*inputs), tols
     if kernel == "column_sums":
         return rules.column_sums_ref(inputs[0]), rules.COLUMN_SUMS
+    if kernel == "add_copies":
+        return (f64[0] + f64[1]).astype(np.dtype(case.dtype)), (
+            lab_1_6_rules.COPIES_BF16 if bf16 else lab_1_6_rules.COPIES_F32
+        )
+    if kernel == "row_logsumexp":
+        return lab_1_6_rules.logsumexp_ref(inputs[0]), lab_1_6_rules.LOGSUMEXP
     raise KeyError(kernel)
 
 
@@ -264,16 +324,24 @@ def _block(kernel: str, case: Case) -> tuple[int, ...] | None:
         return kw["bn"], kw["bm"]
     if kernel == "rowmax":
         return kw["bm"], 1
+    if kernel == "rowmax_dense":
+        return kw["bm"], rules.LANES
     if kernel.startswith("matmul"):
         return kw["bm"], kw["bn"]
     if kernel in ("softmax", "layernorm"):
         return kw.get("rows_per_block", 8), case.shape[1]
     if kernel == "column_sums":
         return 1, case.shape[1]
+    if kernel == "add_copies":
+        return kw.get("rows_per_block", lab_1_6_rules.DEFAULT_ROWS), case.shape[1]
+    if kernel == "row_logsumexp":
+        return kw.get("rows_per_block", lab_1_6_rules.DEFAULT_ROWS), 1
     return None
 
 
-def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapping[str, Any]) -> str | None:
+def _hint(
+    kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapping[str, Any], pc: Any = None
+) -> str | None:
     """The grade's diagnosis of wrong values (the same call, the same words as autograder.labs)."""
     kw = case.kwargs
     rows = kw.get("rows_per_block", 8)
@@ -283,12 +351,18 @@ def _hint(kernel: str, case: Case, inputs: tuple[Any, ...], out: Any, tols: Mapp
         return rules.transpose_hint(inputs[0], out, kw["bm"], kw["bn"])
     if kernel == "rowmax":
         return rules.rowmax_hint(inputs[0], out, kw["bn"], kw["bm"])
+    if kernel == "rowmax_dense":
+        return rules.rowmax_dense_hint(inputs[0], out, kw["bn"])
     if kernel == "softmax":
         return rules.softmax_hint(inputs[0], out, rows)
     if kernel == "layernorm":
         return rules.layernorm_hint(*inputs, out, tols["tol"], rows)
     if kernel == "column_sums":
-        return rules.column_sums_hint(inputs[0], out, rows)
+        return rules.column_sums_hint(inputs[0], out, rows, pc)
+    if kernel == "add_copies":
+        return lab_1_6_rules.copies_hint(*inputs, out, rows)
+    if kernel == "row_logsumexp":
+        return lab_1_6_rules.logsumexp_hint(inputs[0], out, rows, kw.get("cols_per_block", lab_1_6_rules.DEFAULT_COLS))
     if kernel in ("matmul", "matmul_gelu"):
         return rules.matmul_hint(
             *inputs, out, kw["bk"], rules.gelu if kernel == "matmul_gelu" else None, blocks=(kw["bm"], kw["bn"])
@@ -366,8 +440,8 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
         if problem:
             raise _fail(name, problem, "values")
         return f"{label}: its epilogue computes a GELU{done}"
-    expected, tols = _expected(kernel, case, inputs)
     pc = t.pallas_calls[0]
+    expected, tols = _expected(kernel, case, inputs, pc.dot_precisions)
     if kernel == "matmul_acc":
         mismatch = compare(
             out, expected.astype(np.dtype(case.dtype)), name=label, block=_block(kernel, case), kernel=pc, **tols
@@ -378,8 +452,10 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
                 raise _fail(name, problem, "values")
             return f"{label}: within one bf16 step of the exact product{done}"
     else:
-        # shape and dtype in the input's dtype first, then the values in float64
-        mismatch = form_mismatch(out, expected.astype(np.dtype(case.dtype)), name=label)
+        # shape and dtype in the input's dtype first, then the values in float64: column_sums returns float32 sums
+        # whatever x's dtype (the lab's spec), row_logsumexp float32 too; the others x's dtype
+        form = np.float32 if kernel in ("column_sums", "row_logsumexp") else np.dtype(case.dtype)
+        mismatch = form_mismatch(out, expected.astype(form), name=label)
         if mismatch is None:
             mismatch = compare(
                 rules.as_f64(out),
@@ -390,7 +466,7 @@ def run_case(kernel: str, fn: Callable[..., Any], case: Case, *, name: str | Non
                 **tols,
             )
     if mismatch is not None:
-        raise _fail(name, explained_for(kernel, mismatch, _hint(kernel, case, inputs, out, tols)), mismatch.kind)
+        raise _fail(name, explained_for(kernel, mismatch, _hint(kernel, case, inputs, out, tols, pc)), mismatch.kind)
     return (
         f"{label}: matches (max error {max_error(out, expected):.3g}, "
         f"{tolerance_phrase(tols.get('tol', 0.0), tols.get('atol'))}){done}"

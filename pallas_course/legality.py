@@ -9,8 +9,9 @@ them is `pallas_course.tiling`; this module applies it):
   `lowering_accepts` asks JAX directly; the tests hold the model to it in both directions.
 * ``compile``: lowering passes but Mosaic refuses at compile time (needs libtpu or a TPU): an 8-bit array is
   tiled (32, 128), so a block of 8, 16 or 24 rows fails with ``E2002 CompileTimeMosaicMisalignedBlockAndTiling``.
-* ``note``: legal, but worth saying (a bf16 block of 8 rows fills half a native (16, 128) tile; a grid that
-  does not divide the array leaves a partial last block).
+* ``note``: legal, but worth saying (a bf16 block of 8 rows takes its own bytes in VMEM, course_tools.bench.tpu_layout's
+  record, but copies half of XLA's 16-row HBM tiles, layout T(8,128)(2,1); a grid that does not divide the array leaves a
+  partial last block).
 
 The VMEM working set is compared with two different numbers: the chip's physical VMEM and the compiler's
 default scoped limit (much smaller on v5e: 16 MiB of 128 MiB), which is what a kernel really gets unless it
@@ -333,7 +334,8 @@ def check_block(
 def vmem_block_bytes(block_shape: Sequence[int | None], dtype: Any) -> int:
     """Bytes one buffer of a block takes in VMEM, as the compiler allocates it: the last dim rounded up to whole
     128-lane rows; the second-minor rounded up to a multiple of 8 rows, or below 8 rows to a power of two and at
-    least one 32-bit sublane (2 bf16 or 4 int8 rows). Fitted to every measurement in the course's record
+    least one 32-bit sublane (2 bf16 or 4 int8 rows). Fitted to every measurement in the course's record, to
+    within its 1 KiB bisection step (the (1, 128) float32 row measures 1,024 B where the model says 512),
     vmem-padding.json (course_tools.bench.tpu_layout; jax 0.10.2 + libtpu 0.0.42.1, deviceless v5e): a (1, d) float32 block takes d x 4 bytes (not a whole
     (8, 128) tile per 128 lanes), 3 rows take 4, 12 take 16; a (1, d) bfloat16 block takes 2 rows, int8 4.
     Blocks of whole (8, 128) tiles, every matmul block in the course, are exactly their bytes."""

@@ -12,7 +12,7 @@ of the call in front). Nothing here imports `autograder`: this module ships to s
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -54,6 +54,9 @@ COLUMN_SUMS = dict(tol=1e-4)
 # rowmax: a max picks one of its inputs, so it is exact in any order: tol 0. A running max started at 0 instead of
 # -inf is off on every all-negative row (rules.rowmax_inputs makes half the rows so); a missing init reads NaN.
 ROWMAX = dict(tol=0.0)
+# rowmax_dense: the same maxima, in every one of the 128 lanes of its row: exact too
+ROWMAX_DENSE = dict(tol=0.0)
+LANES = 128  # a vreg's lanes (jax tpu_info num_lanes): rowmax_dense's lane-dense output is this wide
 ROWMAX_NEGATIVE_OFFSET = 8.0  # every other row is N(0, 1) - 8: all its values negative
 # matmul_acc's hints compare a bf16 output with what a mistake gives in float64: one bf16 rounding, 2**-8, twice
 MATMUL_ACC_HINT_TOL = 2.0**-7
@@ -124,9 +127,10 @@ def rows_families(shape: tuple[int, int], dtype: Any, rows_per_block: int | None
     return frozenset(tags | ({kind} if kind else set()))
 
 
-def column_sums_families(shape: tuple[int, int], rows_per_block: int | None) -> frozenset[str]:
-    """column_sums: whether the rows end in a partial block (one of several, or the only one), and the default
-    rows_per_block or a chosen one."""
+def column_sums_families(shape: tuple[int, int], rows_per_block: int | None, dtype: Any = "float32") -> frozenset[str]:
+    """column_sums: whether the rows end in a partial block (one of several, or the only one), the default
+    rows_per_block or a chosen one, and x's dtype (LAB·1.3 grades its functions in float32 and bfloat16; the sums
+    are float32 either way)."""
     n, r = shape[0], rows_per_block or 8
     edge = (
         "rows a multiple of rows_per_block"
@@ -135,7 +139,13 @@ def column_sums_families(shape: tuple[int, int], rows_per_block: int | None) -> 
         if n < r
         else "a partial last block"
     )
-    return frozenset({edge, "default rows_per_block" if rows_per_block is None else "chosen rows_per_block"})
+    return frozenset(
+        {
+            edge,
+            "default rows_per_block" if rows_per_block is None else "chosen rows_per_block",
+            f"x in {dtype_name(dtype)}",
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------------ references
@@ -188,9 +198,9 @@ def large_logits(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray
     return random_array(rng, shape, np.float32, scale=3.0, offset=rng.choice([-1e4, 1e4], size=(shape[0], 1)))
 
 
-def column_sums_inputs(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
-    """f32 N(1, 1): every row adds about 1 to each sum, so a dropped or doubled row shows."""
-    return random_array(rng, shape, np.float32, offset=1.0)
+def column_sums_inputs(rng: np.random.Generator, shape: tuple[int, int], dtype: Any = np.float32) -> np.ndarray:
+    """N(1, 1) in `dtype`: every row adds about 1 to each sum, so a dropped or doubled row shows."""
+    return random_array(rng, shape, dtype, offset=1.0)
 
 
 def column_sums_ref(x: Any) -> np.ndarray:
@@ -415,17 +425,28 @@ def matmul_schedule_problem(label: str, pc: Any, shape: tuple[int, int, int], bm
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
 
 
+def semantics_length_problem(grid: Sequence[int], semantics: Sequence[Any] | None) -> str | None:
+    """dimension_semantics with a length other than the grid's: the words of the notebook's check (through
+    accumulated_axis_parallel_problem) and of the grade, where the grader's judge refuses to rebuild such a call
+    (autograder.judge.parse; interpret mode fails on it, safe_zip of the grid and the semantics). One home."""
+    sem = tuple(str(s).lower().split(".")[-1] for s in semantics or ())
+    grid = tuple(int(g) for g in grid)
+    if not sem or len(sem) == len(grid):
+        return None
+    return (
+        f"dimension_semantics has {len(sem)} entries {sem} for a {len(grid)}-axis grid {grid}: one entry per grid "
+        "axis, in the grid's order (the TPU compiler refuses lengths that differ)"
+        + ("; the last, the axis whose steps add into one output block, \"arbitrary\"" if len(grid) > 1 else "")
+    )
+
+
 def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | None:
     """The last grid axis carries an accumulator (`what`): marked "parallel" it may run out of order, or on the
     other TensorCore of a megacore chip at once (a race)."""
     semantics = tuple(str(s) for s in pc.dimension_semantics or ())
-    if semantics and len(semantics) != len(pc.grid):
-        return (
-            f"{label} gives dimension_semantics {len(semantics)} entries ({semantics}) for its {len(pc.grid)}-axis "
-            f"grid {pc.grid}: one entry per grid axis, in the grid's order (the TPU compiler refuses lengths that "
-            "differ)"
-            + ("; here the last, the axis that adds into " + what + ", is \"arbitrary\"" if len(pc.grid) > 1 else "")
-        )
+    wrong = semantics_length_problem(pc.grid, semantics)
+    if wrong:
+        return f"{label}: {wrong}"
     if semantics and "parallel" in semantics[-1].lower():
         return (
             f"{label} marks its last grid axis \"parallel\" (dimension_semantics={semantics}), but its steps all "
@@ -435,9 +456,11 @@ def accumulated_axis_parallel_problem(label: str, pc: Any, what: str) -> str | N
     return None
 
 
-def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
-    """Grid (m/bm, n/bn), the reduced axis last; x block (bm, bn) at (i, j) -> out block (bm, 1) at (i, 0); the reduced
-    axis not "parallel"."""
+def rowmax_schedule_problem(
+    label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int, out_lanes: int = 1
+) -> str | None:
+    """Grid (m/bm, n/bn), the reduced axis last; x block (bm, bn) at (i, j) -> out block (bm, out_lanes) at (i, 0)
+    (1 for rowmax, LANES for rowmax_dense); the reduced axis not "parallel"."""
     m, n = shape
     grid = (m // bm, n // bn)
     if pc.grid == grid[::-1] != grid:
@@ -465,8 +488,11 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
     ) or _equal(
         f"the output block of {label}",
         tuple(dst.block_shape),
-        (bm, 1),
-        "the output (m, 1) is carved into (bm, 1) blocks, one max per row",
+        (bm, out_lanes),
+        "the output (m, 1) is carved into (bm, 1) blocks, one max per row"
+        if out_lanes == 1
+        else f"the lane-dense output (m, {out_lanes}) is carved into (bm, {out_lanes}) blocks: each row's max in all "
+        f"{out_lanes} lanes of its row, one whole vreg row (an (m, 1) output fills 1 lane of {out_lanes})",
     )
     if wrong:
         return wrong
@@ -484,6 +510,58 @@ def rowmax_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int
                 f"row block i updates the same output block ({i}, 0), so the map ignores j: lambda i, j: (i, 0)"
             )
     return accumulated_axis_parallel_problem(label, pc, "the same output block")
+
+
+def rowmax_dense_ref(x: Any) -> np.ndarray:
+    """Each row's maximum in all LANES lanes of its row, float64: (m, LANES)."""
+    return np.repeat(as_f64(x).max(axis=1, keepdims=True), LANES, axis=1)
+
+
+def rowmax_dense_schedule_problem(label: str, pc: Any, shape: tuple[int, int], bm: int, bn: int) -> str | None:
+    """rowmax's schedule with a lane-dense (bm, LANES) output block, and no reduction across lanes on every column
+    step: the running max is carried elementwise (the VPU's work) and reduced across lanes once, on the last step."""
+    problem = rowmax_schedule_problem(label, pc, shape, bm, bn, out_lanes=LANES)
+    if problem:
+        return problem
+    every = getattr(pc, "lane_reductions_every_step", ())
+    if every:
+        return (
+            f"{label} reduces across lanes ({', '.join(sorted(set(every)))} over the last axis) on every column "
+            "step: that is the slow pattern this variant removes (Pallas TPU details, \"Reductions\": reductions "
+            "over the last axis are the slowest). Fold each 128-lane slice of the block into the (bm, 128) running "
+            "max with jnp.maximum on every step, and reduce across lanes once, under "
+            "@pl.when(pl.program_id(1) == pl.num_programs(1) - 1)"
+        )
+    return None
+
+
+def rowmax_dense_hint(x: Any, out: Any, bn: int) -> str | None:
+    """Why rowmax_dense's values are wrong, when they are a named mistake's (None otherwise)."""
+    X, got = as_f64(x), as_f64(out)
+    m, n = X.shape
+    if got.shape != (m, LANES) or n % LANES:
+        return None
+    want = X.max(axis=1, keepdims=True)
+    lanes = X.reshape(m, n // LANES, LANES).max(axis=1)  # the running max, lane by lane, never reduced
+    if np.array_equal(got, lanes) and not np.array_equal(lanes, np.repeat(want, LANES, axis=1)):
+        return (
+            "each lane holds the max of its own columns (c, c + 128, ...) only: the (bm, 128) running max is never "
+            "reduced across lanes; on the last column step store jnp.broadcast_to(jnp.max(acc, axis=1, "
+            "keepdims=True), o_ref.shape)"
+        )
+    if np.array_equal(got[:, :1], want) and not np.array_equal(got, np.repeat(want, LANES, axis=1)):
+        return (
+            "lane 0 of each row holds the row's max and the other lanes do not: broadcast the max to all 128 lanes, "
+            "jnp.broadcast_to(row_max, o_ref.shape)"
+        )
+    if np.isneginf(got).all():
+        return "every output is -inf, the start: the running max is never stored; store it on every column step"
+    if np.array_equal(got, np.repeat(np.maximum(want, 0.0), LANES, axis=1)) and (want < 0).any():
+        return (
+            "the rows whose values are all negative come out 0: the running max starts at 0; start it at -inf on "
+            "the first column step"
+        )
+    return None
 
 
 def rowmax_hint(x: Any, out: Any, bn: int, bm: int | None = None) -> str | None:
@@ -700,8 +778,24 @@ def whole_block(block_shape: Iterable[int | None], array_shape: Iterable[int]) -
     )
 
 
+def rows_parallel_problem(label: str, pc: Any) -> str | None:
+    """The row axis marked "parallel": rows are independent, and on a megacore chip (v4, v5p: two TensorCores, one
+    JAX device) only a "parallel" axis is split between the cores (Pallas TPU details, "Multicore TPU
+    configurations"). GATE 01 times this schedule."""
+    semantics = tuple(str(s).lower() for s in pc.dimension_semantics or ())
+    if semantics and "parallel" in semantics[0]:
+        return None
+    said = f"marks it {semantics}" if semantics else "sets no dimension_semantics, so it is \"arbitrary\""
+    return (
+        f"{label} {said}: its rows are independent, so mark the row axis \"parallel\", compiler_params="
+        "pltpu.CompilerParams(dimension_semantics=(\"parallel\",)); on a chip whose two TensorCores form one device "
+        "(v4, v5p) the row blocks are then split between them, else one core does them all"
+    )
+
+
 def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, r: int, n_params: int) -> str | None:
-    """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step."""
+    """grid (n // r,); x (and out) in (r, d) blocks at (i, 0); each of the n_params parameters whole, at every step;
+    the row axis "parallel"."""
     n, d = shape
     split = pc.inputs[0].block_shape[-1] if pc.inputs and pc.inputs[0].block_shape else None
     if split is not None and split < d:
@@ -770,7 +864,7 @@ def row_blocks_problem(label: str, pc: Any, shape: tuple[int, int], dtype: Any, 
                     f"{label}: the {what} index map sends grid step {point[0]} to block {got}; every step "
                     f"reads the one block of {what}: lambda i: (0, 0)"
                 )
-    return None
+    return rows_parallel_problem(label, pc)
 
 
 # ------------------------------------------------------------------------------------------------ diagnoses
@@ -1017,6 +1111,16 @@ def softmax_hint(x: Any, out: Any, rows: int | None = None) -> str | None:
             f"to {factor.max():.6g}): the division is approximate, as pl.reciprocal(s, approx=True) gives. The "
             "lab grades the float32 softmax to 1e-5, which an approximate reciprocal does not meet: divide "
             "exactly, e / jnp.sum(e, axis=-1, keepdims=True) (or pl.reciprocal(s, approx=False))"
+        )
+    bf16_in = np.dtype(getattr(x, "dtype", np.float64)).itemsize == 2
+    if bf16_in and (np.abs(a - exact) <= 2.0**-3 * np.abs(exact) + 1e-30).all():
+        # within 2**-3 relative everywhere (bf16 rounding of x - max, of the exp, of the sum: up to 7% on the visible
+        # case's logits), past the one rounding of the store (the lab's Hint 3: cast to f32 first)
+        return (
+            "every value is near the softmax (within 1/8 of it) yet further off than the one bfloat16 rounding of the "
+            "output allows: the arithmetic runs in bfloat16 (x_ref[...] is not cast to float32 first, so the exp, the sum and the "
+            "division each round to 8 bits); compute in float32, x = x_ref[...].astype(jnp.float32), and cast once "
+            "on the store, .astype(o_ref.dtype)"
         )
     n, d = a.shape
     for r in _row_blocks(n, rows):
@@ -1286,9 +1390,10 @@ def mask_product_problem(label: str, pc: Any) -> str | None:
     return None
 
 
-def column_sums_hint(x: Any, out: Any, r: int) -> str | None:
+def column_sums_hint(x: Any, out: Any, r: int, pc: Any = None) -> str | None:
     """Why column sums are wrong (None: no cause this can name): rows past n summed in (NaN or garbage from the
-    partial last block), the partial block dropped, only the last block kept (= instead of +=)."""
+    partial last block), the partial block dropped, only the last block kept (= instead of +=). `pc`, the traced
+    call: a mask compared with <= (or >=) keeps row n, the first row past the end (the lab: "the rows at or past n")."""
     xs, a = as_f64(x), as_f64(out)
     n, d = xs.shape
     if a.shape != (1, d):
@@ -1309,6 +1414,13 @@ def column_sums_hint(x: Any, out: Any, r: int) -> str | None:
             if pad
             else "rows past the end"
         )
+        if pc is not None and {"le", "ge"} & set(getattr(pc, "kernel_ops", {}) or {}) and "select_n" in pc.kernel_ops:
+            return (
+                f"the sums are NaN though x holds no NaN: {where} are padding of unspecified value (NaN under TPU "
+                "interpret mode, garbage on a TPU), and one reaches the sum: the kernel's mask compares with <= (or "
+                ">=), so it keeps row n, the first row past the end (x's rows are 0 to n - 1); the rows at or past n "
+                "are padding: " + MASK_SELECT
+            )
         return (
             f"the sums are NaN though x holds no NaN: {where} are padding of unspecified value (NaN under "
             "TPU interpret mode, garbage on a TPU: Pallas's grid and BlockSpec docs), and the sum adds them in. Mask them before the sum: "
@@ -1326,5 +1438,16 @@ def column_sums_hint(x: Any, out: Any, r: int) -> str | None:
         return (
             "the output holds the last block's sums only: each step overwrites it (o_ref[...] = ...); zero it on "
             "the first step under @pl.when(pl.program_id(0) == 0) and add every step's sums, o_ref[...] += ..."
+        )
+    want = xs.sum(axis=0, keepdims=True)  # last: a dropped block of bf16 rows is within 1/16 too, named above
+    if (
+        dtype_name(getattr(x, "dtype", "float64")) == "bfloat16"
+        and np.isfinite(a).all()
+        and (np.abs(a - want) <= 2.0**-4 * np.abs(want)).all()
+    ):
+        return (
+            "the sums are near the exact ones (within 1/16) yet further off than a float32 sum: the block is summed "
+            "in bfloat16 (x_ref[...] is not cast to float32 before the mask and the sum, so every partial sum rounds "
+            "to 8 bits); cast it first, x = jnp.where(row < n, x_ref[...].astype(jnp.float32), 0.0)"
         )
     return None

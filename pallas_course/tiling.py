@@ -65,7 +65,7 @@ TABLE: tuple[TileRow, ...] = (
         "bfloat16, float16, int16",
         (2 * SUBLANES, LANES),
         "note",
-        "legal: a block of 8 or 24 rows compiles, but fills half a packed tile (a padding and speed note)",
+        "legal: a block of 8 or 24 rows compiles and takes only its own bytes in VMEM, but in HBM XLA keeps 16-bit arrays in 16-row tiles (layout T(8,128)(2,1)), so its copies move half-tiles (a speed note)",
         TILE_SOURCE + "; " + COMPILE_SOURCE,
     ),
     TileRow(

@@ -15,6 +15,9 @@ What a notebook calls:
                             are not, and anything not understood (✓ when complete); never right or wrong
     read_margin(marks)      the marks as {line: "algorithm" | "schedule"} plus what was not understood
     forward(), reference()  tokamax's kernel wrapper and its reference.py function
+    check_mask(masked_logits)  the fix in code, alone: each mistake the lab names (0 for -inf, no block offset,
+                            the iota along the rows, <= for <) named with its cause, or ✓
+    forward_with_mask(fn)   tokamax's forward with line 209 taking the logsumexp of fn's masked logits
     on_this_machine(INTERP) where tokamax's pallas_call runs (it takes no interpret=, so force the mode)
     example_inputs(...)     x, labels, w of a given size, with logits of order 1
 
@@ -248,6 +251,107 @@ def forward_with_mask(masked_logits: Any) -> Any:
     fixed.__dict__["masked_logits"] = masked_logits
     exec(compile("\n".join(lines), f"{original.__file__} (line {LSE_LINE} masked)", "exec"), fixed.__dict__)  # noqa: S102 - the course's own vendored tokamax source, a line masked
     return fixed.linear_softmax_cross_entropy_loss_fwd_pallas_mosaic_tpu
+
+
+# masked_logits' probes: (v_dim, v_block_size), with as many rows as columns, so a mask along the wrong axis shows.
+# V = 4 in blocks of 8 has a first block half padding and a second all padding, where a column index within the block
+# (no offset) differs from no mask at all; V = 20 in blocks of 8 has the lab's case, a ragged last block.
+MASK_PROBES = ((4, 8), (20, 8))
+MASK_FIX = "jnp.where(col < v_dim, xw, -jnp.inf), col = v_index * v_block_size + jax.lax.broadcasted_iota(jnp.int32, xw.shape, 1)"
+
+
+def _masks(x: Any, v_index: int, vb: int, v_dim: int) -> dict[tuple[str, str, str], Any]:
+    """What each reading of the mask gives: (index, comparison, value) -> the masked logits."""
+    import numpy as np
+
+    local = np.broadcast_to(np.arange(vb)[None, :], x.shape)
+    index = {
+        "global": v_index * vb + local,
+        "local": local,
+        "rows": v_index * vb + np.arange(x.shape[0])[:, None] + 0 * local,
+    }
+    out = {}
+    for where, col in index.items():
+        for cmp, keep in (("<", col < v_dim), ("<=", col <= v_dim)):
+            for value in ("-inf", "0"):
+                out[(where, cmp, value)] = np.where(keep, x, -np.inf if value == "-inf" else 0.0)
+    out[("none", "", "")] = x
+    return out
+
+
+_MASK_CAUSES = {
+    "0": "the columns past v_dim come out 0, not -inf: 0 adds nothing to a sum (LAB·1.3's column_sums), but a "
+    "logsumexp adds exp(0) = 1 for each, the reading's own bug (line 92 zeroes w there, so these logits are 0); "
+    "mask with -inf, exp(-inf) = 0",
+    "local": "the column index has no block offset: broadcasted_iota alone numbers the columns within this V block "
+    "(0 to v_block_size - 1), so past the first block no padded column is ever at or past v_dim; a column's index "
+    "in the whole vocabulary is v_index * v_block_size + jax.lax.broadcasted_iota(jnp.int32, xw.shape, 1)",
+    "rows": "the mask runs along the rows: broadcasted_iota(..., 0) numbers xw's rows (the batch, B); the vocabulary "
+    "is xw's columns, broadcasted_iota(jnp.int32, xw.shape, 1)",
+    "<=": "column v_dim itself is kept: it is the first column past the end (columns 0 to v_dim - 1 are the "
+    "vocabulary), so the columns at or past v_dim are padding: keep col < v_dim",
+    "none": "nothing is masked: the padded columns keep their logits (0 in tokamax's kernel: line 92 zeroes w "
+    "there), and the logsumexp counts exp(0) = 1 for each, line 209 as it was",
+}
+
+
+def mask_problem(masked_logits: Any) -> str | None:
+    """Which of the mistakes LAB·1.5 names `masked_logits` makes (masking with 0, the reading's own value; the column
+    index without its block offset; the iota along the rows; `<=` for `<`), each named with its cause, read off its
+    output on small ragged probes (MASK_PROBES); None when every padded column takes no part in a logsumexp and every
+    real one is kept. A mistake the probes cannot name is left to the forward check's values."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    for v_dim, vb in MASK_PROBES:
+        rng = np.random.default_rng([v_dim, vb])
+        for v_index in range(-(-max(v_dim, 2 * vb) // vb)):
+            x = rng.standard_normal((vb, vb)).astype(np.float32) + 2.0  # never 0, so a 0 is the mask's
+            got = np.asarray(masked_logits(jnp.asarray(x), jnp.int32(v_index), vb, v_dim), dtype=np.float64)
+            col = v_index * vb + np.arange(vb)[None, :]
+            pad = np.broadcast_to(col >= v_dim, x.shape)
+            if got.shape == x.shape and np.array_equal(got[~pad], x[~pad]) and (got[pad] < x.min() - 50).all():
+                continue
+            found = [
+                frozenset(c for c in key if c in _MASK_CAUSES)
+                for key, want in _masks(x, v_index, vb, v_dim).items()
+                if got.shape == want.shape and np.array_equal(got, want)
+            ]
+            # the fewest mistakes that give this output; where several readings do, each is named as a candidate
+            fewest = sorted({f for f in found if not any(g < f for g in found)}, key=sorted)
+            if not fewest:
+                return None
+            head = f"on V block {v_index} of a vocabulary of {v_dim} in blocks of {vb}: "
+            said = ["; and ".join(_MASK_CAUSES[c] for c in sorted(f, key=list(_MASK_CAUSES).index)) for f in fewest]
+            if len(said) > 1:
+                head += f"{len(said)} mistakes give this output: " + " | or: ".join(said)
+            else:
+                head += said[0]
+            return head + f" (the mask: {MASK_FIX})"
+    return None
+
+
+def check_mask(masked_logits: Any) -> None:
+    """The notebook's check of `masked_logits` alone, before tokamax's forward runs it: a named mistake's cause
+    (mask_problem), or one ✓ line."""
+    from pallas_course.compare import CheckFailure
+    from pallas_course.errors import explain
+
+    try:
+        problem = mask_problem(masked_logits)
+    except Exception as exc:  # noqa: BLE001 - any error in student code is a failed check, explained
+        e = explain(exc)
+        failure = CheckFailure(f"masked_logits: {e.summary.removeprefix('✗ ')}")
+        failure.kind, failure.raw = e.kind, e.raw
+        raise failure from None
+    if problem:
+        failure = CheckFailure(f"masked_logits: {problem}")
+        failure.kind = "values"
+        raise failure
+    print(
+        "✓ masked_logits: on ragged V blocks (V = 4 and V = 20 in blocks of 8) every real column is kept and every "
+        "padded one takes no part in a logsumexp"
+    )
 
 
 def reference() -> Any:

@@ -676,6 +676,44 @@ def add(x, y):
                           out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP)(x, y)
 """
 
+# Issue 43: add written with explicit copies (LAB·1.6's pltpu.make_async_copy, x, y and the output left in HBM), each
+# with a copy that would not end or not stay in bounds. BODY is the kernel's copy-in; the rest is a right add.
+COPIES_ADD = """
+def add_copies_kernel(x_hbm, y_hbm, o_hbm, x_buf, y_buf, o_buf, sem):
+    i = pl.program_id(0)
+    window = pl.ds(i * 8, 8)
+BODY
+    o_buf[...] = x_buf[...] + y_buf[...]
+    out = pltpu.make_async_copy(o_buf, o_hbm.at[window], sem.at[2])
+    out.start()
+    out.wait()
+def add(x, y):
+    hbm = pl.BlockSpec(memory_space=pl.ANY)
+    return pl.pallas_call(add_copies_kernel, grid=(x.shape[0] // 8,), in_specs=[hbm, hbm], out_specs=hbm,
+                          out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=INTERP,
+                          scratch_shapes=[pltpu.VMEM((8, x.shape[1]), x.dtype)] * 3 + [pltpu.SemaphoreType.DMA((3,))],
+                          )(x, y)
+"""
+COPY_IN = """    for src, buf, k in ((x_hbm, x_buf, 0), (y_hbm, y_buf, 1)):
+        copy = pltpu.make_async_copy(src.at[WINDOW], buf, sem.at[k])
+        copy.start()
+        copy.wait()
+"""
+# a wait no copy signals: in TPU interpret mode it never returns (jax 0.10.2), on a TPU neither
+WAIT_NEVER_SIGNALLED = COPIES_ADD.replace(
+    "BODY",
+    "    pltpu.make_async_copy(x_hbm.at[window], x_buf, sem.at[0]).wait()\n" + COPY_IN.replace("WINDOW", "window"),
+)
+# every step's window 4 rows past its block: the last one reads past the end of x
+COPY_OUT_OF_BOUNDS = COPIES_ADD.replace("BODY", COPY_IN.replace("WINDOW", "pl.ds(i * 8 + 4, 8)"))
+# the copy-in 1,024 times a step, in a loop: a copy loop (within the budget on loop trips, over the one on copies)
+COPY_LOOP = COPIES_ADD.replace(
+    "BODY",
+    "    def again(k, carry):\n"
+    + "\n".join("    " + line for line in COPY_IN.replace("WINDOW", "window").splitlines())
+    + "\n        return carry\n    jax.lax.fori_loop(0, 1024, again, 0)\n",
+)
+
 
 def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
     """Issue 33's attacks on the configurations (each followed, in name order, by an honest submission that must
@@ -749,6 +787,30 @@ def build_33(root: Path | None, *, repo: Path = REPO_ROOT) -> list[Hostile]:
             Hostile("c33-stalling-transpose", 3, "FLOPs", "transpose with a dead 4096^3 matmul that stalls libtpu"),
             _with_cell(solution, STALLING_TRANSPOSE, before="transpose_schedule"),
         ),
+        # issue 43: explicit copies; each would hang, fault or run away, and costs add its points only
+        (
+            Hostile(
+                "c43-wait-never-signalled",
+                3,
+                r"\.wait\(\) comes before its \.start\(\)",
+                "add with explicit copies whose first .wait() no copy will ever signal (interpret mode hangs on it)",
+            ),
+            _with_cell(solution, WAIT_NEVER_SIGNALLED, before="add_f32"),
+        ),
+        (
+            Hostile(
+                "c43-copy-out-of-bounds",
+                3,
+                "reads past the end of its ref",
+                "add with explicit copies whose windows run 4 rows past each block, the last past the end of x",
+            ),
+            _with_cell(solution, COPY_OUT_OF_BOUNDS, before="add_f32"),
+        ),
+        (
+            Hostile("c43-copy-loop", 3, r"copies \(make_async_copy", "add copying its inputs 1,024 times a step"),
+            _with_cell(solution, COPY_LOOP, before="add_f32"),
+        ),
+        (Hostile("c43-copy-loop-next", 6, "^passed$", "the solution, graded after the copy loop"), solution),
     ]
     for hostile, nb in cases:
         if root is not None:

@@ -37,7 +37,8 @@ def test_constants_match_jax_tpu_info(name):
     assert c.tensorcores_per_chip == cores
     assert c.vmem_bytes == info.vmem_capacity_bytes
     assert c.lanes == info.num_lanes and c.sublanes == info.num_sublanes
-    assert c.mxu == info.mxu_column_size
+    assert c.mxu == info.mxu_column_size and c.num_mxus == info.num_mxus
+    assert c.bf16_flops_per_s_per_core == pytest.approx(info.bf16_ops_per_second, rel=1e-6)
     # jax stores per-core numbers as chip // cores; undo it to compare with our per-chip numbers.
     assert c.hbm_bytes_per_s == pytest.approx(info.mem_bw_bytes_per_second * cores, rel=1e-6)
     assert c.bf16_flops_per_s == pytest.approx(info.bf16_ops_per_second * cores, rel=1e-6)
@@ -106,3 +107,28 @@ def test_unsourced_field_is_rejected():
     raw["sources"] = {"vmem_bytes": "no default"}
     with pytest.raises(ValueError, match="default"):
         Chip.model_validate(raw)
+
+
+def test_peak_is_mxus_times_size_squared_times_two_times_clock():
+    """peak = num_mxus x 2 x mxu^2 x clock per TensorCore; on v5e the clock it implies is the scaling book's 1.5 GHz
+    ("about 5e13 bf16 FLOPs/s per MXU at 1.5 GHz on TPU v5e", jax-ml.github.io/scaling-book/tpus/)."""
+    for c in chips().values():
+        assert c.mxu_flops_per_cycle * c.implied_clock_hz == pytest.approx(c.bf16_flops_per_s_per_core)
+    v5e = chip("v5e")
+    assert v5e.num_mxus == 4 and v5e.implied_clock_hz == pytest.approx(1.5e9, rel=0.01)
+    assert v5e.bf16_flops_per_s_per_core / v5e.num_mxus == pytest.approx(5e13, rel=0.02)
+
+
+@pytest.mark.parametrize("name", COURSE_CHIPS)
+def test_device_numbers_match_get_tpu_info(name):
+    """One JAX device's bandwidth and peak: pltpu.get_tpu_info()'s per-TensorCore numbers x the cores a kernel uses
+    (megacore: num_cores=2, both only with a "parallel" axis; v7x: a device is one TensorCore)."""
+    c = chip(name)
+    version = pltpu.ChipVersion("7x" if name == "v7x" else name)
+    assert c.megacore == version.supports_megacore
+    cores = 2 if c.megacore else 1
+    info = pltpu.get_tpu_info_for_chip(version, cores)
+    assert info.num_cores == cores
+    assert c.device_hbm_bytes_per_s(parallel=False) == pytest.approx(info.mem_bw_bytes_per_second, rel=1e-6)
+    assert c.device_hbm_bytes_per_s(parallel=True) == pytest.approx(info.mem_bw_bytes_per_second * cores, rel=1e-6)
+    assert c.device_bf16_flops_per_s(parallel=True) == pytest.approx(info.bf16_ops_per_second * cores, rel=1e-6)

@@ -37,7 +37,7 @@ def test_gates_json_on_fixture_not_in_history_stays_queued():
     result = runner.invoke(app, ["gates", "--json", "--records", str(FIXTURES / "gate01-pass")])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["id"] == "GATE-01" and data["status"] == "QUEUED" and data["records_read"] == 10
+    assert data["id"] == "GATE-01" and data["status"] == "QUEUED" and data["records_read"] == 12
     matmul = data["criteria"][0]
     assert matmul["status"] == "QUEUED" and matmul["estimate"].startswith("est. ")
     assert "not in this repository's history" in matmul["ignored"][0]["reason"]

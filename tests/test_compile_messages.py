@@ -43,6 +43,22 @@ def _rows(body: Callable[[Any], Any], block: tuple[int, ...] = (8, 512), shape: 
     return fn
 
 
+def int8_dot(a, b):
+    """int8 x int8 with an int32 result: the MXU's native integer product on v5e, v5p and v6e."""
+    return pl.pallas_call(
+        lambda a_ref, b_ref, o_ref: o_ref.__setitem__(
+            ..., jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.int32)
+        ),
+        out_shape=S((a.shape[0], b.shape[1]), jnp.int32),
+        interpret=IP,
+    )(a, b)
+
+
+def int8_by_int32(a, b):
+    """int8 by int32: two integer types in one product."""
+    return int8_dot(a, b)
+
+
 def int_identity_transpose(x):
     """x.T as an identity matmul on int32 blocks."""
 
@@ -154,12 +170,21 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[Any, ...], str, tuple[str, ...]
         (X.astype(np.int32),),
         "tpu-dot-type",
         (
-            "the TPU's matrix unit (MXU) multiplies floating-point blocks (bfloat16, float32)",
+            "the TPU's matrix unit (MXU) multiplies bfloat16 and float32 blocks, and int8 blocks with an int32 "
+            "result on v5e, v5p and v6e",
             "multiplies int32",
-            "cast both operands to float32",
+            "keep int8 data int8 on both sides and pass preferred_element_type=jnp.int32",
+            "cast int32 operands to float32",
             "write x_ref[...].T instead",
         ),
-        ("MosaicError", "Bad lhs"),
+        ("MosaicError", "Bad lhs", "integer blocks", "cast both operands"),
+    ),
+    "Mix int/int: int8 by int32": (
+        int8_by_int32,
+        (X[:128, :128].astype(np.int8), X[:128, :128].astype(np.int32)),
+        "tpu-dot-type",
+        ("mixes two integer types", "keep int8 data int8 on both sides"),
+        ("MosaicError", "NYI"),
     ),
     "pl.ds lane start not provably aligned": (
         half_lane_k_split,
@@ -207,6 +232,19 @@ def test_a_refusal_reads_as_cause_and_fix(libtpu, name) -> None:
             assert w in r.explanation, (w, r.explanation)
         for w in never:
             assert w not in r.explanation, (w, r.explanation)
+
+
+def test_int8_products_compile_where_the_mxu_has_them(libtpu) -> None:
+    """F4 of the second review: int8 x int8 -> int32 is native on v5e, v5p and v6e (libtpu 0.0.42.1), v4 refuses it
+    ("Unsupported matmul RHS type") and the explanation says so without advising float for the others."""
+    s8 = S((128, 128), jnp.int8)
+    for chip in ("v5e", "v5p", "v6e"):
+        r = tpu_compile.compile_for(int8_dot, s8, s8, chip=chip)
+        assert r.ok, (chip, r)
+    r = tpu_compile.compile_for(int8_dot, s8, s8, chip="v4")
+    assert r.rejected and r.error_kind == "tpu-dot-type", r
+    assert "this chip has no int8 matrix product" in r.explanation
+    assert "run on a chip with an int8 MXU (v5e, v5p, v6e)" in r.explanation
 
 
 def test_an_oversized_scratch_is_told_about_scratch(libtpu) -> None:

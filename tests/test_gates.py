@@ -90,7 +90,8 @@ def test_fixture_tpu_records_pass():
     assert mm.ratios["4096³"] == pytest.approx(0.880 / 0.820)  # best of the sweep: 512×1024×1024
     assert mm.configs["4096³"] == {"bm": 512, "bn": 1024, "bk": 1024}
     sm = result.criteria[1].measurement
-    assert sm.ratios == pytest.approx({"32768×256": 0.360 / 0.400, "32768×1024": 0.70 / 1.40})
+    # against XLA's own fused softmax (the fixtures' xla_softmax records), within 1.15x at both shapes
+    assert sm.ratios == pytest.approx({"32768×256": 0.360 / 0.340, "32768×1024": 0.70 / 0.66})
     assert "1.07x XLA at 4096³" in result.criteria[0].row
 
 
@@ -98,27 +99,29 @@ def test_fixture_tpu_records_fail():
     result = evaluate(G, records=read_records(FIXTURES / "gate01-fail"), freshness=fresh)
     assert statuses(result) == ["FAIL", "FAIL"] and result.status == "FAIL"
     assert result.criteria[0].measurement.ratios["4096³"] == pytest.approx(1.066 / 0.820)  # 1.30 > 1.15
-    assert result.criteria[1].measurement.ratios["32768×256"] == pytest.approx(1.05)  # not < 1.0
+    assert result.criteria[1].measurement.ratios["32768×256"] == pytest.approx(0.42 / 0.34)  # 1.24 > 1.15
 
 
-def test_xla_s_own_softmax_is_shown_beside_the_verdict_and_never_gates():
-    """GATE 01 compares the fused kernel with the deliberately unfused chain; XLA's own fused softmax, timed in the
-    same run, is shown beside the verdict (the kernel at a multiple of its time) so a PASS is not read as beating
-    XLA, and it changes no status."""
+def test_the_softmax_gate_holds_the_kernel_to_xla_s_own_softmax():
+    """F7: GATE 01 compares the fused kernel with XLA's own fused softmax (jax.jit(jax.nn.softmax)), not with the
+    deliberately unfused chain: beating the chain alone fails; the chain, timed in the same run, is shown beside the
+    verdict (what fusion saves) and changes no status."""
+    c = G.criterion("softmax-vs-xla")
+    assert (c.baseline, c.time_ratio_at_most) == ("xla_softmax", 1.15)
     shape = {"rows": 32768, "cols": 1024}
     records = [
         rec("xla_softmax_unfused", 1.40, shape=shape),
         rec("softmax", 0.70, shape=shape, config={"rows_per_block": 64}),
         rec("xla_softmax", 0.35, shape=shape),
     ]
-    c = evaluate(G, records=records, freshness=fresh).criteria[1]
-    assert c.status == "PASS" and c.measurement.context_ms == {"32768×1024": 0.35}
-    assert "0.50x-0.50x the unfused chain's time" in c.row
-    assert (
-        "beside XLA's own fused softmax (jax.jit(jax.nn.softmax), not gated): 2.00x-2.00x its time at 1 shapes" in c.row
-    )
-    without = evaluate(G, records=records[:2], freshness=fresh).criteria[1]
-    assert without.status == "PASS" and "XLA's own" not in without.row
+    r = evaluate(G, records=records, freshness=fresh).criteria[1]
+    assert r.status == "FAIL" and r.measurement.context_ms == {"32768×1024": 1.40}
+    assert "2.00x-2.00x the time of the fused XLA softmax (jax.jit(jax.nn.softmax))" in r.row
+    assert "beside the unfused chain (five jits: what fusion saves, not gated): 0.50x-0.50x its time" in r.row
+    close = [*records[:2], rec("xla_softmax", 0.65, shape=shape)]
+    assert evaluate(G, records=close, freshness=fresh).criteria[1].status == "PASS"  # 0.70 / 0.65 = 1.08
+    chain_only = evaluate(G, records=records[:2], freshness=fresh).criteria[1]
+    assert chain_only.status == "QUEUED"  # no XLA softmax in the run: nothing to decide with
 
 
 def test_newest_run_decides():
@@ -170,7 +173,7 @@ def test_mismatched_records_stay_queued(kw, reason):
 def test_softmax_rows_below_min_are_ignored():
     small = {"rows": 1024, "cols": 1024}
     records = [
-        rec("xla_softmax_unfused", 1.0, shape=small),
+        rec("xla_softmax", 1.0, shape=small),
         rec("softmax", 0.5, shape=small, config={"rows_per_block": 8}),
     ]
     c = evaluate(G, records=records, freshness=fresh).criteria[1]
@@ -292,9 +295,13 @@ def test_softmax_estimate_worked_by_hand():
     # read x and write y once: 2 · 128 MiB / 8.2e11 = 327.35 µs, plus 128 · 0.223 µs = 28.54 µs -> 355.90 µs
     assert k.time_s * 1e6 == pytest.approx(2 * n * d * 4 / 8.2e11 * 1e6 + 128 * 0.223, abs=0.01)
     assert k.time_s * 1e6 == pytest.approx(355.90, abs=0.05)
-    est = estimate_criterion(G, G.criterion("softmax-vs-unfused"))
-    assert est.ratios["32768×1024"] == pytest.approx(355.90 / 1310.08, abs=1e-3)
-    assert est.passes and est.summary.startswith("est. beats the unfused chain")
+    # GATE 01's baseline, XLA's fused softmax at its roofline, moves the same bytes: 327.36 µs; the estimate's best
+    # config is the sweep's largest, 1024 rows: 32 steps, 327.36 + 32 · 0.223 = 334.50 µs
+    est = estimate_criterion(G, G.criterion("softmax-vs-xla"))
+    assert est.baseline_s["32768×1024"] * 1e6 == pytest.approx(327.36, abs=0.01)
+    assert est.best["32768×1024"].config == {"rows_per_block": 1024}
+    assert est.ratios["32768×1024"] == pytest.approx(334.50 / 327.36, abs=1e-4)
+    assert est.passes and est.summary.startswith("est. within 1.15x of the fused XLA softmax at its roofline")
 
 
 def test_matmul_estimate_row_names_chip_blocks_and_threshold():
@@ -331,3 +338,28 @@ def test_the_gate_times_lab_1_2_s_graded_matmul_acc() -> None:
         lab_kernel = structure_data(trace(graded, a, b, bm=bm, bn=bn, bk=bk))
         assert timed["pallas_calls"] == lab_kernel["pallas_calls"], (bm, bn, bk)
         assert lab_kernel["pallas_calls"][0]["dimension_semantics"] == ["parallel", "parallel", "arbitrary"]
+
+
+def test_the_gate_times_lab_1_3_s_graded_softmax() -> None:
+    """F7: GATE 01's softmax is LAB·1.3's graded schedule: at every rows_per_block of the gate, the bench's softmax
+    traces to the solution notebook's softmax (grid, blocks, index maps, dimension_semantics with the rows
+    "parallel", the kernel body's operations). Only a VMEM limit may differ (no structure here records it): the
+    bench raises it where a config's blocks pass the default scoped VMEM."""
+    import jax
+
+    from autograder.course_manifest import REPO_ROOT, manifest
+    from autograder.judge.structure import structure_data
+    from autograder.notebook_code import load
+    from course_tools import bench_workloads
+    from pallas_course.kernel_trace import trace
+
+    lab = manifest().lab("lab-1.3-fused-softmax-layernorm")
+    graded = load(REPO_ROOT / lab.source)["softmax"]
+    (criterion,) = [c for c in G.criteria if c.workload == "softmax"]
+    for blocks in criterion.configs:
+        r = blocks.rows_per_block
+        x = jax.ShapeDtypeStruct((2 * r, 256), criterion.dtype)
+        timed = structure_data(trace(bench_workloads.softmax, x, rows_per_block=r, interpret=True))
+        lab_kernel = structure_data(trace(graded, x, rows_per_block=r))
+        assert timed["pallas_calls"] == lab_kernel["pallas_calls"], r
+        assert lab_kernel["pallas_calls"][0]["dimension_semantics"] == ["parallel"]

@@ -546,6 +546,8 @@ PALLAS_COURSE_LAYERS: dict[int, set[str]] = {
         "xla_flags",
         "vendored",
         "notebooks",
+        "copy_rules",
+        "precision",
     },  # facts and formats
     1: {
         "chips",
@@ -558,7 +560,7 @@ PALLAS_COURSE_LAYERS: dict[int, set[str]] = {
         "graded_compile",
         "compare",
     },  # models of the TPU, the compiler, comparison
-    2: {"lab_1_3_rules", "lab_1_4_rules", "walks"},  # the labs' rules and cases (the grader's too)
+    2: {"lab_1_3_rules", "lab_1_4_rules", "lab_1_6_rules", "walks"},  # the labs' rules and cases (the grader's too)
     3: {
         "runtime",
         "check",

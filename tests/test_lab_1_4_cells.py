@@ -19,7 +19,7 @@ from tests.mistakes import _exec
 
 LAB = manifest().lab("lab-1.4-pipelining-profile")
 
-STEP_RETURN = "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s"
+STEP_RETURN = "    return dma_bytes / hbm, flops * passes / peak"
 WRONG = {
     # the output block double-buffered: the working-set cell used to trace matmul_pipeline_off and fail there
     "matmul_pipeline_off": (
@@ -30,7 +30,7 @@ WRONG = {
     ),
     # one number instead of the pair: the 4096³ demo cell used to crash unpacking it
     "step_times": (
-        {STEP_RETURN: "    return dma_bytes / c.hbm_bytes_per_s + flops / c.bf16_flops_per_s"},
+        {STEP_RETURN: "    return dma_bytes / hbm + flops * passes / peak"},
         "check_step_times(step_times)",
     ),
     # the f32 scratch counted once per buffer (it is one copy)

@@ -17,8 +17,9 @@ SEED_NOTEBOOKS = [
     "lab-1.3-fused-softmax-layernorm",
     "lab-1.4-pipelining-profile",
 ]
-# After the seed's four: week 3's Tokamax reading, in its own notebook (issue 7), same path convention.
-LATER_NOTEBOOKS = ["lab-1.5-reading-tokamax"]
+# After the seed's four: week 3's Tokamax reading, in its own notebook (issue 7), and week 4's explicit copies and
+# online softmax (issue 43), same path convention.
+LATER_NOTEBOOKS = ["lab-1.5-reading-tokamax", "lab-1.6-copies-online-softmax"]
 
 
 def _graded_cells(path: Path) -> dict[str, dict]:

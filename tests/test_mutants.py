@@ -18,7 +18,13 @@ from autograder.notebook_code import load
 from autograder.course_manifest import REPO_ROOT, LabSpec, manifest
 from tests.mutants import Alternative, Mutant
 
-CORPUS_MODULES = ["tests.mutants.lab_1_1", "tests.mutants.lab_1_2", "tests.mutants.lab_1_3", "tests.mutants.lab_1_4"]
+CORPUS_MODULES = [
+    "tests.mutants.lab_1_1",
+    "tests.mutants.lab_1_2",
+    "tests.mutants.lab_1_3",
+    "tests.mutants.lab_1_4",
+    "tests.mutants.lab_1_6",
+]
 
 
 def _corpus() -> list[Any]:

@@ -408,6 +408,68 @@ def test_the_solution_s_mask_on_line_209_fixes_the_ragged_vocabulary() -> None:
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
 
 
+# The mistakes LAB·1.5's text names for masked_logits (its "Now fix it" cell, its hint and the margin note's model
+# answer), as edits to the solution's function: each is named with its cause by the notebook's check_mask, and each
+# is a real mistake (tokamax's forward with it misses the reference on the lab's ragged run). masked_logits is not
+# graded (the margin note is), so the notebook's check is its one judgement.
+COL = "    col = v_index * v_block_size + jax.lax.broadcasted_iota(jnp.int32, xw.shape, 1)\n"
+MASK = "    return jnp.where(col < v_dim, xw, -jnp.inf)"
+MASK_MISTAKES = {
+    # the reading's own bug: 0 is the value that adds nothing to a sum (column_sums), not to a logsumexp
+    "masks_with_zero": ({MASK: "    return jnp.where(col < v_dim, xw, 0.0)"}, r"come out 0, not -inf.*exp\(0\) = 1"),
+    # the hint: "a column's index in the whole vocabulary is v_index * v_block_size + iota"
+    "no_block_offset": (
+        {COL: "    col = jax.lax.broadcasted_iota(jnp.int32, xw.shape, 1)\n"},
+        r"no block offset.*v_index \* v_block_size",
+    ),
+    # "along columns this time"
+    "iota_along_rows": (
+        {COL: COL.replace("xw.shape, 1)", "xw.shape, 0)")},
+        r"the mask runs along the rows.*broadcasted_iota\(jnp\.int32, xw\.shape, 1\)",
+    ),
+    # "the columns at or past v_dim must add nothing"
+    "keeps_column_v_dim": ({MASK: MASK.replace("col < v_dim", "col <= v_dim")}, r"column v_dim itself is kept"),
+}
+
+
+def _solution_mask(edits: dict[str, str]) -> Any:
+    from autograder.notebook_code import load
+
+    return load(REPO_ROOT / LAB.source, edits)["masked_logits"]
+
+
+def test_check_mask_passes_the_solution_and_a_very_negative_number(capsys) -> None:
+    tokamax_reading.check_mask(_solution_mask({}))
+    tokamax_reading.check_mask(_solution_mask({MASK: MASK.replace("-jnp.inf", "-1e30")}))  # the note allows it
+    assert capsys.readouterr().out.count("✓ masked_logits") == 2
+
+
+@pytest.mark.parametrize("name", sorted(MASK_MISTAKES))
+def test_each_mask_mistake_the_lab_names_is_named_with_its_cause(name: str) -> None:
+    edits, cause = MASK_MISTAKES[name]
+    masked_logits = _solution_mask(edits)
+    with pytest.raises(CheckFailure) as failure:
+        tokamax_reading.check_mask(masked_logits)
+    assert re.search(cause, str(failure.value)), failure.value
+    assert "no usual mistake" not in str(failure.value)
+    _, lse, _, ref_lse = _run(
+        256,
+        256,
+        640,
+        dict(b_block_size=128, h_block_size=128, v_block_size=256),
+        forward=tokamax_reading.forward_with_mask(masked_logits),
+    )
+    assert not np.allclose(lse, ref_lse, rtol=1e-5, atol=1e-5), f"{name}: the forward matches the reference"
+
+
+def test_check_mask_explains_the_stub() -> None:
+    def masked_logits(xw, v_index, v_block_size, v_dim):
+        raise NotImplementedError("not written yet: replace this line with your code")
+
+    with pytest.raises(CheckFailure, match="still the stub"):
+        tokamax_reading.check_mask(masked_logits)
+
+
 # ------------------------------------------------------------------ through the notebook, as students hand it in
 
 

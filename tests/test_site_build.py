@@ -283,3 +283,22 @@ def test_a_broken_solution_is_reported_not_hidden(tmp_path):
         r"load and trace matmul",
     ):
         build(tmp_path / "out", root=root)
+
+
+def test_where_a_block_lives_draws_tpu_info_s_units(built_site):  # noqa: F811 - a pytest fixture
+    """F9: the TensorCore figure on the page has tpu_info's MXU count per chip (4 on v5e, 2 on v6e), the EUP and
+    the XLU, and the peak derived from them; the paragraph under it says the same."""
+    from pallas_course.chips import chip
+    from pallas_course.tensorcore_svg import peak_lines
+
+    page = built_site.read_text()
+    section = re.search(r'<section[^>]*id="where-a-block-lives".*?</section>', page, re.S).group(0)
+    v5e, v6e = section.split('<title id="tc-v6e-title">')
+    assert v5e.count('class="mxu"') == chip("v5e").num_mxus == 4
+    assert v6e.count('class="mxu"') == chip("v6e").num_mxus == 2
+    for unit in (">EUP<", ">XLU<", ">VPU<"):
+        assert unit in v5e and unit in v6e
+    assert html.escape(peak_lines("v5e")[0], quote=False) in v5e
+    words = text_of(section)
+    assert "counts 4 of 128 × 128 per TensorCore on v5e and 2 of 256 × 256 on v6e" in words
+    assert "MXUs × 2 × size² × clock" in words

@@ -173,8 +173,8 @@ def test_marks_that_dont_fit_make_the_walk_stale(tmp_path: Path) -> None:
     w = R.walk("softmax", data=data)
     assert "line 6 is marked algorithm but has no code" in w.stale
     assert "line 5 is marked both algorithm and schedule" in w.stale
-    assert "code lines without a mark: 7, 15-16" in w.stale
-    assert "step 1 names lines outside the code: 17-40" in w.stale
+    assert "code lines without a mark: 7, 15-17" in w.stale
+    assert "step 1 names lines outside the code: 18-40" in w.stale
 
 
 def test_walk_data_without_a_field_says_which(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ bound is an upper estimate, so an honest lab kernel is far inside every one (the
 - scratch: per pallas_call, no more than the largest VMEM of a TensorCore of any course chip (no TPU holds more);
 - FLOPs outside the kernels (XLA work beside them) and inside them (kernel body and index maps x grid steps), loops
   multiplied;
-- trips: grid steps and loop iterations, nested ones multiplied, all of them together.
+- trips: grid steps and loop iterations, nested ones multiplied, all of them together;
+- copies (pltpu.make_async_copy's .start()): how many start, and the bytes they move, over every grid step and
+  loop iteration (a copy loop is refused here; a wait no copy signals, in autograder.judge.copies).
 
 The box (autograder.judge.box) bounds what these cannot foresee: memory, CPU time, wall clock.
 """
@@ -35,6 +37,10 @@ class Budgets:
     max_flops_outside: int = 16 * LARGEST_LAB_MATMUL_FLOPS
     max_flops_inside: int = 16 * LARGEST_LAB_MATMUL_FLOPS
     max_trips: int = 65_536  # grid steps and loop iterations, all together
+    # Explicit copies, all grid steps and loops together. TPU interpret mode runs one in about 1 ms on this CPU
+    # (about 1 ms each: 4,004 (8, 128) f32 copies took 4.1 s, jax 0.10.2, 2026-12-06); LAB·1.6's largest graded case starts 24.
+    max_copies: int = 16_384
+    max_copy_bytes: int = 1 * 2**30
 
 
 BUDGETS = Budgets()
@@ -96,6 +102,8 @@ class _Cost:
     flops_outside: float = 0.0
     flops_inside: float = 0.0
     trips: int = 0
+    copies: float = 0.0
+    copy_bytes: float = 0.0
 
 
 def _dot_flops(eqn: dict[str, Any], avals: dict[int, Any]) -> float:
@@ -112,6 +120,29 @@ def _dot_flops(eqn: dict[str, Any], avals: dict[int, Any]) -> float:
         rhs = _aval(ins[1]) if len(ins) > 1 else None
         k = math.isqrt(max(1, math.prod(lhs[0]) * math.prod(rhs[0]) // max(out, 1))) if lhs and rhs else 1
     return 2.0 * out * max(k, 1)
+
+
+def _window_bytes(part: Any, ins: list[Any]) -> int:
+    """Bytes of a copy part's window (description.py's dma PART): its ref's shape, indexed by its transforms."""
+    if not isinstance(part, dict) or not isinstance(part.get("ref"), int) or not 0 <= part["ref"] < len(ins):
+        return 0
+    got = _aval(ins[part["ref"]])
+    if got is None:
+        return 0
+    shape, size = list(got[0]), got[1]
+    for t in part.get("transforms") or []:
+        index = t.get("index") if isinstance(t, dict) else None
+        if not isinstance(index, list):
+            continue
+        kept = []
+        for dim, ix in zip(shape, index + [None] * len(shape)):
+            if ix is None:
+                kept.append(dim)
+            elif isinstance(ix, dict) and isinstance(ix.get("slice"), list) and len(ix["slice"]) == 3:
+                n = ix["slice"][1]
+                kept.append(n if isinstance(n, int) and 0 <= n <= dim else dim)
+        shape = kept
+    return math.prod(shape) * size
 
 
 def _walk(j: Any, cost: _Cost, times: float, inside: bool) -> None:
@@ -141,6 +172,12 @@ def _walk(j: Any, cost: _Cost, times: float, inside: bool) -> None:
             if name == "dot_general"
             else float(max([_elements(x) for x in ins + list(outs)] or [0]))
         )
+        if name == "dma_start":
+            parts = params.get("copy")
+            operands = [avals.get(a["v"]) if isinstance(a, dict) and "v" in a else None for a in eqn.get("in") or []]
+            cost.copies += times
+            if isinstance(parts, list) and len(parts) > 1:
+                cost.copy_bytes += times * _window_bytes(parts[1], operands)
         if inside:
             cost.flops_inside += work * times
         else:
@@ -217,6 +254,16 @@ def check(description: Any, const_bytes: int, in_bytes: int, budgets: Budgets = 
     if c.trips > budgets.max_trips:
         raise OverBudget(
             f"it runs {c.trips:,} grid steps and loop iterations, over the grader's limit of {budgets.max_trips:,}"
+        )
+    if c.copies > budgets.max_copies:
+        raise OverBudget(
+            f"its kernels start about {c.copies:,.0f} copies (make_async_copy(...).start() x grid steps x loops), "
+            f"over the grader's limit of {budgets.max_copies:,}"
+        )
+    if c.copy_bytes > budgets.max_copy_bytes:
+        raise OverBudget(
+            f"its copies move about {_gb(c.copy_bytes)} (bytes per copy x copies started), over the grader's "
+            f"limit of {_gb(budgets.max_copy_bytes)}"
         )
     if c.flops_outside > budgets.max_flops_outside:
         raise OverBudget(

@@ -21,11 +21,16 @@ from jax.experimental.pallas import tpu as pltpu
 
 from autograder.jail.jail_agent import description as fmt
 from autograder.jail.jail_agent import wire
-from autograder.judge import vocabulary
+from autograder.judge import copies, vocabulary
 
 
 class Refused(ValueError):
-    """A description the grader will not rebuild; the message is for the student."""
+    """A description the grader will not rebuild; the message is for the student. `named`: the refusal is a
+    mistake the lab names, in its rule's words (pallas_course.rules), read as the notebook's check reads it."""
+
+    def __init__(self, text: str, *, named: bool = False) -> None:
+        super().__init__(text)
+        self.named = named
 
 
 def not_allowed(name: str) -> Refused:
@@ -53,7 +58,14 @@ _NAMED = {
 
 
 _WEAK_PYTHON = {"int32": int, "float32": float, "bool": bool}
-MEMORY_SPACES = {None: None, "default": None, "vmem": pltpu.VMEM, "smem": pltpu.SMEM, "any": pl.ANY}
+MEMORY_SPACES = {
+    None: None,
+    "default": None,
+    "vmem": pltpu.VMEM,
+    "smem": pltpu.SMEM,
+    "any": pl.ANY,
+    "hbm": pltpu.HBM,  # as pl.ANY for a kernel that copies its own blocks (LAB·1.6)
+}
 
 # ------------------------------------------------------------------------------------------- parsed form
 
@@ -64,6 +76,7 @@ class Aval:
     dtype: np.dtype
     ref: str | None = None  # the memory space of a Ref ("" for the default), None for an array
     weak: bool = False
+    semaphores: str | None = None  # "dma" for an array of DMA semaphores (dtype is then a placeholder), else None
 
     @property
     def struct(self) -> jax.ShapeDtypeStruct:
@@ -178,9 +191,11 @@ class Parser:
             space = d.get("space")
             if space is not None and not isinstance(space, str):
                 raise Refused("a malformed memory space")
-            return Aval(inner.shape, inner.dtype, (space or "").lower()[: fmt.MAX_TEXT])
+            return Aval(inner.shape, inner.dtype, (space or "").lower()[: fmt.MAX_TEXT], semaphores=inner.semaphores)
         if "opaque" in d:
             raise Refused(f"a value of type `{str(d['opaque'])[:80]}` is not one this lab allows")
+        if "semaphores" in d:
+            return self.semaphores(d)
         shape = d.get("shape")
         if (
             not isinstance(shape, list)
@@ -193,6 +208,21 @@ class Parser:
                 f"an array of shape {tuple(shape)} is over the grader's limit of {fmt.MAX_ELEMENTS:,} elements"
             )
         return Aval(tuple(shape), self.dtype(d.get("dtype")), weak=d.get("weak") is True)
+
+    @staticmethod
+    def semaphores(d: dict[str, Any]) -> Aval:
+        shape = d.get("shape")
+        if (
+            not isinstance(shape, list)
+            or len(shape) > 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= copies.MAX_SEMAPHORES for n in shape)
+        ):
+            raise Refused(f"an array of semaphores other than up to {copies.MAX_SEMAPHORES} in one or two dimensions")
+        if math.prod(shape) > copies.MAX_SEMAPHORES:
+            raise Refused(f"more than {copies.MAX_SEMAPHORES} semaphores")
+        if d.get("semaphores") != "dma":
+            raise Refused(copies.REGULAR_SEMAPHORES)
+        return Aval(tuple(shape), np.dtype(np.int32), semaphores="dma")
 
     def literal(self, d: dict[str, Any]) -> np.ndarray:
         a = self.aval(d.get("aval"))
@@ -313,6 +343,8 @@ class Parser:
             params = self.pallas_call(raw, depth)
         elif name in ("get", "swap", "addupdate"):
             params = {"transforms": self.transforms(raw.get("transforms"))}
+        elif name in ("dma_start", "dma_wait"):
+            params = self.copy(name, raw, len(inputs))
         elif name in INLINED:
             key = INLINED[name]
             if key not in raw:
@@ -345,6 +377,30 @@ class Parser:
                     raise Refused("this way of indexing a ref is not one this lab allows")
             out.append(index)
         return out
+
+    def copy(self, name: str, raw: dict[str, Any], n_in: int) -> dict[str, Any]:
+        """A copy's .start() or .wait() (description.py's dma_start / dma_wait): its source, destination and
+        semaphore, each an operand and its indexing; no remote copy (no source semaphore, no device)."""
+        parts = raw.get("copy")
+        if set(raw) - {"copy", "priority", "add"} or not isinstance(parts, list) or len(parts) != 5:
+            raise Refused(f"a `{name}` of a copy other than pltpu.make_async_copy(src, dst, sem) on this TensorCore")
+        if parts[3] is not None or parts[4] is not None:
+            raise Refused(copies.REMOTE)
+        read = []
+        for part in parts[:3]:
+            ref = part.get("ref") if isinstance(part, dict) else None
+            if (
+                not isinstance(ref, int)
+                or isinstance(ref, bool)
+                or not 0 <= ref < n_in
+                or set(part) != {"ref", "transforms"}
+            ):
+                raise Refused(f"a malformed `{name}`")
+            read.append((ref, self.transforms(part["transforms"])))
+        priority, add = raw.get("priority", 0), raw.get("add", False)
+        if name == "dma_start" and (priority != 0 or add is not False):
+            raise Refused("a copy with a priority or add=True: the course's copies use .start() as it is")
+        return {"copy": tuple(read)}
 
     @staticmethod
     def start(b: Any) -> Any:
@@ -415,8 +471,10 @@ class Parser:
         scratch = []
         for s in raw.get("scratch") or []:
             a = self.aval(s)
-            if a.ref not in ("vmem", "smem"):
-                raise Refused("scratch other than pltpu.VMEM or pltpu.SMEM is not used in this lab")
+            if a.ref not in ("vmem", "smem") and not (a.semaphores and a.ref == "semaphore_mem"):
+                raise Refused(
+                    "scratch other than pltpu.VMEM, pltpu.SMEM or pltpu.SemaphoreType.DMA is not used in this lab"
+                )
             scratch.append(a)
         cp = raw.get("compiler_params")
         compiler_params = None
@@ -429,12 +487,12 @@ class Parser:
                 raise Refused(f"compiler parameter `{sorted(unknown)[0][:40]}` is not used in this lab")
             sem = fields.get("dimension_semantics")
             if sem is not None:
-                if (
-                    not isinstance(sem, tuple)
-                    or len(sem) != len(grid)
-                    or not all(s in ("parallel", "arbitrary") for s in sem)
-                ):
+                if not isinstance(sem, tuple) or not all(s in ("parallel", "arbitrary") for s in sem):
                     raise Refused("dimension_semantics takes one of 'parallel' or 'arbitrary' per grid axis")
+                if len(sem) != len(grid):  # a mistake the lab names: refused in the rule's own words
+                    from pallas_course.rules import semantics_length_problem
+
+                    raise Refused(semantics_length_problem(grid, sem) or "", named=True)
             limit = fields.get("vmem_limit_bytes")
             if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit < 2**40):
                 raise Refused("a malformed vmem_limit_bytes")
@@ -454,13 +512,17 @@ class Parser:
             and len(set(arg_names)) == len(arg_names)
         ):
             arg_names = None  # the kernel's parameters get names of the grader's
+        kernel = self.jaxpr(raw.get("kernel"), depth + 1)
+        hang = copies.problem(kernel)
+        if hang is not None:
+            raise Refused(hang)
         return {
             "name": name[:100] if isinstance(name, str) and name.isprintable() else None,
             "grid": tuple(grid),
             "arg_names": arg_names,
             "blocks": blocks,
             "num_inputs": n_in,
-            "kernel": self.jaxpr(raw.get("kernel"), depth + 1),
+            "kernel": kernel,
             "scratch": scratch,
             "compiler_params": compiler_params,
             "input_output_aliases": {int(i): int(o) for i, o in aliases},

@@ -88,6 +88,7 @@ def _block(d: Any, grid: tuple[int, ...]) -> BlockInfo:
         buffer_count=count,
         index_map=index_map,
         trivial_window=d.get("trivial_window") is True,
+        memory_space=str(d.get("memory_space") or "")[:20],
     )
 
 
@@ -112,6 +113,7 @@ def _call(d: Any) -> PallasCallInfo:
     sem = d.get("dimension_semantics")
     dots = d.get("dot_precisions") or []
     masks = d.get("mask_products") or []
+    lane = d.get("lane_reductions_every_step") or []
     if not (
         isinstance(scratch, list)
         and isinstance(ops, dict)
@@ -119,6 +121,7 @@ def _call(d: Any) -> PallasCallInfo:
         and (sem is None or isinstance(sem, list))
         and isinstance(dots, list)
         and isinstance(masks, list)
+        and isinstance(lane, list)
     ):
         raise BadStructure("a malformed pallas_call")
     return PallasCallInfo(
@@ -133,6 +136,7 @@ def _call(d: Any) -> PallasCallInfo:
         unread=None if unread is None else tuple(str(u) for u in unread),
         dot_precisions=tuple(str(p)[:40] for p in dots),
         mask_products=tuple(str(m)[:40] for m in masks),
+        lane_reductions_every_step=tuple(str(r)[:40] for r in lane),
     )
 
 

@@ -157,6 +157,11 @@ def _subs(v: Any) -> list[Jaxpr]:
 def _check(value: Any, want: Aval, what: str) -> None:
     got = jax.typeof(value) if hasattr(jax, "typeof") else jax.core.get_aval(value)
     inner = getattr(got, "inner_aval", got)
+    if want.semaphores is not None or not isinstance(inner.dtype, np.dtype):
+        # an array of DMA semaphores (the grader allocates them itself: pltpu.SemaphoreType.DMA)
+        if want.semaphores is None or inner is got or tuple(inner.shape) != want.shape or not _dma_semaphores(inner):
+            raise Refused(f"{what} is described as other than it is (semaphores where arrays are, or the reverse)")
+        return
     if tuple(inner.shape) != want.shape or np.dtype(inner.dtype) != want.dtype or (want.ref is None) != (inner is got):
         raise Refused(
             f"{what} is described as {want.dtype.name}{list(want.shape)} but is "
@@ -184,6 +189,30 @@ def evaluate(j: Jaxpr, args: Sequence[Any]) -> list[Any]:
             _check(o, want, f"the result of `{e.name}`")
         env += outs
     return [read(x) for x in j.outputs]
+
+
+def _dma_semaphores(aval: Any) -> bool:
+    from jax._src.pallas.mosaic import core as tpu_core  # the DMA semaphore dtype has no public name
+
+    return jnp.issubdtype(aval.dtype, tpu_core.dma_semaphore)
+
+
+def _copy(e: Eqn, ins: list[Any]) -> list[Any]:
+    """A copy's .start() or .wait(), rebuilt with the public API: pltpu.make_async_copy(src, dst, sem), each ref
+    indexed as described (parse.Parser.copy; leaves are the equation's operands)."""
+    refs = []
+    for ref, transforms in e.params["copy"]:
+        target = ins[ref]
+        for t in transforms:
+            target = target.at[_index(t, ins)]
+        refs.append(target)
+    try:
+        copy = pltpu.make_async_copy(*refs)
+        copy.start() if e.name == "dma_start" else copy.wait()
+    except (TypeError, ValueError, IndexError) as err:
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise Refused(f"a copy (pltpu.make_async_copy) with these refs is not one JAX takes ({first})") from None
+    return []
 
 
 def _index(index: list[Any], leaves: list[Any]) -> tuple[Any, ...]:
@@ -257,6 +286,10 @@ def _bind(e: Eqn, ins: list[Any]) -> list[Any]:
         target, idx = _ref_target(ins[0], p["transforms"], ins[2:])
         jax.ref.addupdate(target, idx, ins[1])
         return []
+    if name in ("dma_start", "dma_wait"):
+        if not _IN_KERNEL.get():
+            raise Refused(f"a `{name}` outside a Pallas kernel")
+        return _copy(e, ins)
     if name in ("program_id", "num_programs"):
         axis = p.get("axis")
         if set(p) != {"axis"} or not isinstance(axis, int) or isinstance(axis, bool) or ins:
@@ -496,7 +529,12 @@ def _pallas_call(p: dict[str, Any], ins: list[Any]) -> list[Any]:
             b["block_shape"], index_map, pipeline_mode=mode, **({} if space is None else {"memory_space": space})
         )
 
-    scratch = [(pltpu.VMEM if s.ref == "vmem" else pltpu.SMEM)(s.shape, s.dtype) for s in p["scratch"]]
+    scratch = [
+        pltpu.SemaphoreType.DMA(s.shape)
+        if s.semaphores
+        else (pltpu.VMEM if s.ref == "vmem" else pltpu.SMEM)(s.shape, s.dtype)
+        for s in p["scratch"]
+    ]
     cp = p["compiler_params"]
     out_blocks = blocks[n_in:]
     call = pl.pallas_call(

@@ -39,7 +39,8 @@ def refusal(e: Exception) -> StudentError:
     from autograder.judge.rebuild import Refused
 
     text = str(e) if isinstance(e, Refused) else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    return StudentError(phase="rebuild", ename="Refused", text=text[:2000], not_implemented=False)
+    ename = "Named" if getattr(e, "named", False) else "Refused"  # Named: a mistake the lab names (parse.Refused)
+    return StudentError(phase="rebuild", ename=ename, text=text[:2000], not_implemented=False)
 
 
 def rebuilt(header: dict[str, Any], blobs: list[bytes], in_avals: tuple[Any, ...]) -> Rebuilt:

@@ -24,6 +24,7 @@ def _block_data(b: Any, points: list[tuple[int, ...]] | None) -> dict[str, Any]:
         "block_shape": list(b.block_shape),
         "buffer_count": b.buffer_count,
         "trivial_window": bool(b.trivial_window),
+        "memory_space": str(b.memory_space),
         "block_indices": None if points is None else [list(b.block_index(*p)) for p in points],
     }
 
@@ -47,6 +48,7 @@ def trace_data(t: Any) -> dict[str, Any]:
                 "kernel_ops": {k: list(v) for k, v in pc.kernel_ops.items()},
                 "dot_precisions": list(pc.dot_precisions),
                 "mask_products": list(pc.mask_products),
+                "lane_reductions_every_step": list(pc.lane_reductions_every_step),
                 "unread": read_before_written(pc),
             }
         )

@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from pallas_course import copy_rules
+
 # ------------------------------------------------------------------------------------------------ the reasons
 _CALLBACK = "it calls back into Python on the host (the student's code, which never runs in the grader)"
 _DEBUG = "it prints or inspects while running: debug output, not part of what the computation returns"
 _EFFECT = (
-    "it has an effect outside its arrays (an ordering token, a semaphore, a DMA, a barrier, a pinned buffer): "
-    "not plain data; the course's kernels move data with BlockSpecs and scratch_shapes"
+    "it has an effect outside its arrays (an ordering token, a barrier, a pinned buffer): not plain data; the "
+    "course's kernels move data with BlockSpecs, or with pltpu.make_async_copy and DMA semaphores (LAB·1.6)"
 )
 _DEVICES = "it is a collective or a sharding across devices: the grade runs and compiles one device, with no mesh"
 _KEYS = (
@@ -54,11 +56,6 @@ EXCLUDED: dict[str, str] = {
         [
             "create_token",
             "after_all",
-            "dma_start",
-            "dma_wait",
-            "semaphore_read",
-            "semaphore_signal",
-            "semaphore_wait",
             "get_barrier_semaphore",
             "delay",
             "add_dependency",
@@ -168,11 +165,14 @@ EXCLUDED: dict[str, str] = {
         _GPU,
     ),
     **dict.fromkeys(
-        ["call", "composite", "reduce", "reduce_window", "select_and_scatter", "select_and_gather_add", "run_scoped"],
+        ["call", "composite", "reduce", "reduce_window", "select_and_scatter", "select_and_gather_add"],
         _SUB,
     ),
     **dict.fromkeys(["matmul_push_rhs", "matmul_acc_lhs", "matmul_pop", "stage"], _MOSAIC),
     **dict.fromkeys(["masked_load", "masked_swap"], _MASKED),
+    # the copies (pltpu.make_async_copy's .start() and .wait()) are rebuilt (SPECIAL); what around them is not
+    **dict.fromkeys(["semaphore_read", "semaphore_signal", "semaphore_wait"], copy_rules.REGULAR_SEMAPHORES),
+    "run_scoped": copy_rules.SYNC_COPY,
     "approx_top_k": _PLATFORM + ": use lax.top_k",
     "rng_uniform": _PLATFORM + " (and it is stateful): draw random numbers outside the traced function",
 }
@@ -250,6 +250,8 @@ SPECIAL = frozenset(
         "while",
         "scan",
         "platform_index",
+        "dma_start",
+        "dma_wait",
     }
 )
 # Calls whose body is evaluated in place (the structure checks look through them: kernel_trace.LAYOUT_PRIMITIVES),

@@ -1,4 +1,4 @@
-"""The hidden checks: one module per lab (lab_1_1 ... lab_1_5), each public function one graded test named
+"""The hidden checks: one module per lab (lab_1_1 ... lab_1_6), each public function one graded test named
 as in course.yml, and what they stand on: `harness` (the checks' API: call a student's function through the
 jail, look at what it launched, compare against a float64 reference, fail with one clear sentence),
 `reference_kernels` (the chapter's kernels, one home), `walk_key` (LAB·1.5's key over its walk; the keys

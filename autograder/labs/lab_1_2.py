@@ -1,4 +1,4 @@
-"""LAB·1.2 hidden checks: rowmax, matmul, matmul_acc, matmul_gelu.
+"""LAB·1.2 hidden checks: rowmax, rowmax_dense, matmul, matmul_acc, matmul_gelu.
 
 Each function is one graded test; its name is the nbgrader grade_id and the test id in course.yml.
 References are float64 NumPy products of the (already rounded) inputs.
@@ -11,7 +11,15 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from autograder.labs.harness import TestFailure, call, expect_close, fresh_seed, one_pallas_call, random_array
+from autograder.labs.harness import (
+    TestFailure,
+    call,
+    expect_close,
+    fresh_seed,
+    one_pallas_call,
+    random_array,
+    schedule_call,
+)
 from pallas_course import rules
 from pallas_course.rules import as_f64
 from pallas_course.kernel_trace import PallasCallInfo
@@ -79,7 +87,7 @@ def rowmax_schedule(rowmax: Callable[..., Any]) -> None:
     test = "rowmax_schedule"
     for (m, n), bm, bn in ROWMAX_CASES:
         label = _rowmax_label(m, n, bm, bn)
-        pc = one_pallas_call(test, label, rowmax, jax.ShapeDtypeStruct((m, n), "float32"), bm=bm, bn=bn)
+        pc = schedule_call(test, label, rowmax, jax.ShapeDtypeStruct((m, n), "float32"), bm=bm, bn=bn)
         _fails(test, rules.rowmax_schedule_problem(label, pc, (m, n), bm, bn))
 
 
@@ -107,6 +115,48 @@ def rowmax_values(rowmax: Callable[..., Any]) -> None:
             kernel=pc,
             **rules.ROWMAX,
             hint=lambda: rules.rowmax_hint(x, out, bn, bm),
+        )
+
+
+def _rowmax_dense_label(m: int, n: int, bm: int, bn: int) -> str:
+    return f"rowmax_dense(x, bm={bm}, bn={bn}) on ({m}, {n}) float32"
+
+
+def rowmax_dense_schedule(rowmax_dense: Callable[..., Any]) -> None:
+    """rowmax's grid and x blocks, a lane-dense (bm, 128) output block at (i, 0), the reduced axis last and not
+    "parallel", and no reduction across lanes on every column step (read off the trace: outside any pl.when)."""
+    import jax
+
+    test = "rowmax_dense_schedule"
+    for (m, n), bm, bn in ROWMAX_CASES:
+        label = _rowmax_dense_label(m, n, bm, bn)
+        pc = one_pallas_call(test, label, rowmax_dense, jax.ShapeDtypeStruct((m, n), "float32"), bm=bm, bn=bn)
+        _fails(test, rules.rowmax_dense_schedule_problem(label, pc, (m, n), bm, bn))
+
+
+def rowmax_dense_values(rowmax_dense: Callable[..., Any]) -> None:
+    """Each row's exact f32 max in all 128 lanes of its row, at several shapes and blocks, half the rows all
+    negative, under TPU interpret mode."""
+    import jax.numpy as jnp
+
+    test = "rowmax_dense_values"
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for (m, n), bm, bn in ROWMAX_CASES:
+        label = _rowmax_dense_label(m, n, bm, bn)
+        x = jnp.asarray(rules.rowmax_inputs(rng, (m, n)))
+        pc = one_pallas_call(test, label, rowmax_dense, x, bm=bm, bn=bn)
+        out = call(test, label, rowmax_dense, x, bm=bm, bn=bn)
+        expect_close(
+            test,
+            label,
+            out,
+            rules.rowmax_dense_ref(x).astype(np.float32),
+            block=(bm, rules.LANES),
+            seed=seed,
+            kernel=pc,
+            **rules.ROWMAX_DENSE,
+            hint=lambda: rules.rowmax_dense_hint(x, out, bn),
         )
 
 
@@ -147,7 +197,7 @@ def matmul_f32(matmul: Callable[..., Any]) -> None:
 
 def matmul_precision(matmul: Callable[..., Any]) -> None:
     """Every dot in the f32 kernel asks for precision HIGHEST, read off the trace (interpret mode on a CPU multiplies
-    exactly whatever the dot asks; a TPU's MXU at the default precision rounds f32 inputs to bf16); on bf16 inputs
+    in full f32 whatever the dot asks; a TPU's MXU at the default precision rounds f32 inputs to bf16); on bf16 inputs
     none asks HIGHEST, and the kernel compiles (the TPU compiler refuses HIGHEST on bf16: "Bad lhs type")."""
     import jax
 
@@ -206,6 +256,8 @@ def matmul_acc_f32_accumulator(matmul_acc: Callable[..., Any]) -> None:
     label = f"matmul_acc(a, b, bm={bm}, bn={bn}, bk={bk}) on {m}×{k} @ {k}×{n} bfloat16"
     a, b = _inputs(rng, shape, ml_dtypes.bfloat16)
     pc = one_pallas_call(test, label, matmul_acc, a, b, bm=bm, bn=bn, bk=bk)
+    # K marked "parallel" runs in a shuffled order under interpret mode: its values are named by their cause
+    _fails(test, rules.accumulated_axis_parallel_problem(label, pc, "the same accumulator"))
     _fails(test, rules.f32_accumulator_problem(label, pc) or rules.f32_dot_problem(label, pc))
     out = call(test, label, matmul_acc, a, b, bm=bm, bn=bn, bk=bk)
     exact = as_f64(a) @ as_f64(b)

@@ -15,10 +15,14 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_call
+from autograder.labs.harness import TestFailure, call, fresh_seed, one_pallas_call, schedule_call
 from pallas_course import lab_checks, rules
 from pallas_course.lab_1_3_rules import (
+    ROWS_CHOICE_CASES as VISIBLE_ROWS_CASES,
     SOFTMAX_TIME_CASES as VISIBLE_TIME_CASES,
+    rows_choice_families,
+    rows_choice_label,
+    rows_choice_problem,
     softmax_time_families,
     softmax_time_label,
     softmax_time_problem,
@@ -53,12 +57,25 @@ FUSED_CASES = [
 
 # column_sums: rows a multiple of the block first (a missing zeroing shows there, so NaN later is the edge's), then a
 # partial last block of several, then one partial block alone (n < rows_per_block).
-COLUMN_SUMS_CASES = [((64, 256), None), ((200, 128), 16), ((20, 384), 32)]
-# softmax_seconds: the notebook's cases and more of the same families (both dtypes; one and two TensorCores)
+# (shape, rows_per_block, dtype): the lab grades its functions "in float32 and bfloat16" (its introduction), and the
+# sums are float32 whatever x's dtype
+COLUMN_SUMS_CASES = [
+    ((64, 256), None, np.float32),
+    ((200, 128), 16, np.float32),
+    ((20, 384), 32, np.float32),
+    ((136, 256), 16, BF16),
+]
+# softmax_seconds: the notebook's cases and more of the same families (both dtypes; a JAX device per chip and per
+# TensorCore; steps- and bytes-bound)
 SOFTMAX_TIME_CASES = list(VISIBLE_TIME_CASES) + [
-    (4096, 128, "float32", "v5p"),
-    (1000, 384, "bfloat16", "v5e"),
-    (131072, 2048, "bfloat16", "v7x"),
+    (4096, 128, "float32", "v6e", 128),
+    (1024, 384, "bfloat16", "v5e", 16),
+    (131072, 2048, "bfloat16", "v7x", 512),
+]
+# rows_per_block: the notebook's cases and more of the same families (both dtypes, both scoped limits)
+ROWS_CHOICE_CASES = list(VISIBLE_ROWS_CASES) + [
+    (16384, 2048, "float32", "v6e"),
+    (4096, 128, "bfloat16", "v5e"),
 ]
 
 CAST_HINT = (
@@ -85,9 +102,11 @@ def families(test: str) -> frozenset[str]:
     elif test in ("softmax_fused", "layernorm_fused"):
         cases = [(s, dt, r, "") for s, dt, r in FUSED_CASES]
     elif test == "column_sums_ragged":
-        return frozenset().union(*(rules.column_sums_families(s, r) for s, r in COLUMN_SUMS_CASES))
+        return frozenset().union(*(rules.column_sums_families(s, r, t) for s, r, t in COLUMN_SUMS_CASES))
     elif test == "softmax_time_model":
         return frozenset().union(*(softmax_time_families(*c) for c in SOFTMAX_TIME_CASES))
+    elif test == "rows_per_block_choice":
+        return frozenset().union(*(rows_choice_families(*c) for c in ROWS_CHOICE_CASES))
     found: set[str] = set()
     for shape, dtype, r, kind in cases:
         found |= rules.rows_families(shape, dtype, r, kind)
@@ -99,6 +118,8 @@ def visible_families(test: str) -> frozenset[str]:
     check_softmax_seconds's cases (pallas_course.lab_1_3_rules)."""
     if test == "softmax_time_model":
         return frozenset().union(*(softmax_time_families(*c) for c in VISIBLE_TIME_CASES))
+    if test == "rows_per_block_choice":
+        return frozenset().union(*(rows_choice_families(*c) for c in VISIBLE_ROWS_CASES))
     return lab_checks.visible_families(test)
 
 
@@ -128,15 +149,19 @@ def _run(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: An
 # ---------------------------------------------------------------------------------------------- structure
 
 
-def _fused_call(test: str, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> PallasCallInfo:
+def _fused_call(
+    test: str, label: str, fn: Callable[..., Any], *args: Any, schedule: bool = False, **kwargs: Any
+) -> PallasCallInfo:
     """The one pallas_call `fn` launches, with no work over x outside it.
 
     Work on the (d,)-sized g and b (a cast, a reshape) is allowed: it is not a trip of x through HBM.
     Anything that reads or writes an array as large as x outside the kernel (exp in XLA, a mean taken
-    before the call, the whole answer in jnp) is a lost test.
+    before the call, the whole answer in jnp) is a lost test. `schedule`: the test reads the call's data alone
+    (the *_fused tests), so a kernel body that fails to trace costs the values tests, not it (schedule_call).
     """
+    get = schedule_call if schedule else one_pallas_call
     try:
-        return one_pallas_call(test, label, fn, *args, outside_min_size=_size_of(args[0]), **kwargs)
+        return get(test, label, fn, *args, outside_min_size=_size_of(args[0]), **kwargs)
     except TestFailure as e:
         raise _with_hints(e) from None
 
@@ -212,13 +237,13 @@ def softmax_stability(softmax: Callable[..., Any]) -> None:
 
 
 def softmax_fused(softmax: Callable[..., Any]) -> None:
-    """One pallas_call; grid (n // rows_per_block,); x and out blocks (rows_per_block, d) at (i, 0)."""
+    """One pallas_call; grid (n // rows_per_block,); x and out blocks (rows_per_block, d) at (i, 0); rows "parallel"."""
     import jax
 
     test = "softmax_fused"
     for shape, dtype, r in FUSED_CASES:
         label = _label("softmax", "x", shape, dtype, r)
-        pc = _fused_call(test, label, softmax, jax.ShapeDtypeStruct(shape, dtype), **_kw(r))
+        pc = _fused_call(test, label, softmax, jax.ShapeDtypeStruct(shape, dtype), schedule=True, **_kw(r))
         _check_row_blocks(test, label, pc, shape, dtype, r or 8, n_params=0)
 
 
@@ -277,7 +302,7 @@ def layernorm_edge(layernorm: Callable[..., Any]) -> None:
 
 def layernorm_fused(layernorm: Callable[..., Any]) -> None:
     """One pallas_call; grid (n // rows_per_block,); x and out in (rows_per_block, d) blocks at (i, 0);
-    g and b each one whole block, the same at every step."""
+    g and b each one whole block, the same at every step; rows "parallel"."""
     import jax
 
     test = "layernorm_fused"
@@ -285,7 +310,7 @@ def layernorm_fused(layernorm: Callable[..., Any]) -> None:
         label = _label("layernorm", "x, g, b", shape, dtype, r)
         x = jax.ShapeDtypeStruct(shape, dtype)
         p = jax.ShapeDtypeStruct((shape[1],), dtype)
-        pc = _fused_call(test, label, layernorm, x, p, p, **_kw(r))
+        pc = _fused_call(test, label, layernorm, x, p, p, schedule=True, **_kw(r))
         _check_row_blocks(test, label, pc, shape, dtype, r or 8, n_params=2)
 
 
@@ -300,9 +325,9 @@ def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
     test = "column_sums_ragged"
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
-    for shape, r in COLUMN_SUMS_CASES:
-        x = jnp.asarray(rules.column_sums_inputs(rng, shape))
-        label = _label("column_sums", "x", shape, np.float32, r)
+    for shape, r, dtype in COLUMN_SUMS_CASES:
+        x = jnp.asarray(rules.column_sums_inputs(rng, shape, dtype))
+        label = _label("column_sums", "x", shape, dtype, r)
         pc = _fused_call(test, label, column_sums, x, **_kw(r))
         problem = rules.column_sums_schedule_problem(label, pc, shape, r or 8)
         if problem:
@@ -315,7 +340,7 @@ def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
                 rules.as_f64(out), expected, name=label, block=(1, shape[1]), kernel=pc, **rules.COLUMN_SUMS
             )
         if mismatch is not None:
-            hint = rules.column_sums_hint(x, out, r or 8) if mismatch.kind in ("nan", "values") else None
+            hint = rules.column_sums_hint(x, out, r or 8, pc) if mismatch.kind in ("nan", "values") else None
             text = lab_checks.explained_for("column_sums", mismatch, hint)
             raise TestFailure(f"{test}: {text} [inputs from seed {seed}]")
 
@@ -324,12 +349,26 @@ def column_sums_ragged(column_sums: Callable[..., Any]) -> None:
 
 
 def softmax_time_model(softmax_seconds: Callable[..., Any]) -> None:
-    """Seconds of the fused softmax: 2·n·d·itemsize bytes (x read once, the output written once) over the chip's
-    HBM B/s (course.yml), per dtype and chip (pallas_course.lab_1_3_rules)."""
+    """Seconds of the fused softmax on one JAX device: 2·n·d·itemsize bytes (x read once, the output written once)
+    over the device's HBM B/s, plus n // rows_per_block steps x course.yml's step_overhead_s, per dtype and chip
+    (pallas_course.lab_1_3_rules)."""
     test = "softmax_time_model"
-    for n, d, dtype, chip in SOFTMAX_TIME_CASES:
-        label = softmax_time_label(n, d, dtype, chip)
-        got = call(test, label, softmax_seconds, n, d, np.dtype(dtype), chip)
-        problem = softmax_time_problem(got, n, d, dtype, chip)
+    for n, d, dtype, chip, rows in SOFTMAX_TIME_CASES:
+        label = softmax_time_label(n, d, dtype, chip, rows)
+        got = call(test, label, softmax_seconds, n, d, np.dtype(dtype), chip, rows)
+        problem = softmax_time_problem(got, n, d, dtype, chip, rows)
+        if problem is not None:
+            raise TestFailure(f"{test}: {label} {problem}")
+
+
+def rows_per_block_choice(rows_per_block: Callable[..., Any]) -> None:
+    """Rows per block for the fused softmax: a legal block that divides n, a step of at least 1 MiB in and out (or
+    the whole array), the double-buffered blocks within half the default scoped VMEM limit
+    (pallas_course.lab_1_3_rules.rows_choice_problem)."""
+    test = "rows_per_block_choice"
+    for n, d, dtype, chip in ROWS_CHOICE_CASES:
+        label = rows_choice_label(n, d, dtype, chip)
+        got = call(test, label, rows_per_block, n, d, np.dtype(dtype), chip)
+        problem = rows_choice_problem(got, n, d, dtype, chip)
         if problem is not None:
             raise TestFailure(f"{test}: {label} {problem}")

@@ -44,7 +44,7 @@ from pallas_course.lab_1_4_rules import (
     working_set_label,
     working_set_problem,
 )
-from pallas_course.cost_model import steady_flops, steady_step, step_seconds
+from pallas_course.cost_model import matmul_passes, steady_flops, steady_step, step_seconds
 from pallas_course.kernel_trace import PallasCallInfo, trace
 from pallas_course.legality import PallasCallReport, VmemBudget, check_pallas_call
 
@@ -89,9 +89,10 @@ def _step(bm: int, bn: int, bk: int, dtype: str) -> tuple[int, int, str]:
 
 
 def model_step_times(bm: int, bn: int, bk: int, dtype: Any, chip: str) -> tuple[float, float]:
-    """(DMA seconds, MXU seconds) of one steady-state matmul step on `chip`, per course.yml's per-chip numbers."""
+    """(DMA seconds, MXU seconds) of one steady-state matmul step on one JAX device of `chip`, the dtype's MXU passes
+    at the course's precision included (pallas_course.cost_model)."""
     moved, flops, _ = _step(bm, bn, bk, _dtype(dtype).name)
-    return step_seconds(moved, flops, chip)
+    return step_seconds(moved, flops, chip, matmul_passes(_dtype(dtype), chip))
 
 
 def model_budget(

@@ -75,9 +75,10 @@ class StudentFunction:
         raise NotImplementedError
 
     def _send(
-        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None
+        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None, bodies: bool = True
     ) -> tuple[dict[str, Any], list[bytes]]:
-        """The jail's reply to one call (a header and its blobs), unchecked."""
+        """The jail's reply to one call (a header and its blobs), unchecked. `bodies=False`: every kernel body
+        traced as a no-op (jail_agent.calls.kernel_bodies_skipped)."""
         raise NotImplementedError
 
     def _rebuilt(self, traced: Traced) -> None:
@@ -91,6 +92,7 @@ class StudentFunction:
         run: bool,
         stand_in: list[str] | None = None,
         ahead: Callable[[Any], None] | None = None,
+        bodies: bool = True,
     ) -> Invocation:
         """Trace (and if `run`, execute) the function on these inputs.
 
@@ -101,7 +103,9 @@ class StudentFunction:
         plain call in the jail. `stand_in`: helpers the function calls that answer as the course's model of the
         notebook's own matmul (jail_agent.calls.stand_ins); what they answered comes back in `own`. Only names
         travel in, never a value of the grader's. `ahead(computation)`, called once the computation is rebuilt and
-        before it runs, lets the grader start work on it beside the run (the compile rule's compiles)."""
+        before it runs, lets the grader start work on it beside the run (the compile rule's compiles).
+        `bodies=False` (structure only): the jail traces each kernel body as a no-op, so only the schedule (grid,
+        BlockSpecs, out_shape, compiler params) is the student's; the grader rebuilds that as it rebuilds any trace."""
         names = [str(n) for n in stand_in] if stand_in else None
         positions = [i for i, a in enumerate(args) if _is_array(a)]
         if not positions:
@@ -119,15 +123,17 @@ class StudentFunction:
         for i, a in zip(positions, in_avals):
             abstract[i] = a
         enc_args, enc_kwargs, blobs = _encode_call(tuple(abstract), kwargs)
-        trace_key = _key([enc_args, names], enc_kwargs, blobs)
+        trace_key = _key([enc_args, names] + ([] if bodies else ["no bodies"]), enc_kwargs, blobs)
         traced = self._traced.get(trace_key)
         if traced is None:
             traced = self._traced[trace_key] = self._judge().trace(
-                *self._send(enc_args, enc_kwargs, blobs, names), in_avals
+                *self._send(enc_args, enc_kwargs, blobs, names, bodies), in_avals
             )
             self._rebuilt(traced)
         if traced.error is not None:  # the student's error, or the grader refused what was traced
             raise traced.error
+        if not bodies:  # a schedule alone: never run, its values are not the student's kernel's
+            return Invocation(traced.structure, None, computation=traced.computation)
         if not run or any(type(args[i]).__name__ == "ShapeDtypeStruct" for i in positions):
             return Invocation(traced.structure, None, computation=traced.computation)
         if ahead is not None and traced.computation is not None:

@@ -35,7 +35,7 @@ class RemoteFunction(StudentFunction):
         return self.session.judge
 
     def _send(
-        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None
+        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None, bodies: bool = True
     ) -> tuple[dict[str, Any], list[bytes]]:
         return self.session.request(
             {
@@ -44,6 +44,7 @@ class RemoteFunction(StudentFunction):
                 "args": enc_args,
                 "kwargs": enc_kwargs,
                 "stand_in": stand_in,
+                **({} if bodies else {"bodies": False}),
                 "timeout_s": self.session.call_timeout_s(),
             },
             blobs,

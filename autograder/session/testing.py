@@ -29,14 +29,14 @@ class LocalFunction(StudentFunction):
         return self._local
 
     def _send(
-        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None
+        self, enc_args: Any, enc_kwargs: Any, blobs: list[bytes], stand_in: list[str] | None, bodies: bool = True
     ) -> tuple[dict[str, Any], list[bytes]]:
         from autograder.jail.jail_agent.calls import CallFailed, invoke, reply
 
         args, kwargs = wire.decode(enc_args, blobs), wire.decode(enc_kwargs, blobs)
         self._direct = None
         try:
-            answer = invoke(self.fn, list(args), dict(kwargs), stand_in=stand_in, keep_jaxpr=True)
+            answer = invoke(self.fn, list(args), dict(kwargs), stand_in=stand_in, keep_jaxpr=True, bodies=bodies)
         except CallFailed as e:
             return {"ok": False, "error": e.info}, []
         self._direct = answer.pop("jaxpr", None)

@@ -32,6 +32,9 @@ CS_MASK = (
 CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_like(o_ref)\n"
 
 RM_MAX = "jnp.max(x_ref[...], axis=1, keepdims=True)"
+RM_INIT = "        o_ref[...] = jnp.full_like(o_ref, -jnp.inf)\n"
+RMD_FOLD = "        acc = jnp.maximum(acc, x[:, c * 128:(c + 1) * 128])\n"
+RMD_REDUCE = "        o_ref[...] = jnp.broadcast_to(jnp.max(acc, axis=1, keepdims=True), o_ref.shape)"
 
 SS_MOVED = "    moved = 2 * n * d * itemsize          # x read once, the output written once\n"
 
@@ -39,6 +42,11 @@ LAB_1_1 = "lab-1.1-first-kernels"
 LAB_1_2 = "lab-1.2-tiled-matmul"
 LAB_1_3 = "lab-1.3-fused-softmax-layernorm"
 LAB_1_4 = "lab-1.4-pipelining-profile"
+LAB_1_6 = "lab-1.6-copies-online-softmax"
+
+CP_STARTS = "    copy_x.start()\n    copy_y.start()  # both copies in flight at once\n    copy_x.wait()\n"
+LSE_SUM = "l_ref[...] = l_ref[...] * jnp.exp(m_old - m_new) + jnp.sum(jnp.exp(x - m_new), axis=1, keepdims=True)"
+LSE_OUT = "o_ref[...] = m_ref[...] + jnp.log(l_ref[...])"
 
 MISTAKES: dict[str, list[Mistake]] = {
     LAB_1_1: [
@@ -105,6 +113,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref.T"},
             r"a ref is used as an array",
             ("transpose_values",),
+            ("transpose_schedule",),
         ),
         Mistake(
             "transpose_identity_out_map",
@@ -216,7 +225,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             "stores the block as read: no .T (the grade's non-square blocks fail to trace)",
             {"o_ref[...] = x_ref[...].T": "o_ref[...] = x_ref[...]"},
             r"stored as they were read.*o_ref\[\.\.\.\] = x_ref\[\.\.\.\]\.T",
-            ("transpose_schedule", "transpose_values"),
+            ("transpose_values",),
+            ("transpose_schedule",),  # issue 44: the schedule is right; the body's failure costs the values alone
             graded=r"(?s)^(?!.*usual bug is a BlockSpec).*(transpose never taken|stored as they were read).*"
             r"x_ref\[\.\.\.\]\.T",
         ),
@@ -358,8 +368,8 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 ACC_INIT.replace(
                     "acc_ref[...] +=",
-                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
-                ): "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
+                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
+                ): "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
             },
             r"reads the scratch accumulator .* never zeroed",
             ("matmul_acc_f32_accumulator",),
@@ -383,7 +393,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 "matmul_acc_kernel,\n        " + MM_ACC_SEM: "matmul_acc_kernel,\n        "
                 + MM_ACC_SEM.replace(ACC_SCRATCH, "scratch_shapes=[pltpu.VMEM((bm, bn), jnp.bfloat16)],"),
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(acc_ref.dtype)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():",
             },
             r"bfloat16 scratch .*use an f32 scratch, scratch_shapes=\[pltpu.VMEM\(\(bm, bn\), jnp.float32\)\]",
             ("matmul_acc_f32_accumulator",),
@@ -396,7 +406,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             {
                 ACC_INIT.replace(
                     "acc_ref[...] +=",
-                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
+                    "acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)",
                 ): "    @pl.when(k == 0)\n    def _init():\n        o_ref[...] = jnp.zeros_like(o_ref)\n    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)"
             },
             r"stores a float32 value into a bfloat16 ref.*\n.*\n.*f32 scratch",
@@ -407,7 +417,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_acc_bf16_dot",
             "the dot without preferred_element_type: bf16 partial products",
             {
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...])\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():": "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...])\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():"
             },
             r"preferred_element_type=jnp.float32",
             ("matmul_acc_f32_accumulator",),
@@ -470,7 +480,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_gelu_on_inputs",
             "GELU applied to a before the dot, not to the product",
             {
-                """    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)""": """    acc_ref[...] += jnp.dot(jax.nn.gelu(a_ref[...]), b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"""
+                """    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = jax.nn.gelu(acc_ref[...]).astype(o_ref.dtype)""": """    acc_ref[...] += jnp.dot(jax.nn.gelu(a_ref[...]), b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n        o_ref[...] = acc_ref[...].astype(o_ref.dtype)"""
             },
             r"GELU is applied to the input \(a\) before the product",
             ("matmul_gelu_values",),
@@ -522,13 +532,14 @@ MISTAKES: dict[str, list[Mistake]] = {
             graded=r"precision HIGHEST on bfloat16 blocks.*compiler refuses",
         ),
         # issue 44: rowmax's mistakes the lab names, each with its cause, check and grade alike
-        # (the kernel body fails to trace, so rowmax_schedule cannot read the schedule and still fails: not yet fixed)
+        # (the kernel body fails to trace: rowmax_schedule reads the schedule off the call with a no-op body)
         Mistake(
             "rowmax_max_axis0",
             "the block's max over axis 0 (its columns), not axis 1",
             {RM_MAX: "jnp.max(x_ref[...], axis=0, keepdims=True)"},
             r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis",
-            ("rowmax_schedule", "rowmax_values"),
+            ("rowmax_values",),
+            ("rowmax_schedule",),
             graded=r"(?s)^(?!.*usual bug is a BlockSpec).*reduction runs over the wrong axis",
         ),
         Mistake(
@@ -560,16 +571,37 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("rowmax_schedule",),
             graded=r"jnp\.max with no axis",
         ),
+        # issue 43: rowmax_dense, the layout lesson: the slow pattern kept (right values), and the lanes never reduced
+        Mistake(
+            "rowmax_dense_max_every_step",
+            "the row max taken across lanes on every step, folded into all lanes, as rowmax did",
+            {RMD_FOLD: "        acc = jnp.maximum(acc, jnp.max(x[:, c * 128:(c + 1) * 128], axis=1, keepdims=True))\n"},
+            r"reduces across lanes \(reduce_max over the last axis\) on every column step",
+            ("rowmax_dense_schedule",),
+            ("rowmax_dense_values",),
+            graded=r"reduces across lanes \(reduce_max over the last axis\) on every column step",
+        ),
+        Mistake(
+            "rowmax_dense_stores_the_lanes",
+            "the last step stores the (bm, 128) running max as it is, never reduced across lanes",
+            {RMD_REDUCE: "        o_ref[...] = acc"},
+            r"never reduced across lanes",
+            ("rowmax_dense_values",),
+            ("rowmax_dense_schedule",),
+            graded=r"never reduced across lanes",
+        ),
         Mistake(
             "matmul_acc_semantics_two_entries",
             "two dimension_semantics entries for the 3-axis grid",
             {
                 'dimension_semantics=("parallel", "parallel", "arbitrary")),\n        interpret=INTERP,\n    )(a, b)': 'dimension_semantics=("parallel", "parallel")),\n        interpret=INTERP,\n    )(a, b)'
             },
-            r"2 entries .* for its 3-axis grid.*one entry per grid axis",
+            r"matmul_acc\(a, b, .*bfloat16: dimension_semantics has 2 entries \('parallel', 'parallel'\) for a 3-axis grid "
+            r"\(\d+, \d+, \d+\): one entry per grid axis",
             ("matmul_acc_semantics",),
-            graded=r"per grid axis",
-        ),  # the grade's words are the rebuild's (autograder.judge), the same rule
+            graded=r"^matmul_acc_semantics: matmul_acc\(a, b, .*bfloat16: dimension_semantics has 2 entries \('parallel', "
+            r"'parallel'\) for a 3-axis grid \(\d+, \d+, \d+\): one entry per grid axis",
+        ),  # one message, one home (rules.semantics_length_problem): the check's, and the judge's refusal
         Mistake(
             "matmul_k_axis_parallel",
             "matmul's K axis marked \"parallel\"",
@@ -588,11 +620,76 @@ MISTAKES: dict[str, list[Mistake]] = {
             "matmul_gelu_on_every_k_step",
             "the GELU applied to the accumulator on every K step (partial sums)",
             {
-                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():": "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():"
+                "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():": "    acc_ref[...] = jax.nn.gelu(acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32))\n    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():"
             },
             r"the GELU acts on partial sums",
             ("matmul_gelu_values",),
             graded=r"the GELU acts on partial sums",
+        ),
+        # issue 44: every mistake LAB·1.2's hints and warnings name, each with its cause, check and grade alike
+        Mistake(
+            "rowmax_out_map_keeps_j",
+            "rowmax's output index map (i, j): it does not ignore the reduced axis (the lab's point 1)",
+            {
+                "out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),": "out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, j)),"
+            },
+            r"the output index map sends grid step .* so the map ignores j",
+            ("rowmax_schedule", "rowmax_values"),
+            graded=r"(output index map sends grid step|index map of output o_ref asks for block)",
+        ),
+        Mistake(
+            "rowmax_init_zero",
+            "the running max starts at 0 (the lab: wrong for every row whose values are all negative)",
+            {RM_INIT: "        o_ref[...] = jnp.zeros_like(o_ref)\n"},
+            r"the running max starts at 0",
+            ("rowmax_values",),
+            ("rowmax_schedule",),
+            graded=r"the running max starts at 0",
+        ),
+        Mistake(
+            "rowmax_no_init",
+            "no start at all (the lab: a missing start shows at once, NaN under TPU interpret mode)",
+            {"    @pl.when(pl.program_id(1) == 0)\n    def _init():\n" + RM_INIT: ""},
+            r"before anything is stored there.*-inf for a max",
+            ("rowmax_values",),
+            ("rowmax_schedule",),
+            graded=r"before anything is stored there.*-inf for a max",
+        ),
+        Mistake(
+            "rowmax_grid_axes_swapped",
+            "the reduced axis first: grid (n // bn, m // bm) (the lab's point 2: it is the last grid axis)",
+            {
+                "grid=(m // bm, n // bn),\n        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],\n        out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),": "grid=(n // bn, m // bm),\n        in_specs=[pl.BlockSpec((bm, bn), lambda j, i: (i, j))],\n        out_specs=pl.BlockSpec((bm, 1), lambda j, i: (i, 0)),"
+            },
+            r"must be the last \(innermost\) grid axis",
+            ("rowmax_schedule", "rowmax_values"),
+            graded=r"(must be the last \(innermost\) grid axis|ignores a grid axis that is not the last one)",
+        ),
+        Mistake(
+            "matmul_f32_default_precision",
+            "no precision=HIGHEST on the f32 dot (Hint 4): right under interpret mode, bf16-accurate on a TPU",
+            {MM_PREC: "    precision = None\n"},
+            r"asks for the default precision.*precision=jax\.lax\.Precision\.HIGHEST",
+            ("matmul_precision",),
+            ("matmul_schedule", "matmul_f32"),
+            graded=r"asks for the default precision.*precision=jax\.lax\.Precision\.HIGHEST",
+        ),
+        Mistake(
+            "matmul_acc_no_semantics",
+            "matmul_acc without compiler_params (Hint 4; the lab: a kernel that marks none uses one core)",
+            {ACC_SCRATCH + "\n        " + ACC_SEM: ACC_SCRATCH + "\n        "},
+            r"sets no dimension_semantics",
+            ("matmul_acc_semantics",),
+            ("matmul_acc_schedule", "matmul_acc_f32_accumulator"),
+            graded=r"sets no dimension_semantics",
+        ),
+        Mistake(
+            "matmul_acc_k_parallel",
+            "matmul_acc's K axis marked \"parallel\" (the lab: every K step adds into the same accumulator)",
+            {ACC_SEM: ACC_SEM.replace('"arbitrary"', '"parallel"')},
+            r"marks its last grid axis .parallel.",
+            ("matmul_acc_schedule", "matmul_acc_semantics", "matmul_acc_f32_accumulator"),
+            graded=r"marks its last grid axis .parallel.",
         ),
     ],
     LAB_1_3: [
@@ -613,6 +710,19 @@ MISTAKES: dict[str, list[Mistake]] = {
             r"differ by more than",
             ("softmax_values",),
             ("softmax_fused",),
+        ),
+        # issue 43 (F7): the rows left "arbitrary", right values: what GATE 01 times would run on one core of a megacore
+        Mistake(
+            "softmax_rows_not_parallel",
+            "no dimension_semantics: the row axis stays \"arbitrary\"",
+            {
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),   # rows are independent\n'
+                "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)": "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)"
+            },
+            r'sets no dimension_semantics.*mark the row axis "parallel"',
+            ("softmax_fused",),
+            ("softmax_values",),
+            graded=r'sets no dimension_semantics.*mark the row axis "parallel"',
         ),
         Mistake(
             "softmax_short_grid",
@@ -812,8 +922,10 @@ MISTAKES: dict[str, list[Mistake]] = {
             "(rows_per_block, 128) blocks on a 2-D grid: each piece normalised alone",
             {
                 "grid=(n // rows_per_block,),\n        in_specs=[pl.BlockSpec((rows_per_block, d), lambda i: (i, 0))],\n"
-                "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),": "grid=(n // rows_per_block, d // 128),\n        in_specs=[pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j))],\n"
-                "        out_specs=pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j)),"
+                "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),': "grid=(n // rows_per_block, d // 128),\n        in_specs=[pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j))],\n"
+                "        out_specs=pl.BlockSpec((rows_per_block, 128), lambda i, j: (i, j)),\n"
+                '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel")),'
             },
             r"feature axis is split into blocks of 128",
             ("softmax_values", "softmax_fused", "softmax_stability"),
@@ -899,15 +1011,129 @@ MISTAKES: dict[str, list[Mistake]] = {
             ("softmax_time_model",),
             graded=r"it counts bits, not bytes",
         ),
+        # issue 43 (F1, F2): one JAX device's bandwidth, the steps term, and the rows a block should hold
         Mistake(
-            "softmax_seconds_per_core",
-            "the bandwidth divided per TensorCore",
+            "softmax_seconds_chip_bandwidth",
+            "the chip's bandwidth, where a v7x JAX device is one TensorCore",
             {
-                "    return moved / chip_named(chip).hbm_bytes_per_s": "    return moved / (chip_named(chip).hbm_bytes_per_s / chip_named(chip).tensorcores_per_chip)"
+                "    bandwidth = chip_named(chip).device_hbm_bytes_per_s(parallel=False)": "    bandwidth = chip_named(chip).hbm_bytes_per_s"
             },
-            r"two mistakes give this: 4 bytes per element .* or one TensorCore's share",
+            r"with v7x's bandwidth per chip",
             ("softmax_time_model",),
-            graded=r"two mistakes give this: 4 bytes per element .* or one TensorCore's share",
+            ("rows_per_block_choice",),
+            graded=r"with v7x's bandwidth per chip .* pltpu.get_tpu_info\(\)",
+        ),
+        Mistake(
+            "softmax_seconds_no_steps",
+            "bytes over bandwidth, the steps' fixed cost left out",
+            {
+                "    return moved / bandwidth + (n // rows_per_block) * step_overhead()[0]": "    return moved / bandwidth"
+            },
+            r"the bytes alone: it leaves out the fixed cost",
+            ("softmax_time_model",),
+            ("rows_per_block_choice",),
+            graded=r"the bytes alone: it leaves out the fixed cost",
+        ),
+        Mistake(
+            "rows_per_block_keeps_8",
+            "keeps the default 8 rows",
+            {
+                "    rows = 32 // itemsize                 # the sublane tile: 8 rows of float32, 16 of bfloat16\n    while rows < n and 2 * rows * d * itemsize < 2**20:\n        rows *= 2\n": "    rows = 8\n"
+            },
+            r"is 8: a step reads and writes .* under 1 MiB",
+            ("rows_per_block_choice",),
+            ("softmax_time_model",),
+            graded=r"is 8: a step reads and writes .* under 1 MiB",
+        ),
+        Mistake(
+            "rows_per_block_input_only",
+            "counts the block read but not the block written, and aims at 4 MiB",
+            {
+                "    while rows < n and 2 * rows * d * itemsize < 2**20:\n": "    while rows < n and rows * d * itemsize < 2**22:\n"
+            },
+            r"over 50% of v5e's 16 MiB default scoped VMEM limit",
+            ("rows_per_block_choice",),
+            ("softmax_time_model",),
+            graded=r"over 50% of .* default scoped VMEM limit",
+        ),
+        # issue 44: every mistake LAB·1.3's hints and warnings name, each with its cause, check and grade alike
+        Mistake(
+            "softmax_no_keepdims",
+            "the row max without keepdims=True (Hint 2: so it broadcasts back over the row)",
+            {"    m = jnp.max(x, axis=-1, keepdims=True)\n": "    m = jnp.max(x, axis=-1)\n"},
+            r"without keepdims=True",
+            ("softmax_values", "softmax_stability"),
+            ("softmax_fused",),
+            graded=r"without keepdims=True",
+        ),
+        Mistake(
+            "softmax_bf16_arithmetic",
+            "no cast to float32 first (Hint 3): exp, sum and division in bfloat16",
+            {
+                "    x = x_ref[...].astype(jnp.float32)\n    m = jnp.max(x, axis=-1, keepdims=True)": "    x = x_ref[...]\n    m = jnp.max(x, axis=-1, keepdims=True)"
+            },
+            r"the arithmetic runs in bfloat16",
+            ("softmax_values",),
+            ("softmax_fused", "softmax_stability"),
+            graded=r"the arithmetic runs in bfloat16",
+        ),
+        Mistake(
+            "softmax_seconds_itemsize_4",
+            "4 bytes per element whatever the dtype (Hint 1: itemsize is 2 for bfloat16)",
+            {"    itemsize = np.dtype(dtype).itemsize\n    moved": "    itemsize = 4\n    moved"},
+            r"4 bytes per element, but bfloat16 has 2",
+            ("softmax_time_model",),
+            graded=r"4 bytes per element.*bfloat16 has 2",
+        ),
+        Mistake(
+            "softmax_seconds_read_only",
+            "x read counted, the output written not (Hint 2: read plus written)",
+            {SS_MOVED: "    moved = n * d * itemsize\n"},
+            r"counts x read .* but not the output written",
+            ("softmax_time_model",),
+            graded=r"counts x read .* but not the output written",
+        ),
+        Mistake(
+            "softmax_seconds_flops",
+            "bytes over FLOP/s (Hint 2: not the FLOP/s)",
+            {
+                "    return moved / chip_named(chip).hbm_bytes_per_s": "    return moved / chip_named(chip).bf16_flops_per_s"
+            },
+            r"it divides by .*FLOP/s",
+            ("softmax_time_model",),
+            graded=r"it divides by .*FLOP/s",
+        ),
+        Mistake(
+            "column_sums_grid_floor",
+            "grid (n // rows_per_block,) (Hint 1: pl.cdiv): the partial block dropped",
+            {"grid=(pl.cdiv(n, rows_per_block),),": "grid=(n // rows_per_block,),"},
+            r"drops the last, partial block",
+            ("column_sums_ragged",),
+            graded=r"drops the last, partial block",
+        ),
+        Mistake(
+            "column_sums_no_mask",
+            "no mask: the padding rows of the partial block summed in (the lab: the kernel must mask it)",
+            {CS_MASK: "    x = x_ref[...].astype(jnp.float32)\n"},
+            r"the sum adds them in\. Mask them before the sum",
+            ("column_sums_ragged",),
+            graded=r"the sum adds them in\. Mask them before the sum",
+        ),
+        Mistake(
+            "column_sums_summed_in_bf16",
+            "no cast to float32 before the sum (the lab: compute in float32 even when x arrives as bfloat16)",
+            {CS_MASK: "    x = jnp.where(row < n, x_ref[...], 0.0)\n"},
+            r"the block is summed in bfloat16",
+            ("column_sums_ragged",),
+            graded=r"the block is summed in bfloat16",
+        ),
+        Mistake(
+            "column_sums_mask_le",
+            "row <= n: the mask keeps row n (the lab: the rows at or past n)",
+            {CS_MASK: CS_MASK.replace("row < n", "row <= n")},
+            r"compares with <= \(or >=\), so it keeps row n",
+            ("column_sums_ragged",),
+            graded=r"compares with <= \(or >=\), so it keeps row n",
         ),
     ],
     LAB_1_4: [
@@ -1039,22 +1265,19 @@ MISTAKES: dict[str, list[Mistake]] = {
         ),
         # issue 27: the lab's conventions named
         Mistake(
-            "step_times_halved_peak_f32",
-            "half the bf16 peak for float32 (the lab uses the bf16 peak for every dtype)",
-            {
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s": "    peak = c.bf16_flops_per_s / (2 if np.dtype(dtype) == np.float32 else 1)\n"
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / peak"
-            },
-            r"the lab's convention is the bf16 peak for every dtype",
+            "step_times_one_pass_f32",
+            "the bf16 peak for float32 too: one MXU pass where HIGHEST takes 6",
+            {"    return dma_bytes / hbm, flops * passes / peak": "    return dma_bytes / hbm, flops / peak"},
+            r"6 times too short for float32, as with one MXU pass",
             ("step_time_model",),
             ("fed_block", "block_choice"),
-            graded=r"the lab's convention is the bf16 peak for every dtype",
+            graded=r"6 times too short for float32, as with one MXU pass",
         ),
         Mistake(
             "step_times_milliseconds",
             "returns milliseconds",
             {
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s": "    return 1e3 * dma_bytes / c.hbm_bytes_per_s, 1e3 * flops / c.bf16_flops_per_s"
+                "    return dma_bytes / hbm, flops * passes / peak": "    return 1e3 * dma_bytes / hbm, 1e3 * flops * passes / peak"
             },
             r"(?s)^(?!.*bytes per element).*it returns milliseconds; return seconds",
             ("step_time_model",),
@@ -1094,13 +1317,127 @@ MISTAKES: dict[str, list[Mistake]] = {
             "step_times_per_core",
             "halves the chip's numbers for two-TensorCore chips",
             {
-                "    c = chip_named(chip)\n    itemsize": "    c = chip_named(chip)\n    cores = c.tensorcores_per_chip\n    itemsize",
-                "    return dma_bytes / c.hbm_bytes_per_s, flops / c.bf16_flops_per_s": "    return dma_bytes / (c.hbm_bytes_per_s / cores), flops / (c.bf16_flops_per_s / cores)",
+                "    return dma_bytes / hbm, flops * passes / peak": "    cores = c.tensorcores_per_chip\n    return dma_bytes / (hbm / cores), flops * passes / (peak / cores)",
             },
             r"(?s)^(?!.*bytes per element).*one TensorCore's share .*v4 has 2 TensorCores per chip",
             ("step_time_model",),
             ("fed_block", "block_choice"),
             graded=r"(?s)^(?!.*bytes per element).*one TensorCore's share",
+        ),
+        # issue 44: the tiling table's rows and the budget line, as LAB·1.4's text states them, each named
+        Mistake(
+            "verdict_full_dim_lowering",
+            "a block dim equal to the array's held to (8, 128) (the table: it passes whatever its size)",
+            {"    if not (bn == n or bn % 128 == 0) or not (bm == m or bm % 8 == 0):": "    if bn % 128 or bm % 8:"},
+            r"passes the lowering rule whatever its size: 100 equals the array's 100",
+            ("legal_or_not",),
+            graded=r"passes the lowering rule whatever its size",
+        ),
+        Mistake(
+            "verdict_8bit_lowering",
+            "an 8-bit block of whole (8, 128) tiles but not (32, 128) called a lowering failure (the table: E2002)",
+            {'        return "compile"': '        return "lowering"'},
+            r"returned 'lowering', but it is 'compile': .*Mosaic rejects it at compile time",
+            ("legal_or_not",),
+            graded=r"returned 'lowering', but it is 'compile': .*Mosaic rejects it at compile time",
+        ),
+        Mistake(
+            "verdict_16bit_compile",
+            "a bf16 block of 8 rows called a compile failure (the table: legal, a padding note)",
+            {"    if not whole_tiles and itemsize == 1:": "    if not whole_tiles and itemsize <= 2:"},
+            r"returned 'compile', but it is 'note': .*fill only part of the native \(16, 128\) tile",
+            ("legal_or_not",),
+            graded=r"returned 'compile', but it is 'note': .*fill only part of the native \(16, 128\) tile",
+        ),
+        Mistake(
+            "verdict_partial_block_legal",
+            "a partial last block called legal (the lab: legal, worth a note)",
+            {"    if not whole_tiles or m % bm or n % bn:": "    if not whole_tiles:"},
+            r"returned 'legal', but it is 'note': .*the last of \d+ blocks is partial",
+            ("legal_or_not",),
+            graded=r"returned 'legal', but it is 'note': .*the last of \d+ blocks is partial",
+        ),
+        Mistake(
+            "budget_line_first_over",
+            "the first size over the line, not the largest that fits",
+            {"    return max(fits) if fits else None": "    return max(fits) + 128 if fits else None"},
+            r"the first size over the line, one step past the largest that fits",
+            ("budget_line",),
+            graded=r"the first size over the line, one step past the largest that fits",
+        ),
+    ],
+    LAB_1_6: [
+        Mistake(
+            "copies_wait_before_start",
+            "waits on x's copy before starting it (a wait that never returns)",
+            {CP_STARTS: "    copy_x.wait()\n    copy_y.start()\n    copy_x.start()\n"},
+            r"add_copies.*\.wait\(\) comes before its \.start\(\).*hangs",
+            ("add_copies_schedule", "add_copies_values"),
+            graded=r"\.wait\(\) comes before its \.start\(\).*hangs",
+        ),
+        Mistake(
+            "copies_missing_wait",
+            "starts x's copy and adds before waiting on it",
+            {CP_STARTS: CP_STARTS.replace("    copy_x.wait()\n", "")},
+            r"add_copies.*a copy is started and never waited",
+            ("add_copies_schedule", "add_copies_values"),
+            graded=r"a copy is started and never waited",
+        ),
+        Mistake(
+            "copies_inputs_not_offset",
+            "copies x's and y's first rows at every step",
+            {"x_hbm.at[window]": "x_hbm.at[pl.ds(0, rows)]", "y_hbm.at[window]": "y_hbm.at[pl.ds(0, rows)]"},
+            r"holds the sum of the first block: the copies ignore the grid step",
+            ("add_copies_values",),
+            ("add_copies_schedule",),
+            graded=r"holds the sum of the first block: the copies ignore the grid step",
+        ),
+        Mistake(
+            "lse_no_rescale",
+            "adds each block's sum without rescaling the running sum to the new max",
+            {"l_ref[...] * jnp.exp(m_old - m_new) + ": "l_ref[...] + "},
+            r"running sum is not rescaled when the max grows",
+            ("logsumexp_values",),
+            ("logsumexp_schedule",),
+            graded=r"running sum is not rescaled when the max grows",
+        ),
+        Mistake(
+            "lse_max_not_subtracted",
+            "sums exp(x) and returns log of it: no max anywhere",
+            {
+                LSE_SUM: "l_ref[...] = l_ref[...] + jnp.sum(jnp.exp(x), axis=1, keepdims=True)",
+                LSE_OUT: "o_ref[...] = jnp.log(l_ref[...])",
+            },
+            r"exp of a logit above 88.7 overflows float32",
+            ("logsumexp_stability",),
+            ("logsumexp_values", "logsumexp_schedule"),
+            graded=r"exp of a logit above 88.7 overflows float32",
+        ),
+        Mistake(
+            "lse_max_starts_at_zero",
+            "starts the running max at 0",
+            {"jnp.full(m_ref.shape, -jnp.inf, jnp.float32)": "jnp.full(m_ref.shape, 0.0, jnp.float32)"},
+            r"the running max starts at 0, not -inf",
+            ("logsumexp_stability",),
+            ("logsumexp_values", "logsumexp_schedule"),
+            graded=r"the running max starts at 0, not -inf",
+        ),
+        Mistake(
+            "lse_features_parallel",
+            "marks the feature axis \"parallel\"",
+            {'dimension_semantics=("parallel", "arbitrary")': 'dimension_semantics=("parallel", "parallel")'},
+            r'marks its last grid axis "parallel".*running max and sum',
+            ("logsumexp_schedule", "logsumexp_values"),
+            graded=r'marks its last grid axis "parallel".*running max and sum',
+        ),
+        Mistake(
+            "lse_reset_once",
+            "resets the statistics only on the very first grid step",
+            {"    @pl.when(j == 0)\n    def _reset():": "    @pl.when(pl.program_id(0) + j == 0)\n    def _reset():"},
+            r"reset them on the first feature step of every row block",
+            ("logsumexp_values",),
+            ("logsumexp_schedule",),
+            graded=r"reset them on the first feature step of every row block",
         ),
     ],
 }

@@ -16,7 +16,7 @@ REFERENCE = """\
     @pl.when(k == 0)
     def _init():
         o_ref[...] = jnp.zeros_like(o_ref)
-    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32).astype(o_ref.dtype)
+    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype)).astype(o_ref.dtype)
 """
 
 STYLES: dict[str, str] = {
@@ -125,6 +125,15 @@ def matmul(style: str) -> Callable[..., Any]:
             "        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],\n        interpret=INTERP,",
         )
     )
-    namespace: dict[str, Any] = {"jax": jax, "jnp": jnp, "pl": pl, "pltpu": pltpu, "INTERP": True}
+    from pallas_course.precision import matmul_precision
+
+    namespace: dict[str, Any] = {
+        "jax": jax,
+        "jnp": jnp,
+        "pl": pl,
+        "pltpu": pltpu,
+        "INTERP": True,
+        "matmul_precision": matmul_precision,
+    }
     exec(compile(kernel_source(style) + "\n" + wrapper, f"<matmul style {style}>", "exec"), namespace)  # noqa: S102 - the corpus's own kernels
     return namespace["matmul"]

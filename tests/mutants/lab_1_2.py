@@ -1,4 +1,4 @@
-"""LAB·1.2 mutants: rowmax, matmul, matmul_acc, matmul_gelu."""
+"""LAB·1.2 mutants: rowmax, rowmax_dense, matmul, matmul_acc, matmul_gelu."""
 
 from tests.mutants import Alternative, Mutant
 
@@ -45,11 +45,20 @@ ROWMAX_SPECS = (
     "        in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],\n"
     "        out_specs=pl.BlockSpec((bm, 1), lambda i, j: (i, 0)),\n"
 )
+DENSE_FOLD = (
+    "    for c in range(x.shape[1] // 128):      # each 128-lane slice, elementwise: the VPU, no cross-lane work\n"
+    "        acc = jnp.maximum(acc, x[:, c * 128:(c + 1) * 128])\n"
+)
+DENSE_REDUCE = (
+    "    @pl.when(j == pl.num_programs(1) - 1)\n"
+    "    def _reduce_once():                      # across the lanes once per row block, broadcast back to all 128\n"
+    "        o_ref[...] = jnp.broadcast_to(jnp.max(acc, axis=1, keepdims=True), o_ref.shape)"
+)
 GELU_DEF = "def matmul_gelu_kernel(a_ref, b_ref, o_ref, acc_ref):"
 GELU_CALL = ACC_CALL.replace("matmul_acc_kernel", "matmul_gelu_kernel").replace(
     f"        compiler_params=pltpu.CompilerParams(dimension_semantics={ACC_SEMANTICS}),\n", ""
 )
-ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)\n"
+ACC_DOT = "    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=matmul_precision(a_ref.dtype))\n"
 ACC_STORE = "    @pl.when(k == pl.num_programs(2) - 1)\n    def _store():\n"
 GELU_EPILOGUE = (
     "    @pl.when(k == pl.num_programs(2) - 1)\n    def _epilogue():\n"
@@ -102,6 +111,35 @@ MUTANTS = [
         {"rowmax_schedule": "marks its last grid axis \"parallel\""},
     ),
     Mutant(
+        "rowmax_dense_reduces_every_step",
+        "rowmax_dense reduces across lanes on every column step (right values, the slow pattern)",
+        {
+            DENSE_FOLD: "    acc = jnp.maximum(acc, jnp.max(x, axis=1, keepdims=True))\n",
+            DENSE_REDUCE: DENSE_REDUCE.replace("jnp.max(acc, axis=1, keepdims=True)", "acc[:, :1]"),
+        },
+        {"rowmax_dense_schedule": "reduces across lanes \\(reduce_max over the last axis\\) on every column step"},
+        others_pass=("rowmax_dense_values",),
+    ),
+    Mutant(
+        "rowmax_dense_never_reduced",
+        "rowmax_dense stores the (bm, 128) running max without reducing across lanes",
+        {DENSE_REDUCE: ""},
+        {"rowmax_dense_values": "never reduced across lanes"},
+        others_pass=("rowmax_dense_schedule",),
+    ),
+    Mutant(
+        "rowmax_dense_lane_zero_only",
+        "rowmax_dense reduces once but leaves the max in lane 0 (the rest keep their own lane's max)",
+        {
+            DENSE_REDUCE: DENSE_REDUCE.replace(
+                "o_ref[...] = jnp.broadcast_to(jnp.max(acc, axis=1, keepdims=True), o_ref.shape)",
+                "o_ref[:, :1] = jnp.max(acc, axis=1, keepdims=True)",
+            )
+        },
+        {"rowmax_dense_values": "lane 0 of each row holds the row's max"},
+        others_pass=("rowmax_dense_schedule",),
+    ),
+    Mutant(
         "matmul_default_precision",
         "the f32 dot at the default precision (bf16 passes on a TPU)",
         {MATMUL_DOT: MATMUL_DOT.replace(", precision=precision", "")},
@@ -120,8 +158,7 @@ MUTANTS = [
         "precision=HIGHEST on bf16 blocks: the TPU compiler refuses it",
         {
             ACC_DOT + ACC_STORE: ACC_DOT.replace(
-                "preferred_element_type=jnp.float32",
-                "preferred_element_type=jnp.float32, precision=jax.lax.Precision.HIGHEST",
+                "precision=matmul_precision(a_ref.dtype)", "precision=jax.lax.Precision.HIGHEST"
             )
             + ACC_STORE
         },

@@ -29,15 +29,44 @@ CS_GRID = "grid=(pl.cdiv(n, rows_per_block),),"
 CS_ROW = "    row = i * x_ref.shape[0] + jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 0)\n"
 CS_MASK = "    x = jnp.where(row < n, x_ref[...].astype(jnp.float32), 0.0)"
 CS_CALL = "        functools.partial(column_sums_kernel, n=n),\n"
-ST_SIZE = "    itemsize = np.dtype(dtype).itemsize\n"
+ST_SIZE = "    itemsize = np.dtype(dtype).itemsize\n    moved"
 ST_MOVED = "    moved = 2 * n * d * itemsize"
-ST_RETURN = "    return moved / chip_named(chip).hbm_bytes_per_s"
+ST_BW = "    bandwidth = chip_named(chip).device_hbm_bytes_per_s(parallel=False)"
+ST_RETURN = "    return moved / bandwidth + (n // rows_per_block) * step_overhead()[0]"
+RB_LOOP = "    while rows < n and 2 * rows * d * itemsize < 2**20:\n"
+RB_RETURN = "    return min(rows, n)"
 
+ROWS_PARALLEL = (
+    '        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel",)),   # rows are independent\n'
+)
+SM_PARALLEL = (
+    "        out_specs=pl.BlockSpec((rows_per_block, d), lambda i: (i, 0)),\n"
+    + ROWS_PARALLEL
+    + ("        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n    )(x)")
+)
+LN_PARALLEL = (
+    ROWS_PARALLEL + "        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),\n        interpret=INTERP,\n" + LN_ARGS
+)
+NOT_PARALLEL = r'sets no dimension_semantics.*mark the row axis "parallel"'
 CAST = r"astype\(o_ref\.dtype\)"
 NO_CALL = "launches no pallas_call"
 OUTSIDE = "computes outside its kernel"
 
 MUTANTS = [
+    Mutant(
+        "softmax_rows_not_parallel",
+        "softmax leaves its row axis \"arbitrary\" (no dimension_semantics): one core of a megacore chip",
+        {SM_PARALLEL: SM_PARALLEL.replace(ROWS_PARALLEL, "")},
+        {"softmax_fused": NOT_PARALLEL},
+        others_pass=("softmax_values",),
+    ),
+    Mutant(
+        "layernorm_rows_not_parallel",
+        "layernorm leaves its row axis \"arbitrary\"",
+        {LN_PARALLEL: LN_PARALLEL.replace(ROWS_PARALLEL, "")},
+        {"layernorm_fused": NOT_PARALLEL},
+        others_pass=("layernorm_values",),
+    ),
     Mutant(
         "softmax_max_by_sort",
         "the row max read off a sorted row: right values, but sort has no TPU lowering",
@@ -113,8 +142,9 @@ MUTANTS = [
         "softmax_no_cast",
         "the f32 result is stored into a bf16 output without .astype(o_ref.dtype)",
         {SM_STORE: "    o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)"},
-        {"softmax_values": CAST, "softmax_fused": CAST},
-        others_pass=("softmax_stability",),
+        {"softmax_values": CAST},
+        # the call's data is right (out_shape in x's dtype): the store fails to trace, which costs the values alone
+        others_pass=("softmax_stability", "softmax_fused"),
     ),
     Mutant(
         "softmax_f32_out",
@@ -257,8 +287,9 @@ MUTANTS = [
         "layernorm_no_cast",
         "the f32 result is stored into a bf16 output without .astype(o_ref.dtype)",
         {LN_STORE: "    o_ref[...] = y * g_ref[...] + b_ref[...]"},
-        {"layernorm_values": CAST, "layernorm_fused": CAST},
-        others_pass=("layernorm_edge",),
+        {"layernorm_values": CAST},
+        # the call's data is right (out_shape in x's dtype): the store fails to trace, which costs the values alone
+        others_pass=("layernorm_edge", "layernorm_fused"),
     ),
     # ---- the ragged edge: column sums over a pl.cdiv grid
     Mutant(
@@ -283,21 +314,62 @@ MUTANTS = [
         "softmax_seconds_no_write",
         "counts x read, forgets the output written",
         {ST_MOVED: "    moved = n * d * itemsize"},
-        {"softmax_time_model": r"half the expected time: it counts x read .* but not the output written"},
+        {"softmax_time_model": r"it counts x read .* but not the output written"},
+        others_pass=("rows_per_block_choice",),
     ),
     Mutant(
         "softmax_seconds_f32_bytes",
         "4 bytes an element whatever the dtype (the kernel computes in f32)",
-        {ST_SIZE: "    itemsize = 4\n"},
-        {
-            "softmax_time_model": r"bfloat16.* 2 times the expected time: 4 bytes per element, but bfloat16 has 2 \(the kernel computes in float32"
-        },
+        {ST_SIZE: "    itemsize = 4\n    moved"},
+        {"softmax_time_model": r"bfloat16.*: 4 bytes per element, but bfloat16 has 2 \(the kernel computes in float32"},
+        others_pass=("rows_per_block_choice",),
     ),
     Mutant(
         "softmax_seconds_flops",
         "divides by the chip's FLOP/s instead of its HBM bandwidth",
-        {ST_RETURN: "    return moved / chip_named(chip).bf16_flops_per_s"},
-        {"softmax_time_model": r"too short: it divides by v5e's FLOP/s .* its bytes over hbm_bytes_per_s"},
+        {
+            ST_RETURN: "    return moved / chip_named(chip).bf16_flops_per_s + (n // rows_per_block) * step_overhead()[0]"
+        },
+        {
+            "softmax_time_model": r"too short: it divides by v5e's FLOP/s .* the model takes the kernel as waiting on memory"
+        },
+        others_pass=("rows_per_block_choice",),
+    ),
+    Mutant(
+        "softmax_seconds_no_steps",
+        "bytes over bandwidth alone: the fixed cost of each grid step left out",
+        {ST_RETURN: "    return moved / bandwidth"},
+        {"softmax_time_model": r"the bytes alone: it leaves out the fixed cost of the grid's 4,096 steps"},
+        others_pass=("rows_per_block_choice",),
+    ),
+    Mutant(
+        "softmax_seconds_chip_bandwidth",
+        "the chip's bandwidth where a JAX device is one TensorCore (v7x)",
+        {ST_BW: "    bandwidth = chip_named(chip).hbm_bytes_per_s"},
+        {"softmax_time_model": r"with v7x's bandwidth per chip .* a JAX device is one of the chip's 2 TensorCores"},
+        others_pass=("rows_per_block_choice",),
+    ),
+    # ---- rows_per_block
+    Mutant(
+        "rows_per_block_default",
+        "keeps the 8-row default: a step too small to pay for its fixed cost",
+        {RB_LOOP: "    while False:\n"},
+        {"rows_per_block_choice": r"is 8: a step reads and writes 2 x 32 KiB = 64 KiB, under 1 MiB"},
+        others_pass=("softmax_time_model",),
+    ),
+    Mutant(
+        "rows_per_block_whole_array",
+        "one block for the whole array: no pipelining, and VMEM overflows",
+        {RB_RETURN: "    return n"},
+        {"rows_per_block_choice": r"is 32768: its in and out blocks, double-buffered, take 4 x 128 MiB"},
+        others_pass=("softmax_time_model",),
+    ),
+    Mutant(
+        "rows_per_block_too_large",
+        "aims at 8 MiB a step: the double-buffered blocks crowd out the body's float32 values",
+        {RB_LOOP: "    while rows < n and 2 * rows * d * itemsize < 2**23:\n"},
+        {"rows_per_block_choice": r"is 1024: .* over 50% of v5e's 16 MiB default scoped VMEM limit"},
+        others_pass=("softmax_time_model",),
     ),
     Mutant(
         "layernorm_fixed_rows",

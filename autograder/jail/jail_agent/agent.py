@@ -4,7 +4,7 @@
 
 Requests: {"op": "run_cell", "source", "timeout_s"} -> the cell's outputs as nbformat dicts;
 {"op": "lookup", "name"} -> whether the name is a function, a value (sent as data) or missing;
-{"op": "call", "name", "args", "kwargs", "stand_in", "timeout_s"} -> calls.invoke's answer; {"op": "bye"}.
+{"op": "call", "name", "args", "kwargs", "stand_in", "bodies", "timeout_s"} -> calls.invoke's answer; {"op": "bye"}.
 The agent keeps the protocol on private copies of fds 0 and 1 and points fds 0-2 elsewhere, so what the
 notebook prints becomes cell output and never mixes with the protocol (a notebook that writes to the private
 fds anyway can only garble its own answers: the grader treats them as untrusted).
@@ -259,7 +259,7 @@ class Agent:
             self._alarm(req.get("timeout_s"))
             try:
                 stand_in = req.get("stand_in") if isinstance(req.get("stand_in"), list) else None
-                answer = invoke(fn, list(args), dict(kwargs), stand_in=stand_in)
+                answer = invoke(fn, list(args), dict(kwargs), stand_in=stand_in, bodies=req.get("bodies") is not False)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
         except CallFailed as e:

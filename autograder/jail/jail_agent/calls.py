@@ -142,6 +142,30 @@ def _model(namespace: dict[str, Any]) -> Any:
 _MODELS: dict[int, Any] = {}
 
 
+@contextlib.contextmanager
+def kernel_bodies_skipped() -> Iterator[None]:
+    """Each pallas_call traced with its kernel body replaced by a no-op of the same refs: the grid, the BlockSpecs
+    (block shapes, index maps), out_shape, scratch and compiler params are the student's, data of the call that
+    jax builds before it traces the body (jax 0.10.2, jax/_src/pallas/pallas_call.py: `_pallas_call` makes the grid
+    mapping, then traces the body in `_trace_kernel_to_jaxpr`); the body is not traced at all. A schedule test
+    reads only that data, so a body that fails to trace does not cost it (issue 44)."""
+    from jax._src.pallas import pallas_call as pallas_call_module
+
+    real = pallas_call_module._trace_kernel_to_jaxpr
+
+    def no_body(*refs: Any, **named: Any) -> None:
+        return None
+
+    def skipped(fun: Any, debug_info: Any, *rest: Any, **kw: Any) -> Any:
+        return real(no_body, debug_info, *rest, **kw)  # the same debug_info: the kernel's name and parameters
+
+    pallas_call_module._trace_kernel_to_jaxpr = skipped
+    try:
+        yield
+    finally:
+        pallas_call_module._trace_kernel_to_jaxpr = real
+
+
 def _is_array(x: Any) -> bool:
     return isinstance(x, (np.ndarray, Spec))
 
@@ -159,6 +183,7 @@ def invoke(
     *,
     stand_in: list[Any] | None = None,
     keep_jaxpr: bool = False,
+    bodies: bool = True,
 ) -> dict[str, Any]:
     """What the grader needs of one call, as data.
 
@@ -167,7 +192,9 @@ def invoke(
     (jail_agent.description); nothing is computed here: the grader rebuilds and runs it. Without, it is a plain
     Python call (LAB·1.4's models) with the helpers in `stand_in` answered by stand_ins(): {"result": what it
     returned, "own": what they answered}. Raises CallFailed with the student's error.
-    `keep_jaxpr` (in-process only: the tests' round-trip check) adds the traced ClosedJaxpr as "jaxpr"."""
+    `keep_jaxpr` (in-process only: the tests' round-trip check) adds the traced ClosedJaxpr as "jaxpr".
+    `bodies=False` traces every kernel body as a no-op (kernel_bodies_skipped): the schedule alone, for a schedule
+    test whose kernel body failed to trace."""
     import jax
     from jax.experimental.pallas import tpu as pltpu
 
@@ -203,7 +230,8 @@ def invoke(
             return fn(*full, **kwargs)
 
         try:
-            closed, out_shape = jax.make_jaxpr(student, return_shape=True)(*[_abstract(args[i]) for i in positions])
+            with contextlib.nullcontext() if bodies else kernel_bodies_skipped():
+                closed, out_shape = jax.make_jaxpr(student, return_shape=True)(*[_abstract(args[i]) for i in positions])
         except Exception as e:  # noqa: BLE001 - whatever the student's function raises while traced is its error
             raise CallFailed(describe_error(e, "trace")) from None
     try:

@@ -15,6 +15,7 @@ blobs on the wire (autograder.jail.jail_agent.wire), referred to by position:
              constants, then each equation's outputs (a dropped output still takes a number)
     AVAL   = {"shape": [int...], "dtype": name, "weak": bool}
            | {"ref": AVAL, "space": memory space name or null}              (a Ref, inside kernels)
+           | {"semaphores": "dma" or "regular", "shape": [int...]}         (a semaphore array: a Ref's inner)
     ATOM   = {"v": variable number} | {"lit": number or bool or "nan"/"inf"/"-inf", "aval": AVAL}
     EQN    = {"p": primitive name, "in": [ATOM...], "out": [AVAL...], "params": {name: PARAM}}
              a pallas_call's EQN may add "at": [file, line, function, source line], where the student's code
@@ -27,6 +28,10 @@ blobs on the wire (autograder.jail.jail_agent.wire), referred to by position:
     get / swap / addupdate: params {"transforms": [{"index": [INDEX...]}...]}, INDEX = {"slice": [START,
         size, stride]} | {"int": int} | {"leaf": k}; START = int | {"leaf": k}; leaf k is the k-th operand
         after the ref (and after the value, for swap and addupdate)
+    dma_start / dma_wait (a copy's .start() and .wait()): params {"copy": [PART, PART, PART, PART, PART], and
+        dma_start's "priority", "add"}, the five parts of pltpu.make_async_copy's descriptor: source, destination,
+        destination semaphore, source semaphore, device id; PART = null | {"ref": k, "transforms": [{"index":
+        [INDEX...]}...]} | {"opaque": type name}; k and every leaf are positions among the equation's own operands
     pallas_call: params {"name", "arg_names" (the kernel's parameters), "grid": [int...], "num_inputs", "kernel": JAXPR, "blocks": [BLOCK...],
         "scratch": [AVAL...], "compiler_params": {field: PARAM} or null, "input_output_aliases": [[in, out]...],
         "num_scalar_prefetch", "mesh"}, BLOCK = {"array": AVAL, "block_shape": [{"blocked": n} |
@@ -50,7 +55,7 @@ import numpy as np
 
 from .wire import dtype_name
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: semaphores and the copies' dma_start / dma_wait
 
 MAX_EQUATIONS = 20_000  # all jaxprs together (a lab kernel has a few dozen)
 MAX_DEPTH = 8  # sub-jaxprs in sub-jaxprs (a pl.when in a kernel in a jit: 3)
@@ -78,6 +83,12 @@ def aval(a: Any) -> dict[str, Any]:
     shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
     if shape is None or dtype is None:
         return {"opaque": type(a).__name__[:MAX_TEXT]}
+    kind = type(dtype).__name__
+    if kind in ("dma_semaphore", "DMASemaphore", "semaphore", "Semaphore"):  # pltpu.SemaphoreType.DMA / REGULAR
+        try:
+            return {"semaphores": "dma" if "dma" in kind.lower() else "regular", "shape": [int(d) for d in shape]}
+        except TypeError:
+            return {"opaque": kind[:MAX_TEXT]}
     try:
         return {
             "shape": [int(d) for d in shape],
@@ -205,7 +216,10 @@ def _start(x: Any) -> Any:
 def _transforms(tree: Any) -> list[Any]:
     import jax
 
-    transforms = jax.tree_util.tree_unflatten(tree, [Leaf(k) for k in range(tree.num_leaves)])
+    return _indexers(jax.tree_util.tree_unflatten(tree, [Leaf(k) for k in range(tree.num_leaves)]))
+
+
+def _indexers(transforms: Any) -> list[Any]:
     out: list[Any] = []
     for t in transforms:
         if type(t).__name__ != "NDIndexer":
@@ -297,8 +311,37 @@ def _pallas_call(p: dict[str, Any], consts: list[np.ndarray]) -> dict[str, Any]:
     }
 
 
+def _copy_part(part: Any) -> Any:
+    """One of a copy descriptor's five parts, its leaves numbered among the equation's operands."""
+    if part is None:
+        return None
+    if isinstance(part, Leaf):
+        return {"ref": part.k, "transforms": []}
+    if type(part).__name__ == "TransformedRef" and isinstance(part.ref, Leaf):
+        return {"ref": part.ref.k, "transforms": _indexers(part.transforms)}
+    return {"opaque": type(part).__name__[:MAX_TEXT]}
+
+
+def _copy(p: dict[str, Any], n: int) -> dict[str, Any]:
+    """dma_start / dma_wait: the descriptor's parts (pltpu.make_async_copy), and start's priority and add."""
+    try:
+        parts = p["tree"].unflatten([Leaf(k) for k in range(n)])
+        copy = [_copy_part(x) for x in parts] if isinstance(parts, tuple) else {"opaque": type(parts).__name__}
+    except Exception:  # noqa: BLE001 - a tree of another jax: described as what cannot travel, refused there
+        copy = {"opaque": "tree"}
+    out: dict[str, Any] = {"copy": copy}
+    for k in ("priority", "add"):
+        if k in p:
+            out[k] = param(p[k], [])
+    if p.get("insert_dummy_device") or str(getattr(p.get("device_id_type"), "value", "mesh")) != "mesh":
+        out["device_id_type"] = {"opaque": "DeviceIdType"}
+    return out
+
+
 def params(e: Any, consts: list[np.ndarray]) -> dict[str, Any]:
     name = e.primitive.name
+    if name in ("dma_start", "dma_wait") and "tree" in e.params:
+        return _copy(e.params, len(e.invars))
     if name == "pallas_call" and "grid_mapping" in e.params:
         return _pallas_call(e.params, consts)
     if name in ("get", "swap", "addupdate") and "tree" in e.params:
