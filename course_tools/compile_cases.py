@@ -13,6 +13,7 @@ CASES: dict[str, list[tuple[str, list[tuple[tuple[int, ...], str]], dict[str, in
     ],
     "lab-1.2-tiled-matmul": [
         ("rowmax", [((64, 1024), "float32")], {"bm": 8, "bn": 256}),  # (bm, 1) output blocks
+        ("rowmax_dense", [((64, 1024), "float32")], {"bm": 8, "bn": 256}),  # (bm, 128): lane-dense, reduced once
         ("matmul", [((256, 384), "float32"), ((384, 512), "float32")], {}),
         ("matmul_acc", [((256, 512), "bfloat16"), ((512, 256), "bfloat16")], {}),
         ("matmul_gelu", [((256, 256), "float32"), ((256, 256), "float32")], {}),
@@ -25,6 +26,12 @@ CASES: dict[str, list[tuple[str, list[tuple[tuple[int, ...], str]], dict[str, in
     ],
     "lab-1.4-pipelining-profile": [
         ("matmul_pipeline_off", [((256, 256), "float32"), ((256, 256), "float32")], {}),
+    ],
+    "lab-1.6-copies-online-softmax": [
+        ("add_copies", [((64, 256), "float32"), ((64, 256), "float32")], {}),  # HBM refs, DMAs and semaphores
+        ("add_copies", [((64, 512), "bfloat16"), ((64, 512), "bfloat16")], {"rows_per_block": 16}),
+        ("row_logsumexp", [((64, 512), "float32")], {}),
+        ("row_logsumexp", [((64, 512), "bfloat16")], {"rows_per_block": 16, "cols_per_block": 128}),
     ],
 }
 

@@ -253,9 +253,9 @@ def test_the_jail_sends_no_values(monkeypatch) -> None:
     seen = []
     real = LocalFunction._send
 
-    def no_arrays(self, enc_args, enc_kwargs, blobs, stand_in):
+    def no_arrays(self, enc_args, enc_kwargs, blobs, stand_in, bodies=True):
         assert not blobs
-        header, out = real(self, enc_args, enc_kwargs, blobs, stand_in)
+        header, out = real(self, enc_args, enc_kwargs, blobs, stand_in, bodies)
         assert set(header) == {"ok", "description", "consts"}
         return header, out
 

@@ -33,6 +33,7 @@ CS_INIT = "    @pl.when(i == 0)\n    def _():\n        o_ref[...] = jnp.zeros_li
 
 RM_MAX = "jnp.max(x_ref[...], axis=1, keepdims=True)"
 RM_INIT = "        o_ref[...] = jnp.full_like(o_ref, -jnp.inf)\n"
+RM_WHEN = "    @pl.when(pl.program_id(1) == 0)\n    def _init():\n"  # rowmax's own start (rowmax_dense's reads j == 0)
 RMD_FOLD = "        acc = jnp.maximum(acc, x[:, c * 128:(c + 1) * 128])\n"
 RMD_REDUCE = "        o_ref[...] = jnp.broadcast_to(jnp.max(acc, axis=1, keepdims=True), o_ref.shape)"
 
@@ -640,7 +641,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake(
             "rowmax_init_zero",
             "the running max starts at 0 (the lab: wrong for every row whose values are all negative)",
-            {RM_INIT: "        o_ref[...] = jnp.zeros_like(o_ref)\n"},
+            {RM_WHEN + RM_INIT: RM_WHEN + "        o_ref[...] = jnp.zeros_like(o_ref)\n"},
             r"the running max starts at 0",
             ("rowmax_values",),
             ("rowmax_schedule",),
@@ -649,7 +650,7 @@ MISTAKES: dict[str, list[Mistake]] = {
         Mistake(
             "rowmax_no_init",
             "no start at all (the lab: a missing start shows at once, NaN under TPU interpret mode)",
-            {"    @pl.when(pl.program_id(1) == 0)\n    def _init():\n" + RM_INIT: ""},
+            {RM_WHEN + RM_INIT: ""},
             r"before anything is stored there.*-inf for a max",
             ("rowmax_values",),
             ("rowmax_schedule",),
@@ -1097,7 +1098,7 @@ MISTAKES: dict[str, list[Mistake]] = {
             "softmax_seconds_flops",
             "bytes over FLOP/s (Hint 2: not the FLOP/s)",
             {
-                "    return moved / chip_named(chip).hbm_bytes_per_s": "    return moved / chip_named(chip).bf16_flops_per_s"
+                "    bandwidth = chip_named(chip).device_hbm_bytes_per_s(parallel=False)": "    bandwidth = chip_named(chip).bf16_flops_per_s"
             },
             r"it divides by .*FLOP/s",
             ("softmax_time_model",),
