@@ -131,7 +131,7 @@ PY
     /autograder/course-env/bin/python -m autograder.doors.gradescope --lab "$lab" > "$ROOTS/$DISTRO-$lab.log" 2>&1 || true
   took=$(( $(date +%s) - start ))
   peak=$(( $(cat "$cg/memory.max_usage_in_bytes") / 1048576 ))
-  rmdir "$cg"
+  for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$cg" 2>/dev/null && break; sleep 0.5; done   # the door's last processes are being reaped
   score="$("$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["score"], d["extra_data"].get("jail"))' "$ROOT/autograder/results/results.json" 2>/dev/null || echo "none")"
   record step=grade distro="$DISTRO" lab="$lab" seconds="$took" peak_mb_cold="$peak" "score_jail=$score"
 done

@@ -541,6 +541,8 @@ def test_what_a_student_can_call_gives_no_marks(key: W.Walk, capsys) -> None:
     assert "194 of 194 code lines marked (0 algorithm, 194 schedule)" in str(e.value)
 
 
+@pytest.mark.slow  # CI: test_course_grade_reads_the_partial_credit (the same engine), and nbgrader's door on
+# LAB·1.5's solution (tests/test_solutions_both_doors.py)
 def test_nbgrader_autograde_gives_the_same_partial_credit(key: W.Walk, tmp_path: Path) -> None:
     """`nbgrader autograde` itself reads the number the hidden test cell ends with: the same partial score
     as `course grade`, and the margin note awaits manual grading."""
