@@ -67,13 +67,16 @@ def descendants(pid: int) -> list[int]:
     return seen
 
 
-def tmpfs_bytes(path: str) -> int:
-    """The bytes in use in the tmpfs mounted at `path` (statvfs: what its files hold, unlinked ones still open
-    included), 0 where it cannot be read."""
+def tmpfs_bytes(path: str, size: int) -> int | None:
+    """The bytes in use in the tmpfs of `size` bytes mounted at `path` (statvfs: what its files hold, unlinked ones
+    still open included); None where `path` is not such a mount (a process still setting up its mounts sees the
+    host's) or cannot be read."""
     try:
         st = os.statvfs(path)
     except OSError:
-        return 0
+        return None
+    if st.f_blocks * st.f_frsize > size:
+        return None
     return (st.f_blocks - st.f_bfree) * st.f_frsize
 
 

@@ -61,11 +61,14 @@ class Jail(Child):
         """What the jail keeps in its own tmpfs mounts (`tmpfs`: its /tmp and /dev/shm, memory its cgroup would count),
         read by statvfs in its mount namespace: one call per mount whatever the jail keeps there, unlinked files
         still open included (issue 42: a walk of 600,000 files took seconds, and told the jail when it ran)."""
-        outer = memory.mount_namespace(self.process.pid)
+        outer, size = memory.mount_namespace(self.process.pid), self.limits.tmpfs_mb * 2**20
         for pid in self.members():
             ns = memory.mount_namespace(pid)
-            if ns is not None and ns != outer:  # inside the jail: bubblewrap's own processes are not
-                return sum(memory.tmpfs_bytes(f"/proc/{pid}/root{m}") for m in self._tmpfs)
+            if ns is None or ns == outer:  # bubblewrap's own processes are not inside the jail
+                continue
+            used = [memory.tmpfs_bytes(f"/proc/{pid}/root{m}", size) for m in self._tmpfs]
+            if None not in used:  # the jail's own mounts (not a process that still sees the host's)
+                return sum(u for u in used if u is not None)
         return 0
 
     def _memory_kill(self) -> None:
