@@ -133,8 +133,3 @@ class Cgroups:
             else:
                 continue
             del self.dirs[controller]
-
-
-def make(name: str, limits: ProcessLimits) -> Cgroups | None:
-    """The child's groups where cgroups are writable here, else None; OSError if they could not be made."""
-    return Cgroups(name, limits) if writable() else None

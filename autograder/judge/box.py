@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -165,7 +166,7 @@ class Box(Child):
     def _describe(self, code: int) -> str:
         if self.over_memory():
             return f"needed more than {self.limits.memory_mb} MB (the grader's memory limit for it)"
-        if code in (-signal_number("SIGXCPU"), 128 + signal_number("SIGXCPU")):
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
             return f"used more than {self.limits.cpu_s} s of CPU time (the grader's limit for it)"
         if self.killed:
             return "was stopped by the grader"
@@ -211,9 +212,3 @@ class Box(Child):
                 pipe.close()
             except OSError:
                 pass
-
-
-def signal_number(name: str) -> int:
-    import signal
-
-    return int(getattr(signal, name))
